@@ -1,0 +1,63 @@
+"""Facts: the flat, typed measurements that rules reason about.
+
+A Fact is one number, string or bool with its unit, the source that measured it (file + reader)
+and an optional subject (the kernel, rank, step or stream it describes; None = the whole run).
+Every fact a reader/analysis can emit is declared once as a FactSpec in a catalogue; the
+catalogue is the vocabulary rule authors write conditions against (`diagnose facts --catalogue`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+Value = Union[float, int, str, bool]
+
+SUBJECT_KINDS = ("run", "kernel", "rank", "step", "stream", "device", "site")
+
+
+@dataclass(frozen=True, order=True)
+class Subject:
+    """What a fact or finding is about. kind: kernel | rank | step | stream | device | site."""
+
+    kind: str
+    id: str
+    name: str | None = None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "id": self.id, "name": self.name}
+
+
+@dataclass(frozen=True)
+class Fact:
+    name: str
+    value: Value
+    unit: str
+    source: str  # "<file> (<reader>)"
+    subject: Subject | None = None
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    """Catalogue entry: a fact name, its type, unit, meaning, and the subject kind it attaches to."""
+
+    name: str
+    type: str  # "number" | "string" | "bool"
+    unit: str
+    meaning: str
+    subject: str = "run"  # one of SUBJECT_KINDS
+    sources: tuple[str, ...] = ()  # input kinds that can produce it
+    collect: str = ""  # how to collect the input that yields it (for "not evaluated" messages)
+
+
+@dataclass
+class AnalysisResult:
+    """What one analysis produces: facts for the engine, and chart-ready series for reports.
+
+    `charts` holds plain data (lists/dicts of numbers and strings) already computed by analysis,
+    so templates only draw; keys are documented where they are produced.
+    """
+
+    facts: list[Fact] = field(default_factory=list)
+    charts: dict = field(default_factory=dict)
+    inputs: list[dict] = field(default_factory=list)  # [{"path", "kind"}]
+    notes: list[str] = field(default_factory=list)  # caveats worth showing the user

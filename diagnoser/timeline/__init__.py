@@ -1,0 +1,1 @@
+"""The normalized timeline model shared by the Nsight Systems and PyTorch profiler readers."""

@@ -1,0 +1,93 @@
+"""Normalized timeline tables: one schema for Nsight Systems exports and PyTorch profiler traces.
+
+Both readers (ingest/nsys_sqlite.py, ingest/torch_trace.py) return a `Timeline`; every timeline
+metric is written once against these tables. Times are integer nanoseconds on the source's own
+clock (consistent within one Timeline; only differences matter). Rows are sorted by start_ns.
+
+gpu        one row per GPU activity
+  kind         str   "kernel" | "memcpy" | "memset"
+  name         str   demangled kernel name; for copies/sets a label like "Memcpy HtoD"
+  start_ns     int64
+  end_ns       int64
+  device       int64 CUDA device index
+  stream       int64
+  correlation  int64 joins to host.correlation (-1 when unknown)
+  bytes        int64 bytes moved/set (0 for kernels)
+  copy_kind    str   "HtoD" | "DtoH" | "DtoD" | "HtoH" | "PtoP" | "" (kernels, memsets)
+  pageable     bool  copy touches pageable (unpinned) host memory
+  grid         int64 blocks in the grid (gridX*gridY*gridZ; 0 when unknown or not a kernel)
+  block        int64 threads per block (0 when unknown or not a kernel)
+
+host       one row per CUDA runtime/driver API call on a host thread
+  name         str   API name as recorded: "cudaLaunchKernel", "cudaStreamSynchronize", ...
+  start_ns, end_ns int64
+  thread       int64 host thread id
+  correlation  int64 joins to gpu.correlation (-1 when unknown)
+
+ranges     one row per CPU-side range: NVTX push/pop or start/end ranges, PyTorch user
+           annotations (ProfilerStep#N, DataLoader __next__, Optimizer.step#...), aten ops
+  name         str
+  start_ns, end_ns int64
+  thread       int64
+  kind         str   "nvtx" | "annotation" | "op" | "python"
+
+Timeline also carries devices (list of dicts: id, name, sm_count, total_memory, cc) and, for
+distributed runs, rank/world_size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+GPU_COLUMNS = {
+    "kind": "object", "name": "object", "start_ns": "int64", "end_ns": "int64",
+    "device": "int64", "stream": "int64", "correlation": "int64", "bytes": "int64",
+    "copy_kind": "object", "pageable": "bool", "grid": "int64", "block": "int64",
+}
+HOST_COLUMNS = {
+    "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64",
+    "correlation": "int64",
+}
+RANGE_COLUMNS = {
+    "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64", "kind": "object",
+}
+GPU_KINDS = ("kernel", "memcpy", "memset")
+COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "")
+RANGE_KINDS = ("nvtx", "annotation", "op", "python")
+
+
+def empty_table(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+
+
+@dataclass
+class Timeline:
+    path: str
+    source: str  # "nsys" | "torch"
+    gpu: pd.DataFrame
+    host: pd.DataFrame
+    ranges: pd.DataFrame
+    devices: list[dict] = field(default_factory=list)
+    rank: int | None = None
+    world_size: int | None = None
+
+    def validate(self) -> "Timeline":
+        """Check every table against the schema (columns, dtypes, enums); raise ValueError if off."""
+        for label, table, columns in (
+            ("gpu", self.gpu, GPU_COLUMNS), ("host", self.host, HOST_COLUMNS),
+            ("ranges", self.ranges, RANGE_COLUMNS),
+        ):
+            missing = [c for c in columns if c not in table.columns]
+            if missing:
+                raise ValueError(f"timeline table {label} lacks columns {missing}")
+            for col, dtype in columns.items():
+                if str(table[col].dtype) != dtype and not (dtype == "object" and str(table[col].dtype) in ("string", "category")):
+                    raise ValueError(f"timeline table {label}.{col} is {table[col].dtype}, expected {dtype}")
+        bad = set(self.gpu["kind"].unique()) - set(GPU_KINDS)
+        if bad:
+            raise ValueError(f"timeline gpu.kind has unknown values {sorted(bad)}")
+        bad = set(self.ranges["kind"].unique()) - set(RANGE_KINDS)
+        if bad:
+            raise ValueError(f"timeline ranges.kind has unknown values {sorted(bad)}")
+        return self
