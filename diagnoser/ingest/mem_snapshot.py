@@ -1,0 +1,270 @@
+"""Reader for CUDA memory snapshots (`torch.cuda.memory._dump_snapshot`, a pickle, maybe gzipped).
+
+The pickle is loaded by an Unpickler that refuses every global, so a hostile file cannot run code:
+a real snapshot holds plain builtins only. The model keeps the allocator's own records (segments,
+blocks, per-device trace entries as numpy columns, the OOM events, allocator settings) and a
+deduplicated table of allocation stacks; it computes no metrics (that is analysis/memory.py).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..inputs import open_input
+from ..progress import Progress
+
+READER = "mem_snapshot"
+# Trace actions, in the allocator's own words; `TraceTable.action` holds indexes into this tuple.
+ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+           "segment_map", "segment_unmap", "oom", "snapshot")
+_ACTION_CODE = {a: i for i, a in enumerate(ACTIONS)}
+UNKNOWN_ACTION = -1
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stack frame: a Python frame (filename ends with .py) or a native one."""
+
+    filename: str
+    line: int
+    name: str
+
+    @property
+    def is_python(self) -> bool:
+        return self.filename.endswith(".py")
+
+
+@dataclass(frozen=True)
+class Block:
+    address: int
+    size: int
+    requested_size: int
+    state: str  # active_allocated | active_awaiting_free | inactive
+    stack: int  # index into MemorySnapshot.stacks (-1: none recorded)
+
+
+@dataclass(frozen=True)
+class Segment:
+    device: int
+    address: int
+    total_size: int
+    allocated_size: int
+    active_size: int
+    requested_size: int
+    stream: int
+    segment_type: str  # small | large
+    is_expandable: bool
+    blocks: tuple[Block, ...]
+
+
+@dataclass
+class TraceTable:
+    """One device's trace entries as columns, in recorded order (oldest first)."""
+
+    device: int
+    action: np.ndarray  # int8 index into ACTIONS (UNKNOWN_ACTION for others)
+    addr: np.ndarray  # int64 (addresses fit: user space is below 2**63)
+    size: np.ndarray  # int64 bytes
+    time_us: np.ndarray  # int64
+    stream: np.ndarray  # int64
+    stack: np.ndarray  # int32 index into MemorySnapshot.stacks, -1 when no frames
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+
+@dataclass(frozen=True)
+class OomEvent:
+    device: int
+    index: int  # position in that device's TraceTable
+    time_us: int
+    size: int  # bytes of the failing request
+    device_free: int  # bytes the driver reported free on the device at the OOM
+
+
+@dataclass(frozen=True)
+class Annotation:
+    stage: str  # START | END
+    name: str  # e.g. "Optimizer.step#AdamW.step"
+    device: int
+    time_us: int
+
+
+@dataclass
+class MemorySnapshot:
+    path: str
+    segments: list[Segment]
+    traces: dict[int, TraceTable]
+    stacks: list[tuple[Frame, ...]]  # innermost frame first, as recorded
+    ooms: list[OomEvent]
+    allocator_settings: dict = field(default_factory=dict)
+    annotations: list[Annotation] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        return f"{Path(self.path).name} ({READER})"
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """Unpickler for plain builtins only: any global (class, function) is refused before lookup."""
+
+    def __init__(self, file, path):
+        super().__init__(file)
+        self._path = path
+
+    def find_class(self, module, name):  # noqa: D401 - pickle API
+        raise InputError(self._path, f"refuses to load pickle globals ({module}.{name} would execute code); "
+                                     "a CUDA memory snapshot holds plain data only")
+
+    def persistent_load(self, pid):
+        raise InputError(self._path, "refuses pickle persistent ids; not a CUDA memory snapshot")
+
+
+class _CountingReader:
+    """File wrapper that reports compressed bytes consumed to a Progress."""
+
+    def __init__(self, f, raw, progress: Progress):
+        self._f, self._raw, self._progress = f, raw, progress
+
+    def _tick(self):
+        self._progress.update(self._raw.tell() / 1e6)
+
+    def read(self, n=-1):
+        data = self._f.read(n)
+        self._tick()
+        return data
+
+    def readinto(self, b):
+        n = self._f.readinto(b)
+        self._tick()
+        return n
+
+    def readline(self, *a):
+        return self._f.readline(*a)
+
+
+def load_raw(path: str | os.PathLike, progress: Progress | None = None):
+    """Unpickle `path` safely; InputError for anything that is not a readable plain-data pickle."""
+    stream = open_input(path)
+    raw = getattr(stream, "fileobj", stream)
+    if progress is not None and progress.enabled:
+        progress.total = os.path.getsize(path) / 1e6
+        src = _CountingReader(stream, raw, progress)
+    else:
+        src = stream
+    try:
+        with stream:
+            if hasattr(stream, "peek") and not stream.peek(1):
+                raise InputError(path, "file is empty; expected a CUDA memory snapshot pickle")
+            return SafeUnpickler(src, str(path)).load()
+    except InputError:
+        raise
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise InputError(path, f"truncated or corrupt snapshot ({e.__class__.__name__})") from None
+    except (pickle.UnpicklingError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            OverflowError, UnicodeDecodeError, RecursionError, MemoryError, OSError) as e:
+        raise InputError(path, f"not a readable CUDA memory snapshot pickle ({e.__class__.__name__})") from None
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def load_snapshot(path: str | os.PathLike, progress: Progress | None = None) -> MemorySnapshot:
+    """Read a CUDA memory snapshot into a MemorySnapshot (see module docstring)."""
+    data = load_raw(path, progress)
+    if isinstance(data, list):  # torch.cuda.memory_snapshot(): segments only
+        data = {"segments": data, "device_traces": []}
+    if not isinstance(data, dict) or not isinstance(data.get("segments"), list):
+        raise InputError(path, "pickle is not a CUDA memory snapshot (no 'segments' list); dump one with "
+                               "torch.cuda.memory._dump_snapshot(\"snap.pickle\")")
+    try:
+        return _build(str(path), data)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise InputError(path, f"malformed CUDA memory snapshot ({e.__class__.__name__}: {e})") from None
+
+
+class _StackTable:
+    """Deduplicates frame lists by content; real snapshots share frame dicts, so an id cache is fast."""
+
+    def __init__(self):
+        self.stacks: list[tuple[Frame, ...]] = []
+        self._by_content: dict[tuple[Frame, ...], int] = {}
+        self._by_list_id: dict[int, int] = {}
+        self._frame_by_id: dict[int, Frame] = {}
+        self._keep = []  # keeps cached-id objects alive so ids stay unique
+
+    def index(self, frames) -> int:
+        if not frames:
+            return -1
+        key = id(frames)
+        hit = self._by_list_id.get(key)
+        if hit is not None:
+            return hit
+        fcache = self._frame_by_id
+        out = []
+        for f in frames:
+            fr = fcache.get(id(f))
+            if fr is None:
+                fr = Frame(str(f.get("filename", "")), int(f.get("line", 0) or 0), str(f.get("name", "")))
+                fcache[id(f)] = fr
+                self._keep.append(f)
+            out.append(fr)
+        stack = tuple(out)
+        idx = self._by_content.get(stack)
+        if idx is None:
+            idx = len(self.stacks)
+            self.stacks.append(stack)
+            self._by_content[stack] = idx
+        self._by_list_id[key] = idx
+        self._keep.append(frames)
+        return idx
+
+
+def _build(path: str, data: dict) -> MemorySnapshot:
+    table = _StackTable()
+    segments = []
+    for s in data["segments"]:
+        blocks = tuple(Block(int(b["address"]), int(b["size"]), int(b.get("requested_size", b["size"])),
+                             str(b.get("state", "")), table.index(b.get("frames") or ()))
+                       for b in s.get("blocks", ()))
+        segments.append(Segment(int(s.get("device", 0)), int(s["address"]), int(s["total_size"]),
+                                int(s.get("allocated_size", 0)), int(s.get("active_size", 0)),
+                                int(s.get("requested_size", 0)), int(s.get("stream", 0)),
+                                str(s.get("segment_type", "")), bool(s.get("is_expandable", False)), blocks))
+    traces, ooms = {}, []
+    for device, entries in enumerate(data.get("device_traces") or []):
+        if not entries:
+            continue
+        n = len(entries)
+        action = np.empty(n, np.int8)
+        addr = np.empty(n, np.int64)
+        size = np.empty(n, np.int64)
+        time_us = np.empty(n, np.int64)
+        stream = np.empty(n, np.int64)
+        stack = np.empty(n, np.int32)
+        code, index = _ACTION_CODE.get, table.index
+        for i, e in enumerate(entries):
+            a = code(e["action"], UNKNOWN_ACTION)
+            action[i] = a
+            addr[i] = e.get("addr", 0)
+            size[i] = e.get("size", 0)
+            time_us[i] = e.get("time_us", 0)
+            stream[i] = e.get("stream", 0)
+            stack[i] = index(e.get("frames") or ())
+            if a == 7:  # oom
+                ooms.append(OomEvent(device, i, int(e.get("time_us", 0)), int(e.get("size", 0)),
+                                     int(e.get("device_free", -1))))
+        traces[device] = TraceTable(device, action, addr, size, time_us, stream, stack)
+    annotations = [Annotation(str(a.get("stage", "")), str(a.get("name", "")), int(a.get("device", 0)),
+                              int(a.get("time_us", 0)))
+                   for a in data.get("external_annotations") or () if isinstance(a, dict)]
+    settings = data.get("allocator_settings") or {}
+    return MemorySnapshot(path, segments, traces, table.stacks, ooms,
+                          dict(settings) if isinstance(settings, dict) else {}, annotations)
