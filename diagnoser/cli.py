@@ -1,0 +1,218 @@
+"""The `diagnose` command line: `diagnose FILE...` plus rules / facts / playbook subcommands."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import DiagnoserError
+
+FORMATS = ("md", "json", "html")
+SEVERITY_GATE = {"warning": ("warning", "critical"), "critical": ("critical",)}
+EXIT_GATE = 3
+
+
+def write_output(text: str, output: str | None) -> None:
+    """Write to stdout, or atomically to a file (temp file + rename: nothing half-written)."""
+    if not output:
+        click.echo(text, nl=False)
+        return
+    target = Path(output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class DefaultGroup(click.Group):
+    """`diagnose FILE...` runs the diagnosis; known words are subcommands."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["run"] + list(args)
+        elif not args:
+            args = ["--help"]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="diagnose")
+def cli():
+    """diagnose: rule-based diagnosis of GPU performance from profiler output.
+
+    \b
+    diagnose report.ncu-rep                       Nsight Compute report (or its CSV export)
+    diagnose run.sqlite trace.pt.trace.json.gz    Nsight Systems export and/or PyTorch trace
+    diagnose snapshot.pickle                      CUDA memory snapshot after an OOM
+    """
+
+
+@cli.command("run", hidden=True)
+@click.argument("files", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
+@click.option("-o", "--output", help="Write the report to this file (atomically).")
+@click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder (repeatable).")
+@click.option("--param", "params", multiple=True, help="Override a threshold: RULEID.NAME=VALUE.")
+@click.option("--fail-on", type=click.Choice(["warning", "critical"]), help="Exit 3 if a finding at/above this severity exists.")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
+def run_cmd(files, fmt, output, user_rules, params, fail_on, progress):
+    from .pipeline import diagnose
+    from .report.render import render_html, render_json, render_markdown
+
+    if progress is None:
+        progress = sys.stderr.isatty()
+    report = diagnose(files, user_rules, params, progress=progress)
+    text = {"md": render_markdown, "json": render_json, "html": render_html}[fmt](report)
+    write_output(text, output)
+    if fail_on and any(f.severity in SEVERITY_GATE[fail_on] for f in report.findings):
+        sys.exit(EXIT_GATE)
+
+
+@cli.group("rules")
+def rules_group():
+    """List, show, validate and test rules."""
+
+
+def _pack(user_rules=(), params=()):
+    from .pipeline import load_pack
+    return load_pack(user_rules, params)
+
+
+@rules_group.command("list")
+@click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder.")
+def rules_list(user_rules):
+    """Every rule in force: id, severity, category, tree and title."""
+    for r in _pack(user_rules).ordered():
+        origin = "" if r.shipped else f"  [{r.path}]"
+        click.echo(f"{r.id:<10} {r.severity:<8} {r.category:<24} {r.tree:<15} {r.title}{origin}")
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--rules", "user_rules", multiple=True)
+def rules_show(rule_id, user_rules):
+    """One rule in full (as compiled, params resolved)."""
+    from .rulespec.compile import compile_rule
+    pack = _pack(user_rules)
+    if rule_id not in pack.rules:
+        raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
+    r = pack.rules[rule_id]
+    click.echo(f"{r.id} {r.name}\n  {r.title}\n  file: {r.path}:{r.line}")
+    click.echo(f"  tree: {r.tree}  category: {r.category}  severity: {r.severity}  status: {r.status}  scope: {r.scope}")
+    click.echo(f"  requires: {', '.join(r.requires) or '-'}")
+    click.echo(f"  params: {json.dumps(r.params, sort_keys=True)}")
+    click.echo(f"  when (compiled): {json.dumps(compile_rule(r).predicate)}")
+    click.echo(f"  message: {r.message}\n  estimated_gain: {r.estimated_gain} of {r.gain_of}")
+    click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")
+
+
+@rules_group.command("validate")
+@click.argument("paths", nargs=-1, required=True)
+def rules_validate(paths):
+    """Validate rule files; exit 1 on the first error (file:line: what to fix)."""
+    from .catalogue import catalogue
+    from .rulespec.loader import build_pack
+    from .resources import rules_dir
+    pack = build_pack(rules_dir(), [Path(p) for p in paths], known_facts=catalogue())
+    n = sum(1 for r in pack.rules.values() if not r.shipped or any(Path(p).resolve() in (Path(r.path).resolve(), Path(r.path).resolve().parent) for p in paths))
+    click.echo(f"ok: {n} rule(s) valid in {', '.join(paths)}")
+
+
+@rules_group.command("test")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--rules", "user_rules", multiple=True)
+def rules_test(paths, user_rules):
+    """Run NAME.test.yaml cases beside rule files; fail rules lacking a firing and a silent case."""
+    from .catalogue import catalogue
+    from .rulespec.testing import run_tests
+    extra = list(user_rules) + [p for p in paths if not str(p).endswith(".test.yaml")]
+    pack = _pack(extra)
+    results, coverage = run_tests([Path(p) for p in paths], pack, catalogue())
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        click.echo(f"{'PASS' if r.ok else 'FAIL'}  {Path(r.file).name}: {r.name}")
+        for p in r.problems:
+            click.echo(f"      {p}")
+    for c in coverage:
+        click.echo(f"COVERAGE  {c}")
+    click.echo(f"{len(results) - len(failed)} passed, {len(failed) + len(coverage)} failed")
+    if failed or coverage:
+        sys.exit(1)
+
+
+@cli.command("facts")
+@click.argument("files", nargs=-1)
+@click.option("--catalogue", "show_catalogue", is_flag=True, help="List every fact the readers can produce.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def facts_cmd(files, show_catalogue, fmt):
+    """Print the facts measured from FILE(s), or the facts catalogue."""
+    if show_catalogue:
+        from .catalogue import catalogue
+        specs = list(catalogue().values())
+        if fmt == "json":
+            click.echo(json.dumps([s.__dict__ | {"sources": list(s.sources)} for s in specs], indent=2))
+            return
+        for s in specs:
+            click.echo(f"{s.name:<40} {s.type:<7} {s.unit:<8} {s.subject:<7} {s.meaning}")
+        return
+    if not files:
+        raise DiagnoserError("give FILE(s), or --catalogue")
+    from .pipeline import collect_facts
+    inputs, facts = collect_facts(files)
+    if fmt == "json":
+        out = {"inputs": inputs, "facts": [
+            {"name": f.name, "value": f.value, "unit": f.unit, "source": f.source,
+             "subject": f.subject.to_json() if f.subject else None} for f in facts]}
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    for f in facts:
+        subj = f"{f.subject.kind} {f.subject.id}" if f.subject else "run"
+        click.echo(f"{subj:<14} {f.name:<40} {f.value!s:<22} {f.unit}")
+
+
+@cli.command("playbook")
+@click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder.")
+@click.option("-o", "--output", help="Write the HTML handbook here (atomically).")
+def playbook_cmd(user_rules, output):
+    """The remediation handbook of every rule (shipped and custom) as one HTML file."""
+    from .report.playbook import render_playbook_html
+    write_output(render_playbook_html(_pack(user_rules)), output)
+
+
+def main(argv=None):
+    try:
+        cli.main(args=argv, prog_name="diagnose", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.Abort:
+        click.echo("diagnose: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except DiagnoserError as e:
+        click.echo(f"diagnose: error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("diagnose: interrupted", err=True)
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - never a traceback for the user
+        if os.environ.get("DIAGNOSER_DEBUG"):
+            raise
+        click.echo(f"diagnose: error: {type(e).__name__}: {e} (set DIAGNOSER_DEBUG=1 for a traceback)", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

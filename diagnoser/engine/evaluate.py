@@ -1,0 +1,113 @@
+"""Evaluate a rule pack over records: decide what can be evaluated, run the layers, build findings.
+
+The matching itself is delegated to a matcher: `durable_matcher` (production, durable_rules) or a
+reference evaluator (tests/reference_evaluator.py) with the same interface, so the two can be
+compared on random fact sets.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterable
+
+from ..facts import FactSpec
+from ..findings import Finding, NotEvaluated
+from ..rulespec.compile import compile_rule, finding_field
+from ..rulespec.expr import eval_expr, render_template
+from ..rulespec.loader import order_layers
+from ..rulespec.model import Rule
+from . import durable_backend
+from .records import Record
+
+Fired = set[tuple[str, int]]
+Matcher = Callable[[list[Rule], list[Record], Fired, dict[str, Rule]], Fired]
+
+
+def finding_holds(ref: Rule, scope: str, idx: int, records: list[Record], fired: Fired) -> bool:
+    """Did rule `ref` fire, as seen from record `idx` of `scope` (see docs/rules.md)?"""
+    if ref.scope == scope:
+        return (ref.id, idx) in fired
+    if ref.scope == "run":
+        return any((ref.id, j) in fired for j, r in enumerate(records) if r.scope == "run")
+    return any((ref.id, j) in fired for j, r in enumerate(records) if r.scope == ref.scope)
+
+
+def durable_matcher(rules: list[Rule], records: list[Record], fired: Fired, all_rules: dict[str, Rule]) -> Fired:
+    """Match one layer of rules with durable_rules."""
+    compiled = [compile_rule(r) for r in rules]
+    fields = set().union(*(set(c.facts) for c in compiled)) if compiled else set()
+    scopes = {r.scope for r in rules}
+    rows, index = [], []
+    for idx, rec in enumerate(records):
+        if rec.scope not in scopes:
+            continue
+        flags = {}
+        for c in compiled:
+            for rx in c.regex_flags:
+                v = rec.values.get(rx.fact)
+                flags[rx.field] = v is not None and re.search(rx.pattern, str(v)) is not None
+            for ref in c.finding_refs:
+                flags[finding_field(ref)] = ref in all_rules and finding_holds(all_rules[ref], rec.scope, idx, records, fired)
+        rows.append(durable_backend.engine_row(rec.values, rec.scope, fields, flags))
+        index.append(idx)
+    matched = durable_backend.match_layer(compiled, rows)
+    return {(rid, index[i]) for rid, i in matched}
+
+
+def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str, FactSpec]):
+    """Split rules into (to evaluate, not evaluated). A tree with none of its facts present is skipped."""
+    present_by_scope: dict[str, set[str]] = {}
+    for rec in records:
+        present_by_scope.setdefault(rec.scope, set()).update(rec.values)
+    all_present = set().union(*present_by_scope.values()) if present_by_scope else set()
+    by_tree: dict[str, list[Rule]] = {}
+    for r in rules:
+        by_tree.setdefault(r.tree, []).append(r)
+    todo, skipped = [], []
+    for tree in sorted(by_tree):
+        tree_rules = by_tree[tree]
+        tree_facts = set().union(*(set(r.requires) | r.when.facts() for r in tree_rules))
+        if not (tree_facts & all_present):
+            continue
+        for r in sorted(tree_rules, key=lambda r: r.id):
+            present = present_by_scope.get(r.scope, set())
+            missing = tuple(f for f in r.requires if f not in present)
+            if missing:
+                hints = sorted({catalogue[f].collect for f in missing if f in catalogue and catalogue[f].collect})
+                skipped.append(NotEvaluated(r.id, r.title, r.tree, missing, "; ".join(hints)))
+            else:
+                todo.append(r)
+    return todo, skipped
+
+
+def run_rules(rules: dict[str, Rule], records: list[Record], matcher: Matcher = durable_matcher) -> Fired:
+    """Evaluate rules layer by layer (a rule after those whose findings it references)."""
+    fired: Fired = set()
+    for layer in order_layers(rules):
+        layer_rules = [rules[rid] for rid in layer]
+        fired |= matcher(layer_rules, records, fired, rules)
+    return fired
+
+
+def make_finding(rule: Rule, rec: Record) -> Finding:
+    env = dict(rec.values)
+    env.update(rule.params)
+    env["subject"] = rec.subject.name if rec.subject and rec.subject.name else (rec.subject.id if rec.subject else "run")
+    gain = eval_expr(rule.estimated_gain, env) if rule.estimated_gain is not None else None
+    gain = 0.0 if gain is None else max(0.0, min(1.0, gain))
+    evidence = {f: {"value": rec.values[f], "unit": rec.units.get(f, "")} for f in rule.evidence if f in rec.values}
+    return Finding(
+        rule=rule.id, name=rule.name, category=rule.category, tree=rule.tree, severity=rule.severity,
+        title=rule.title, message=render_template(rule.message, env), evidence=evidence,
+        estimated_gain=gain, gain_of=rule.gain_of, subject=rec.subject, fix=render_template(rule.fix, env),
+        verify=render_template(rule.verify, env), refs=rule.refs, sources=sorted(rec.sources),
+    )
+
+
+def evaluate(rules: dict[str, Rule], records: list[Record], catalogue: dict[str, FactSpec],
+             matcher: Matcher = durable_matcher) -> tuple[list[Finding], list[NotEvaluated]]:
+    todo, skipped = applicable(rules.values(), records, catalogue)
+    active = {r.id: r for r in todo}
+    # a rule that references a finding of a rule that cannot be evaluated still runs: that finding is absent
+    fired = run_rules(active, records, matcher) if active else set()
+    findings = [make_finding(active[rid], records[idx]) for rid, idx in sorted(fired)]
+    return findings, skipped

@@ -1,0 +1,95 @@
+"""Facts -> records: one flat dict per subject, the unit the engine matches rules against.
+
+A run-scoped record holds the facts with no subject; a subject record (kernel 3, rank 1...) holds
+that subject's facts over the run-level ones. Values are sanitized here, once, so every backend
+(durable_rules and the reference evaluator in tests) sees exactly the same numbers: NaN/inf are
+dropped, magnitudes are clamped to what durable_rules parses, and floats are rounded to the
+decimal text the engine will read.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..facts import Fact, Subject, Value
+
+MAX_ABS = 1e15
+MIN_ABS = 1e-9
+_SAFE_STR = re.compile(r"[^\x20-\x7e]|[\"\\]")
+
+
+def format_number(x: float | int) -> str:
+    """Decimal text durable_rules parses correctly: never an exponent, always a dot for floats."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return str(x)
+    r = repr(x)
+    if "e" in r or "E" in r:
+        r = f"{x:.17f}".rstrip("0")
+    if "." not in r:
+        r += ".0"
+    if r.endswith("."):
+        r += "0"
+    return r
+
+
+def sanitize(value) -> Value | None:
+    """The value both evaluators will see, or None when it cannot be represented (NaN, inf, other)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return max(-int(MAX_ABS), min(int(MAX_ABS), value))
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        if abs(value) < MIN_ABS:
+            return 0.0
+        value = max(-MAX_ABS, min(MAX_ABS, value))
+        return float(format_number(value))
+    if isinstance(value, str):
+        return _SAFE_STR.sub("?", value)[:200]
+    return None
+
+
+@dataclass
+class Record:
+    scope: str  # "run" or the subject kind
+    subject: Subject | None
+    values: dict[str, Value] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    sources: set[str] = field(default_factory=set)
+
+
+def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
+    """Group facts into records (run first, then subjects in a stable order); also return warnings."""
+    warnings: list[str] = []
+    run = Record("run", None)
+    subjects: dict[Subject, Record] = {}
+    for f in facts:
+        v = sanitize(f.value)
+        if v is None:
+            warnings.append(f"dropped fact {f.name}={f.value!r} ({f.source}): not a finite number/string/bool")
+            continue
+        rec = run if f.subject is None else subjects.setdefault(f.subject, Record(f.subject.kind, f.subject))
+        rec.values[f.name] = v
+        rec.units[f.name] = f.unit
+        rec.sources.add(f.source)
+    ordered = [run] + [subjects[s] for s in sorted(subjects, key=_subject_key)]
+    for rec in ordered[1:]:
+        merged = dict(run.values)
+        merged.update(rec.values)
+        units = dict(run.units)
+        units.update(rec.units)
+        rec.values, rec.units = merged, units
+        rec.sources |= run.sources
+    return ordered, warnings
+
+
+def _subject_key(s: Subject):
+    return (s.kind, _natural(s.id), s.name or "")
+
+
+def _natural(text: str):
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))

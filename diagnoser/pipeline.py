@@ -1,0 +1,127 @@
+"""inputs -> readers -> analyses -> facts -> records -> rules -> findings: the whole diagnosis."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from . import inputs as inputs_mod
+from .catalogue import catalogue
+from .engine.evaluate import durable_matcher, evaluate
+from .engine.records import build_records
+from .facts import AnalysisResult, Fact
+from .findings import Finding, NotEvaluated, dedupe, group_kernel_launches, rank
+from .resources import rules_dir
+from .rulespec.loader import build_pack
+from .rulespec.model import RulePack
+
+# input kind -> (reader module, reader function, analysis family)
+READERS = {
+    "ncu-rep": ("diagnoser.ingest.ncu_report", "read_ncu_report", "kernel"),
+    "ncu-csv-raw": ("diagnoser.ingest.ncu_csv", "read_ncu_csv", "kernel"),
+    "ncu-csv-details": ("diagnoser.ingest.ncu_csv", "read_ncu_csv", "kernel"),
+    "nsys-sqlite": ("diagnoser.ingest.nsys_sqlite", "read_nsys_sqlite", "timeline"),
+    "nsys-rep": ("diagnoser.ingest.nsys_rep", "read_nsys_rep", "timeline"),
+    "torch-trace": ("diagnoser.ingest.torch_trace", "read_torch_trace", "timeline"),
+    "mem-snapshot": ("diagnoser.ingest.mem_snapshot", "read_snapshot", "memory"),
+    "mem-stats": ("diagnoser.ingest.mem_stats", "read_memory_stats", "memory"),
+    "mem-summary": ("diagnoser.ingest.mem_stats", "read_memory_summary", "memory"),
+}
+# analysis family -> (module, function taking a list of models)
+ANALYSES = {
+    "timeline": ("diagnoser.analysis.timeline", "timeline_analysis"),
+    "kernel": ("diagnoser.analysis.kernels", "kernel_analysis"),
+    "memory": ("diagnoser.analysis.memory", "memory_analysis"),
+}
+
+
+def _call(module: str, func: str, *args, **kwargs):
+    return getattr(importlib.import_module(module), func)(*args, **kwargs)
+
+
+@dataclass
+class Group:
+    """Inputs analysed together (one run; or all ranks of one distributed run)."""
+
+    family: str
+    paths: list[str]
+    kinds: list[str]
+    models: list
+
+
+@dataclass
+class Report:
+    inputs: list[dict]
+    findings: list[Finding]
+    not_evaluated: list[NotEvaluated]
+    charts: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+
+
+def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
+    """Sniff and read every input; group the ranks of a distributed run together."""
+    singles: list[Group] = []
+    ranked: dict[int | None, Group] = {}
+    for path in paths:
+        kind = inputs_mod.sniff(path)
+        module, func, family = READERS[kind]
+        model = _call(module, func, path, progress=progress)
+        rank = getattr(model, "rank", None)
+        if family == "timeline" and rank is not None and getattr(model, "world_size", None):
+            g = ranked.setdefault(model.world_size, Group(family, [], [], []))
+            g.paths.append(str(path))
+            g.kinds.append(kind)
+            g.models.append(model)
+        else:
+            singles.append(Group(family, [str(path)], [kind], [model]))
+    for g in ranked.values():
+        order = sorted(range(len(g.models)), key=lambda i: g.models[i].rank)
+        g.paths = [g.paths[i] for i in order]
+        g.kinds = [g.kinds[i] for i in order]
+        g.models = [g.models[i] for i in order]
+    return singles + [ranked[k] for k in sorted(ranked)]
+
+
+def analyse(group: Group) -> AnalysisResult:
+    module, func = ANALYSES[group.family]
+    result = _call(module, func, group.models)
+    result.inputs = [{"path": p, "kind": k} for p, k in zip(group.paths, group.kinds)]
+    return result
+
+
+def load_pack(user_rules: Iterable[str] = (), params: Iterable[str] = ()) -> RulePack:
+    return build_pack(rules_dir(), [Path(p) for p in user_rules], params, known_facts=catalogue())
+
+
+def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Iterable[str] = (),
+             progress: bool = False, matcher=durable_matcher, pack: RulePack | None = None) -> Report:
+    pack = pack or load_pack(user_rules, params)
+    cat = catalogue()
+    all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
+    for group in load_groups(paths, progress=progress):
+        result = analyse(group)
+        all_inputs += result.inputs
+        records, warnings = build_records(result.facts)
+        notes += result.notes + warnings
+        got, missing = evaluate(pack.rules, records, cat, matcher)
+        findings += got
+        for ne in missing:
+            skipped.setdefault(ne.rule, ne)
+        for key, value in result.charts.items():
+            charts.setdefault(key, value)
+        facts += result.facts
+    findings = rank(dedupe(group_kernel_launches(findings)))
+    fired_rules = {f.rule for f in findings}
+    not_evaluated = [skipped[k] for k in sorted(skipped) if k not in fired_rules]
+    return Report(all_inputs, findings, not_evaluated, charts, notes, facts)
+
+
+def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:
+    out_inputs, facts = [], []
+    for group in load_groups(paths, progress=progress):
+        result = analyse(group)
+        out_inputs += result.inputs
+        facts += result.facts
+    return out_inputs, facts

@@ -1,0 +1,105 @@
+"""Safe arithmetic for `estimated_gain` and safe formatting for message/verify templates."""
+from __future__ import annotations
+
+import ast
+import math
+import string
+
+_ALLOWED_FUNCS = {"min": min, "max": max, "abs": abs}
+
+
+class ExprError(ValueError):
+    pass
+
+
+def parse_expr(text: str) -> set[str]:
+    """Validate an arithmetic expression; return the names it uses."""
+    try:
+        tree = ast.parse(str(text), mode="eval")
+    except SyntaxError as e:
+        raise ExprError(f"not an expression: {e.msg}") from None
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if node.id not in _ALLOWED_FUNCS:
+                names.add(node.id)
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in _ALLOWED_FUNCS or node.keywords:
+                raise ExprError("only min(), max(), abs() may be called")
+        elif not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Load,
+                                   ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)):
+            raise ExprError(f"`{type(node).__name__}` is not allowed; use + - * / ( ) min max abs")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
+            raise ExprError("only numbers may appear as constants")
+    return names
+
+
+def eval_expr(text: str, env: dict) -> float | None:
+    """Evaluate; None when a name is missing or the result is not a finite number."""
+    tree = ast.parse(str(text), mode="eval")
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant):
+            return float(n.value)
+        if isinstance(n, ast.Name):
+            v = env.get(n.id)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise KeyError(n.id)
+            return float(v)
+        if isinstance(n, ast.UnaryOp):
+            v = ev(n.operand)
+            return -v if isinstance(n.op, ast.USub) else v
+        if isinstance(n, ast.BinOp):
+            a, b = ev(n.left), ev(n.right)
+            if isinstance(n.op, ast.Add):
+                return a + b
+            if isinstance(n.op, ast.Sub):
+                return a - b
+            if isinstance(n.op, ast.Mult):
+                return a * b
+            return a / b if b else math.inf
+        if isinstance(n, ast.Call):
+            return float(_ALLOWED_FUNCS[n.func.id](*[ev(a) for a in n.args]))
+        raise KeyError(type(n).__name__)
+
+    try:
+        v = ev(tree)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def template_fields(template: str) -> set[str]:
+    fields = set()
+    for _, field, spec, _ in string.Formatter().parse(template or ""):
+        if field:
+            root = field.split(".")[0].split("[")[0]
+            if not root.isidentifier():
+                raise ValueError(f"field `{field}` is not a name")
+            fields.add(root)
+    return fields
+
+
+class _Missing:
+    def __format__(self, spec):
+        return "n/a"
+
+    def __str__(self):
+        return "n/a"
+
+
+class _SafeFormatter(string.Formatter):
+    def get_value(self, key, args, kwargs):
+        return kwargs.get(key, _Missing()) if isinstance(key, str) else _Missing()
+
+    def format_field(self, value, spec):
+        try:
+            return super().format_field(value, spec)
+        except (ValueError, TypeError):
+            return str(value)
+
+
+def render_template(template: str, env: dict) -> str:
+    return _SafeFormatter().format(template or "", **env)

@@ -1,0 +1,247 @@
+"""Load rule YAML -> validated Rule objects, with file:line in every error.
+
+Errors are RuleError("file:line: what is wrong; what to add"). Semantic checks beyond the JSON
+Schema: thresholds must be named params, referenced params/facts/findings must exist, regexes and
+gain expressions must compile, ids must be unique, finding references must not form a cycle.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+import yaml
+
+from ..errors import RuleError
+from .expr import ExprError, parse_expr, template_fields
+from .model import COMPARE_OPS, Condition, Rule, RulePack
+from .schema import RULE_FILE, advice
+
+_VALIDATOR = jsonschema.Draft202012Validator(RULE_FILE)
+
+
+def _line_map(node, path=(), out=None) -> dict[tuple, int]:
+    """Map every YAML path (tuple of keys / indices) to its 1-based line."""
+    out = {} if out is None else out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value
+            out[path + (key,)] = k.start_mark.line + 1
+            _line_map(v, path + (key,), out)
+            out[path + (key,)] = k.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _line_map(v, path + (i,), out)
+    return out
+
+
+def _line_for(lines: dict[tuple, int], path: Iterable) -> int | None:
+    p = tuple(path)
+    while p not in lines and p:
+        p = p[:-1]
+    return lines.get(p)
+
+
+def read_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise RuleError(path, None, f"cannot read: {e.strerror}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        hint = " (check the indentation: nested keys need more spaces than their parent)" if "indent" in str(problem) or "mapping values" in str(problem) or "expected <block end>" in str(problem) else ""
+        raise RuleError(path, mark.line + 1 if mark else None, f"YAML syntax error: {problem}{hint}") from None
+    return data, (_line_map(node) if node is not None else {})
+
+
+def load_rule_file(path: Path, known_facts: dict | None = None, shipped: bool = False) -> list[Rule]:
+    path = Path(path)
+    data, lines = read_yaml(path)
+    if not isinstance(data, dict):
+        raise RuleError(path, 1, "a rule file is a mapping with `tree:` and `rules:` (a list of rules)")
+    errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: (_line_for(lines, e.absolute_path) or 0, str(e.absolute_path)))
+    if errors:
+        err = _deepest(errors[0])
+        raise RuleError(path, _line_for(lines, err.absolute_path), advice(err))
+    file_tree = data.get("tree")
+    rules, seen = [], {}
+    for i, raw in enumerate(data["rules"]):
+        line = _line_for(lines, ("rules", i))
+        tree = raw.get("tree", file_tree)
+        if not tree:
+            raise RuleError(path, line, f"rule {raw['id']}: no tree; add `tree:` to the file or the rule")
+        if raw["id"] in seen:
+            raise RuleError(path, line, f"duplicate id {raw['id']} (first at line {seen[raw['id']]}); ids are never reused")
+        seen[raw["id"]] = line
+        rule = Rule(
+            id=raw["id"], name=raw["name"], title=raw["title"], tree=tree, category=raw["category"],
+            severity=raw["severity"], status=raw.get("status", "stable"), scope=raw.get("scope", "run"),
+            requires=tuple(raw.get("requires", ())), params=dict(raw.get("params", {})),
+            when=_condition(raw["when"]), message=raw["message"], evidence=tuple(raw.get("evidence", ())),
+            estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
+            gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
+            refs=tuple(raw.get("refs", ())), path=str(path), line=line or 0, shipped=shipped,
+        )
+        _check_rule(rule, path, lines, i, known_facts)
+        rules.append(rule)
+    return rules
+
+
+def _deepest(error):
+    """For oneOf failures, report the branch that got furthest (the likely intended form)."""
+    if error.validator == "oneOf" and error.context:
+        inst = error.instance
+        if isinstance(inst, dict) and "op" in inst and inst.get("op") not in COMPARE_OPS + ("eq", "neq", "in", "matches", "exists"):
+            return error
+        fact_branch = [e for e in error.context if e.schema_path and e.schema_path[0] == 0]
+        if isinstance(inst, dict) and "fact" in inst and fact_branch:
+            return min(fact_branch, key=lambda e: len(e.absolute_path))
+    return error
+
+
+def _condition(raw: dict) -> Condition:
+    for key in ("all", "any", "none"):
+        if key in raw:
+            return Condition(kind=key, items=tuple(_condition(c) for c in raw[key]))
+    if "finding" in raw:
+        return Condition(kind="finding", finding=raw["finding"])
+    value = raw.get("value")
+    if isinstance(value, list):
+        value = tuple(value)
+    return Condition(kind="fact", fact=raw["fact"], op=raw["op"], value=value, param=raw.get("param"))
+
+
+def _walk(cond: Condition, path: tuple):
+    yield cond, path
+    for j, c in enumerate(cond.items):
+        yield from _walk(c, path + (cond.kind, j))
+
+
+def _check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | None) -> None:
+    base = ("rules", index)
+
+    def fail(sub: tuple, msg: str):
+        raise RuleError(path, _line_for(lines, base + sub), f"rule {rule.id}: {msg}")
+
+    for cond, cpath in _walk(rule.when, ("when",)):
+        if cond.kind != "fact":
+            continue
+        if cond.op in COMPARE_OPS and cond.param is None:
+            fail(cpath, f"`{cond.fact} {cond.op}` needs a named threshold: write `param: NAME` and add NAME under `params:`")
+        if cond.op == "exists" and (cond.param or cond.value is not None):
+            fail(cpath, "`exists` takes no value or param")
+        if cond.op in ("eq", "neq", "in", "matches") and cond.param is None and cond.value is None:
+            fail(cpath, f"`{cond.op}` needs `value:` or `param:`")
+        if cond.param is not None and cond.param not in rule.params:
+            fail(cpath, f"param `{cond.param}` is not defined; add it under `params:` with its default")
+        if cond.op == "in" and not isinstance(cond.value, tuple):
+            fail(cpath, "`in` needs a list value, e.g. value: [a, b]")
+        if cond.op == "matches":
+            try:
+                re.compile(str(cond.value))
+            except re.error as e:
+                fail(cpath, f"bad regex `{cond.value}`: {e}")
+        if cond.op in COMPARE_OPS and not isinstance(rule.params.get(cond.param), (int, float)):
+            fail(cpath, f"param `{cond.param}` must be a number for `{cond.op}`")
+    names = set(rule.params) | {"subject"}
+    if known_facts is not None:
+        for fact in sorted(rule.when.facts() | set(rule.requires) | set(rule.evidence)):
+            if fact not in known_facts:
+                close = difflib.get_close_matches(fact, list(known_facts), n=1)
+                hint = f" (did you mean `{close[0]}`?)" if close else ""
+                fail(("when",), f"unknown fact `{fact}`{hint}; `diagnose facts --catalogue` lists the facts")
+        names |= set(known_facts)
+    else:
+        names |= rule.when.facts() | set(rule.requires) | set(rule.evidence)
+    for key in ("message", "verify", "fix"):
+        try:
+            fields = template_fields(getattr(rule, key))
+        except ValueError as e:
+            fail((key,), f"bad {key} template: {e}")
+        unknown = sorted(f for f in fields if f not in names)
+        if unknown:
+            fail((key,), f"{key} uses unknown name(s) {', '.join(unknown)}; use facts, params or `subject`")
+    if rule.estimated_gain is not None:
+        try:
+            used = parse_expr(rule.estimated_gain)
+        except ExprError as e:
+            fail(("estimated_gain",), f"bad estimated_gain: {e}")
+        unknown = sorted(n for n in used if n not in names)
+        if unknown:
+            fail(("estimated_gain",), f"estimated_gain uses unknown name(s) {', '.join(unknown)}")
+
+
+def rule_files(path: Path) -> list[Path]:
+    path = Path(path)
+    if path.is_dir():
+        return sorted(p for p in path.glob("*.yaml") if not p.name.endswith(".test.yaml"))
+    if not path.exists():
+        raise RuleError(path, None, "no such rule file or folder")
+    return [path]
+
+
+def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overrides: Iterable[str] = (),
+               known_facts: dict | None = None) -> RulePack:
+    """Shipped rules, then user packs (a user rule with a shipped id replaces it), then --param overrides."""
+    rules: dict[str, Rule] = {}
+    trees: dict[str, str] = {}
+    sources = [(p, True) for p in (rule_files(shipped_dir) if shipped_dir else [])]
+    for up in user_paths:
+        sources += [(p, False) for p in rule_files(Path(up))]
+    for file, shipped in sources:
+        for rule in load_rule_file(file, known_facts, shipped=shipped):
+            if rule.id in rules and rules[rule.id].shipped == shipped:
+                raise RuleError(file, rule.line, f"duplicate id {rule.id} (also in {rules[rule.id].path}); ids are never reused")
+            rules[rule.id] = rule
+            trees.setdefault(rule.tree, str(file))
+    for item in overrides:
+        _apply_override(rules, item)
+    _check_references(rules)
+    return RulePack(rules=rules, trees=trees)
+
+
+def _apply_override(rules: dict[str, Rule], item: str) -> None:
+    from ..errors import DiagnoserError
+    m = re.fullmatch(r"([A-Z][A-Z0-9]*[0-9]{3})\.([a-z][a-z0-9_]*)=(.*)", item.strip())
+    if not m:
+        raise DiagnoserError(f"--param {item!r}: expected RULEID.NAME=VALUE, e.g. TRAIN001.max_gpu_busy_pct=60")
+    rid, name, raw = m.groups()
+    if rid not in rules:
+        raise DiagnoserError(f"--param {item!r}: no rule {rid}")
+    if name not in rules[rid].params:
+        raise DiagnoserError(f"--param {item!r}: rule {rid} has no param {name} (it has: {', '.join(sorted(rules[rid].params)) or 'none'})")
+    value = yaml.safe_load(raw)
+    old = rules[rid].params[name]
+    if isinstance(old, (int, float)) and not isinstance(old, bool) and not isinstance(value, (int, float)):
+        raise DiagnoserError(f"--param {item!r}: {name} is a number")
+    rules[rid] = rules[rid].with_params({name: value})
+
+
+def _check_references(rules: dict[str, Rule]) -> None:
+    for rule in rules.values():
+        for ref in sorted(rule.when.findings()):
+            if ref not in rules:
+                raise RuleError(rule.path, rule.line, f"rule {rule.id}: `finding: {ref}` names no known rule")
+    order_layers(rules)
+
+
+def order_layers(rules: dict[str, Rule]) -> list[list[str]]:
+    """Group rule ids into layers: a rule runs after every rule whose finding it references."""
+    deps = {rid: set(r.when.findings()) & set(rules) for rid, r in rules.items()}
+    layers, done = [], set()
+    while len(done) < len(rules):
+        ready = sorted(rid for rid in rules if rid not in done and deps[rid] <= done)
+        if not ready:
+            cyc = sorted(rid for rid in rules if rid not in done)
+            r = rules[cyc[0]]
+            raise RuleError(r.path, r.line, f"finding references form a cycle among {', '.join(cyc)}")
+        layers.append(ready)
+        done.update(ready)
+    return layers

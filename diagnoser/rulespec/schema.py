@@ -1,0 +1,126 @@
+"""JSON Schema of a rule file, and advice-style messages for what is wrong with one."""
+from __future__ import annotations
+
+from .model import OPS, SEVERITIES
+
+_ID = r"^[A-Z][A-Z0-9]*[0-9]{3}$"
+_NAME = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+_IDENT = r"^[a-z][a-z0-9_]*$"
+
+CONDITION = {
+    "oneOf": [
+        {
+            "type": "object",
+            "required": ["fact", "op"],
+            "properties": {
+                "fact": {"type": "string", "pattern": _IDENT},
+                "op": {"enum": list(OPS)},
+                "value": {},
+                "param": {"type": "string", "pattern": _IDENT},
+            },
+            "additionalProperties": False,
+        },
+        {
+            "type": "object", "required": ["finding"],
+            "properties": {"finding": {"type": "string", "pattern": _ID}},
+            "additionalProperties": False,
+        },
+        {"type": "object", "required": ["all"], "properties": {"all": {"$ref": "#/$defs/list"}}, "additionalProperties": False},
+        {"type": "object", "required": ["any"], "properties": {"any": {"$ref": "#/$defs/list"}}, "additionalProperties": False},
+        {"type": "object", "required": ["none"], "properties": {"none": {"$ref": "#/$defs/list"}}, "additionalProperties": False},
+    ],
+}
+
+RULE = {
+    "type": "object",
+    "required": ["id", "name", "title", "category", "severity", "when", "message", "fix", "verify"],
+    "properties": {
+        "id": {"type": "string", "pattern": _ID},
+        "name": {"type": "string", "pattern": _NAME},
+        "title": {"type": "string", "minLength": 3},
+        "tree": {"type": "string", "pattern": _NAME},
+        "category": {"type": "string", "pattern": _IDENT},
+        "severity": {"enum": list(SEVERITIES)},
+        "status": {"enum": ["stable", "experimental"]},
+        "scope": {"type": "string", "pattern": _IDENT},
+        "requires": {"type": "array", "items": {"type": "string", "pattern": _IDENT}},
+        "params": {
+            "type": "object",
+            "propertyNames": {"pattern": _IDENT},
+            "additionalProperties": {"type": ["number", "string", "boolean"]},
+        },
+        "when": {"$ref": "#/$defs/condition"},
+        "message": {"type": "string"},
+        "evidence": {"type": "array", "items": {"type": "string", "pattern": _IDENT}},
+        "estimated_gain": {"type": ["string", "number"]},
+        "gain_of": {"type": "string"},
+        "fix": {"type": "string"},
+        "verify": {"type": "string"},
+        "refs": {"type": "array", "items": {"type": "string"}},
+    },
+    "additionalProperties": False,
+}
+
+RULE_FILE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["rules"],
+    "properties": {
+        "tree": {"type": "string", "pattern": _NAME},
+        "rules": {"type": "array", "items": RULE, "minItems": 1},
+    },
+    "additionalProperties": False,
+    "$defs": {
+        "condition": CONDITION,
+        "list": {"type": "array", "items": {"$ref": "#/$defs/condition"}},
+    },
+}
+
+FIELD_ADVICE = {
+    "id": "an id like TRAIN001 (capital letters, then three digits; never reuse one)",
+    "name": "a kebab-case name of the problem, e.g. host-sync-in-step-loop",
+    "title": "a one-line title",
+    "category": "a snake_case category, e.g. host_sync",
+    "severity": "one of: " + ", ".join(SEVERITIES),
+    "when": "a condition tree: all/any/none of {fact, op, param|value} or {finding: ID}",
+    "message": "a message template with the measured numbers, e.g. '{gpu_busy_pct:.0f}% busy'",
+    "fix": "the fix, in a sentence or a snippet",
+    "verify": "what to re-measure and which number to expect",
+    "op": "an op, one of: " + ", ".join(OPS),
+    "rules": "a list of rules under `rules:`",
+}
+
+
+def advice(error) -> str:
+    """Turn a jsonschema ValidationError into a sentence that says what to add or change."""
+    v = error.validator
+    where = ".".join(str(p) for p in error.absolute_path) or "top level"
+    if v == "required":
+        missing = [m for m in error.validator_value if m not in (error.instance or {})]
+        if error.schema is CONDITION or "fact" in error.validator_value:
+            pass
+        name = missing[0] if missing else "?"
+        return f"{where}: missing `{name}`; add {FIELD_ADVICE.get(name, 'it')}"
+    if v == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        return f"{where}: unknown key `{', '.join(extra)}`; allowed keys: {', '.join(allowed)}"
+    if v == "enum":
+        return f"{where}: `{error.instance}` is not allowed; use one of: {', '.join(map(str, error.validator_value))}"
+    if v == "pattern":
+        key = str(error.absolute_path[-1]) if error.absolute_path else ""
+        return f"{where}: `{error.instance}` is not well-formed; expected {FIELD_ADVICE.get(key, 'pattern ' + error.validator_value)}"
+    if v == "oneOf":
+        inst = error.instance
+        if isinstance(inst, dict) and "op" in inst and inst.get("op") not in OPS:
+            return f"{where}: unknown op `{inst.get('op')}`; use one of: {', '.join(OPS)}"
+        if isinstance(inst, dict):
+            keys = ", ".join(sorted(map(str, inst)))
+            return (f"{where}: not a valid condition (keys: {keys}); write {{fact: NAME, op: OP, param: P}}, "
+                    f"{{finding: ID}}, or all/any/none: [conditions]")
+        return f"{where}: a condition must be a mapping, got {type(inst).__name__}"
+    if v == "type":
+        return f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} `{error.instance}`"
+    if v == "minItems":
+        return f"{where}: must not be empty"
+    return f"{where}: {error.message}"

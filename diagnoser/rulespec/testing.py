@@ -1,0 +1,121 @@
+"""Run the test cases beside rule files (`NAME.test.yaml`) and check every rule's coverage."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..errors import RuleError
+from ..facts import Fact, Subject
+from .model import RulePack
+
+NO_FINDING = "none"
+
+
+@dataclass
+class CaseResult:
+    file: str
+    name: str
+    ok: bool
+    problems: list[str] = field(default_factory=list)
+    fired: list[str] = field(default_factory=list)
+
+
+def case_files(path: Path) -> list[Path]:
+    path = Path(path)
+    if path.is_dir():
+        return sorted(path.glob("*.test.yaml"))
+    if path.name.endswith(".test.yaml"):
+        return [path]
+    sibling = path.with_name(path.name[:-len(".yaml")] + ".test.yaml") if path.suffix == ".yaml" else None
+    if sibling and sibling.exists():
+        return [sibling]
+    raise RuleError(path, None, "no test file: put cases in NAME.test.yaml beside NAME.yaml")
+
+
+def _resolve(test_file: Path, rel: str) -> str:
+    for base in (test_file.parent, test_file.parent.parent, Path.cwd()):
+        p = base / rel
+        if p.exists():
+            return str(p)
+    raise RuleError(test_file, None, f"case input {rel} not found (paths are relative to the repo root)")
+
+
+def _synthetic_facts(case: dict, catalogue: dict) -> list[Fact]:
+    def unit(n):
+        return catalogue[n].unit if n in catalogue else ""
+    facts = [Fact(n, v, unit(n), "synthetic test case") for n, v in (case.get("facts") or {}).items()]
+    for s in case.get("subjects") or []:
+        subj = Subject(s["kind"], str(s["id"]), s.get("name"))
+        facts += [Fact(n, v, unit(n), "synthetic test case", subj) for n, v in (s.get("facts") or {}).items()]
+    return facts
+
+
+def run_case(case: dict, test_file: Path, pack: RulePack, catalogue: dict) -> CaseResult:
+    from ..engine.evaluate import evaluate
+    from ..engine.records import build_records
+    from ..findings import group_kernel_launches, rank
+    from ..pipeline import diagnose
+
+    name = case.get("name", "?")
+    result = CaseResult(str(test_file), name, True)
+    try:
+        if "input" in case:
+            inputs = case["input"] if isinstance(case["input"], list) else [case["input"]]
+            findings = diagnose([_resolve(test_file, p) for p in inputs], pack=pack).findings
+        else:
+            records, _ = build_records(_synthetic_facts(case, catalogue))
+            findings = rank(group_kernel_launches(evaluate(pack.rules, records, catalogue)[0]))
+    except Exception as e:  # noqa: BLE001 - a broken case is a failed case, with its reason
+        result.ok = False
+        result.problems.append(f"error: {e}")
+        return result
+    fired = sorted({f.rule for f in findings})
+    result.fired = fired
+    for rid in case.get("fires") or []:
+        if rid not in fired:
+            result.problems.append(f"expected {rid} to fire; fired: {', '.join(fired) or 'nothing'}")
+    for rid in case.get("silent") or []:
+        if rid in fired:
+            result.problems.append(f"expected {rid} to stay silent, but it fired")
+    if "first" in case:
+        serious = [f for f in findings if f.severity in ("critical", "warning")]
+        got = serious[0].category if serious else NO_FINDING
+        if got != case["first"]:
+            result.problems.append(f"expected first warning-or-critical category {case['first']}, got {got}")
+    if "subject" in case:
+        serious = [f for f in findings if f.severity in ("critical", "warning")]
+        want = {k: str(v) for k, v in case["subject"].items()}
+        got_s = serious[0].subject.to_json() if serious and serious[0].subject else None
+        if not got_s or any(str(got_s.get(k)) != v for k, v in want.items()):
+            result.problems.append(f"expected first finding subject {want}, got {got_s}")
+    result.ok = not result.problems
+    return result
+
+
+def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[CaseResult], list[str]]:
+    """Run every case; return results and coverage problems (rules without a firing/silent case)."""
+    results: list[CaseResult] = []
+    fires_cov: set[str] = set()
+    silent_cov: set[str] = set()
+    covered_files: set[str] = set()
+    for path in paths:
+        for tf in case_files(Path(path)):
+            data = yaml.safe_load(tf.read_text(encoding="utf-8")) or {}
+            covered_files.add(str(tf.with_name(tf.name.replace(".test.yaml", ".yaml")).resolve()))
+            for case in data.get("cases") or []:
+                r = run_case(case, tf, pack, catalogue)
+                results.append(r)
+                if r.ok:
+                    fires_cov.update(case.get("fires") or [])
+                    silent_cov.update(case.get("silent") or [])
+    coverage = []
+    for rule in pack.ordered():
+        if str(Path(rule.path).resolve()) not in covered_files:
+            continue
+        if rule.id not in fires_cov:
+            coverage.append(f"{rule.id} ({rule.path}): no passing case where it fires")
+        if rule.id not in silent_cov:
+            coverage.append(f"{rule.id} ({rule.path}): no passing case where it stays silent")
+    return results, coverage
