@@ -14,6 +14,7 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
+from ..engine.records import sanitize
 from ..errors import RuleError
 from .expr import ExprError, parse_expr, template_fields
 from .model import COMPARE_OPS, Condition, Rule, RulePack
@@ -203,6 +204,8 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
             trees.setdefault(rule.tree, str(file))
     for item in overrides:
         _apply_override(rules, item)
+    for rid, rule in rules.items():  # the engine and every evaluator see the same (sanitized) thresholds
+        rules[rid] = rule.with_params({k: sanitize(v) for k, v in rule.params.items() if sanitize(v) is not None})
     _check_references(rules)
     return RulePack(rules=rules, trees=trees)
 
