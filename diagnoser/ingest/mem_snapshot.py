@@ -268,3 +268,10 @@ def _build(path: str, data: dict) -> MemorySnapshot:
     settings = data.get("allocator_settings") or {}
     return MemorySnapshot(path, segments, traces, table.stacks, ooms,
                           dict(settings) if isinstance(settings, dict) else {}, annotations)
+
+
+def read_snapshot(path: str | os.PathLike, progress: bool | Progress = False) -> MemorySnapshot:
+    """Pipeline entry point: `progress` True shows 'reading snapshot: N/M MB' on stderr."""
+    if isinstance(progress, bool):
+        progress = Progress(f"reading {Path(path).name}", unit="MB", enabled=progress)
+    return load_snapshot(path, progress)

@@ -1,0 +1,462 @@
+"""Memory analysis: snapshot / allocator counters -> OOM facts (pure functions, nothing rendered).
+
+From a snapshot the allocator trace is replayed: allocated and reserved bytes after every event
+(baselined on the final segments so a truncated history still adds up), the live blocks and free
+gaps at the peak and at the OOM, who owns the live memory (from allocation stacks and lifetimes),
+the top allocation sites, and the memory that survives every iteration (a leak).
+Charts: `memory_composition` [{owner, bytes, share_pct}], `memory_timeline` [{t_ms,
+allocated_bytes, reserved_bytes}] (<= 500 points), `top_sites` [{site, bytes, count, owner}].
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from functools import lru_cache
+
+import numpy as np
+
+from ..facts import AnalysisResult, Fact, FactSpec, Subject
+
+GIB, MIB = float(1 << 30), float(1 << 20)
+TIMELINE_POINTS = 500
+TOP_SITES = 10
+SMALL_SEGMENT = 2 << 20  # the allocator's small pool uses 2 MiB segments; requests <= 1 MiB go there
+OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
+COLLECT_SNAPSHOT = ("record allocation history before the failing code and dump it after the OOM: "
+                    "`torch.cuda.memory._record_memory_history(max_entries=100000)` ... "
+                    "`torch.cuda.memory._dump_snapshot(\"snap.pickle\")`")
+COLLECT_STATS = ("`json.dump(torch.cuda.memory_stats(), open(\"memory_stats.json\", \"w\"))` after the OOM, "
+                 "or a snapshot: " + COLLECT_SNAPSHOT)
+
+# ------------------------------------------------------------------------------------ catalogue
+_SNAP = ("mem-snapshot",)
+_ALL = ("mem-snapshot", "mem-stats", "mem-summary")
+_STATS = ("mem-stats", "mem-summary")
+
+
+def _spec(name, unit, meaning, sources=_SNAP, type="number", subject="run"):
+    return FactSpec(name, type, unit, meaning, subject, sources,
+                    COLLECT_SNAPSHOT if sources == _SNAP else COLLECT_STATS)
+
+
+_OWNER_MEANING = {
+    "parameters": "model weights (allocated by module construction or .to())",
+    "gradients": "gradients and other tensors made by backward that outlive it",
+    "optimizer_state": "optimizer state (e.g. Adam exp_avg/exp_avg_sq from optimizer.step/_init_group)",
+    "activations": "activations and saved tensors: made in forward and kept past it",
+    "temporaries": "tensors freed before the phase (forward/backward/step) that made them ended",
+    "unknown": "allocations with no telling stack (user code outside modules, or before the trace)",
+}
+
+CATALOGUE: list[FactSpec] = [
+    _spec("num_ooms", "count", "out-of-memory events recorded", _ALL),
+    _spec("num_alloc_retries", "count", "cudaMalloc retries after freeing the cache (allocator counter)", _STATS),
+    _spec("peak_allocated_gib", "GiB", "peak bytes allocated to tensors", _ALL),
+    _spec("peak_reserved_gib", "GiB", "peak bytes reserved by the caching allocator", _ALL),
+    _spec("peak_reserved_free_gib", "GiB", "reserved minus allocated at the allocated peak", _ALL),
+    _spec("current_allocated_gib", "GiB", "bytes allocated when the counters were read", _STATS),
+    _spec("current_reserved_gib", "GiB", "bytes reserved when the counters were read", _STATS),
+    _spec("inactive_split_peak_gib", "GiB", "peak bytes in free pieces of split blocks (fragmentation proxy)",
+          _STATS),
+    _spec("peak_fragmentation_pct", "%", "at the peak: share of reserved-free memory outside the largest free "
+          "block (0 = one contiguous free block)"),
+    _spec("trace_entries", "count", "allocator trace entries on the analysed device"),
+    _spec("oom_request_mib", "MiB", "size of the allocation that failed"),
+    _spec("oom_allocated_gib", "GiB", "bytes allocated to tensors when the OOM happened"),
+    _spec("oom_reserved_gib", "GiB", "bytes reserved by the allocator when the OOM happened"),
+    _spec("oom_reserved_free_gib", "GiB", "reserved but free bytes when the OOM happened"),
+    _spec("oom_reserved_free_pct", "%", "reserved-free bytes at the OOM as a share of the memory limit"),
+    _spec("oom_largest_free_block_mib", "MiB", "largest free block in reserved segments of the request's pool"),
+    _spec("oom_fragmentation_pct", "%", "share of reserved-free memory in blocks too small for the failing request"),
+    _spec("oom_reserved_free_to_request_ratio", "ratio", "reserved-free bytes / failing request bytes"),
+    _spec("oom_device_free_gib", "GiB", "free device memory the driver reported at the OOM"),
+    _spec("memory_limit_gib", "GiB", "estimated limit hit: the reserved bytes under a per-process cap "
+          "(device still had free memory), else reserved + device free"),
+    _spec("memory_limit_is_cap", "", "the OOM hit a per-process cap (set_per_process_memory_fraction), "
+          "not the device's memory", type="bool"),
+    _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit"),
+    _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM"),
+    _spec("expandable_segments", "", "allocator setting expandable_segments was on", type="bool"),
+    _spec("composition_at", "", "when the owner composition was taken: oom | peak", type="string"),
+    _spec("composition_allocated_gib", "GiB", "allocated bytes at the composition point"),
+    _spec("dominant_owner", "", "owner holding the most live memory: " + " | ".join(OWNERS), type="string"),
+    _spec("dominant_owner_gib", "GiB", "live memory of the dominant owner"),
+    _spec("dominant_owner_share_pct", "%", "dominant owner's share of live memory"),
+    _spec("iterations_seen", "count", "training iterations seen in the trace (optimizer steps or backward passes)"),
+    _spec("iteration_growth_mib_per_iter", "MiB", "slope of allocated memory at iteration starts"),
+    _spec("iteration_growth_r2", "ratio", "how linear that growth is (R^2 of the fit, 0..1)"),
+    _spec("leak_site", "", "allocation site whose tensors survive the most iterations", type="string"),
+    _spec("leak_owner", "", "owner class of the leak site's allocations", type="string"),
+    _spec("leak_iterations", "count", "distinct iterations whose allocations from leak_site are still live"),
+    _spec("leak_gib", "GiB", "live bytes from leak_site at the composition point"),
+    _spec("leak_share_pct", "%", "leak_gib as a share of live memory"),
+    _spec("leak_mib_per_iter", "MiB", "bytes leak_site keeps per iteration"),
+    _spec("allocated_without_leak_gib", "GiB", "live memory minus leak_gib: the point a fix returns to"),
+    _spec("site_gib", "GiB", "live bytes allocated at this site", subject="site"),
+    _spec("site_share_pct", "%", "this site's share of live memory", subject="site"),
+    _spec("site_alloc_count", "count", "live allocations made at this site", subject="site"),
+    _spec("site_owner", "", "owner class of most of this site's bytes", type="string", subject="site"),
+]
+for _o in OWNERS:
+    CATALOGUE += [
+        _spec(f"{_o}_gib", "GiB", f"live memory of {_o}: {_OWNER_MEANING[_o]}"),
+        _spec(f"{_o}_share_pct", "%", f"{_o}' share of live memory at the composition point"),
+        _spec(f"allocated_without_{_o}_gib", "GiB", f"live memory minus {_o}: the floor a fix of {_o} reaches"),
+    ]
+
+# ------------------------------------------------------------------------------------ owners
+_LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ")
+_PARAM_FUNCS = {"_apply", "convert", "to", "cuda", "reset_parameters", "to_empty", "_load_from_state_dict"}
+_OPT_STATE_FUNCS = {"_init_group", "_init_state", "load_state_dict", "__setstate__"}
+_ENGINE = "torch::autograd::Engine::"
+
+
+def _py(stack):
+    return [f for f in stack if f.filename.endswith(".py")]
+
+
+def phase_of_stack(stack) -> str:
+    """Training phase visible in an allocation stack: parameters | backward | optimizer | forward | unknown."""
+    if any(f.name.startswith(_ENGINE) for f in stack):
+        return "backward"  # autograd's engine thread carries no Python frames
+    pys = [(f.filename.replace("\\", "/"), f.name) for f in _py(stack)]
+    if any(("/torch/autograd/" in fn and name in ("backward", "_engine_run_backward", "grad"))
+           or (fn.endswith("torch/_tensor.py") and name == "backward") for fn, name in pys):
+        return "backward"
+    if any("/torch/optim/" in fn for fn, _ in pys):
+        return "optimizer"
+    if any("/torch/nn/" in fn and (name in _PARAM_FUNCS or fn.endswith(("nn/init.py", "nn/parameter.py"))
+                                   or ("/nn/modules/" in fn and name == "__init__")) for fn, name in pys):
+        return "parameters"
+    if any(name == "forward" or (fn.endswith("nn/modules/module.py") and "call_impl" in name) for fn, name in pys):
+        return "forward"
+    return "unknown"
+
+
+def creates_optimizer_state(stack) -> bool:
+    return any("/torch/optim/" in f.filename.replace("\\", "/") and f.name in _OPT_STATE_FUNCS for f in _py(stack))
+
+
+def site_of_stack(stack) -> str:
+    """`file:line in func` of the innermost user (non-library) Python frame, else the innermost one."""
+    pys = _py(stack)
+    if not pys:
+        return "<autograd engine>" if any(f.name.startswith(_ENGINE) for f in stack) else "<no Python frames>"
+    user = [f for f in pys if not any(m in f.filename.replace("\\", "/") for m in _LIBRARY_MARKERS)]
+    f = (user or pys)[0]
+    return f"{f.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.line} in {f.name}"
+
+
+@lru_cache(maxsize=4096)
+def _describe(stack):
+    return phase_of_stack(stack), creates_optimizer_state(stack), site_of_stack(stack)
+
+
+_DURABLE = {"parameters": "parameters", "backward": "gradients", "optimizer": "optimizer_state",
+            "forward": "activations", "unknown": "unknown"}
+
+
+# ------------------------------------------------------------------------------------ replay
+class _Replay:
+    """Allocator state over one device's trace (index i = state after event i)."""
+
+    def __init__(self, snap, device):
+        tr = snap.traces[device]
+        self.tr, self.n = tr, len(tr)
+        act, size = tr.action, tr.size
+        free_code = 2 if (act == 2).any() else 1  # free_completed returns the block; older traces lack it
+        is_alloc, is_free = act == 0, act == free_code
+        addrs, sizes = tr.addr.tolist(), size.tolist()
+        self.alloc_idx = np.flatnonzero(is_alloc)
+        self.free_at = np.full(self.n, np.iinfo(np.int64).max, np.int64)  # per alloc event index
+        live, orphans = {}, []
+        for i in np.flatnonzero(is_alloc | is_free).tolist():
+            if act[i] == 0:
+                live[addrs[i]] = i
+            else:
+                j = live.pop(addrs[i], None)
+                if j is None:
+                    orphans.append((i, addrs[i], sizes[i]))  # allocated before the trace window
+                else:
+                    self.free_at[j] = i
+        self.orphans = orphans
+        segs = [s for s in snap.segments if s.device == device]
+        active = [(b.address, b.size, b.stack) for s in segs for b in s.blocks if b.state.startswith("active")]
+        self.preexisting = [b for b in active if b[0] not in live]  # alive for the whole window
+        delta = np.where(is_alloc, size, 0) - np.where(is_free, size, 0)
+        base = sum(o[2] for o in orphans) + sum(b[1] for b in self.preexisting)
+        self.allocated = base + np.cumsum(delta)
+        seg_sign = np.select([(act == 3) | (act == 5), (act == 4) | (act == 6)], [1, -1], 0)
+        seg_delta = seg_sign * size
+        end_reserved = sum(s.total_size for s in segs)
+        self.reserved = end_reserved - int(seg_delta.sum()) + np.cumsum(seg_delta)
+        self.final_segments = {s.address: s.total_size for s in segs}
+        self.seg_sign = seg_sign
+
+    def live_at(self, k):
+        """(alloc event indexes alive after event k, [(addr, size, stack)] of blocks older than the trace)."""
+        a = self.alloc_idx[self.alloc_idx <= k]
+        a = a[self.free_at[a] > k]
+        older = [(addr, sz, -1) for i, addr, sz in self.orphans if i > k] + self.preexisting
+        return a, older
+
+    def segments_at(self, k):
+        segs = dict(self.final_segments)
+        for i in np.flatnonzero(self.seg_sign[k + 1:]).tolist()[::-1]:
+            i += k + 1
+            addr, sz = int(self.tr.addr[i]), int(self.tr.size[i])
+            if self.seg_sign[i] > 0:
+                segs.pop(addr, None)
+            else:
+                segs[addr] = sz
+        return segs
+
+    def free_blocks_at(self, k, large_pool: bool):
+        """Sizes of the gaps between live blocks inside the reserved segments of one pool."""
+        a, older = self.live_at(k)
+        addr = np.concatenate([self.tr.addr[a], np.array([o[0] for o in older], np.int64)])
+        size = np.concatenate([self.tr.size[a], np.array([o[1] for o in older], np.int64)])
+        order = np.argsort(addr, kind="stable")
+        addr, end = addr[order], addr[order] + size[order]
+        gaps = []
+        for s, total in sorted(self.segments_at(k).items()):
+            if (total == SMALL_SEGMENT) == large_pool:
+                continue
+            lo, hi = np.searchsorted(addr, s), np.searchsorted(addr, s + total)
+            starts = np.concatenate([[s], end[lo:hi]])
+            ends = np.concatenate([addr[lo:hi], [s + total]])
+            g = ends - starts
+            gaps.append(g[g > 0])
+        return np.concatenate(gaps) if gaps else np.zeros(0, np.int64)
+
+
+# ------------------------------------------------------------------------------------ analysis
+def _owners_of_allocs(rep, stacks, cut):
+    """Owner of every alloc event: the durable owner of its phase unless freed before the phase ended."""
+    alloc = rep.alloc_idx.tolist()
+    stack_ids = rep.tr.stack[rep.alloc_idx].tolist()
+    desc = [_describe(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
+    run_end = [rep.n] * len(alloc)
+    nxt_end, nxt_phase = rep.n, None  # start of the next run of a different known phase
+    run_phase, run_start = None, rep.n
+    for j in range(len(alloc) - 1, -1, -1):
+        ph = desc[j][0]
+        if ph == "unknown":
+            continue
+        if ph != run_phase:
+            nxt_end, run_phase = run_start, ph
+        run_start = alloc[j]
+        run_end[j] = nxt_end
+    free_at = rep.free_at[rep.alloc_idx].tolist()
+    owners = []
+    for j, (ph, state, _site) in enumerate(desc):
+        owner = _DURABLE[ph]
+        if ph in ("forward", "backward", "optimizer") and free_at[j] < min(run_end[j], cut) \
+                and not (ph == "optimizer" and state):
+            owner = "temporaries"
+        owners.append(owner)
+    return owners, [d[0] for d in desc], [d[2] for d in desc]
+
+
+def _iteration_bounds(snap, device, rep, phases):
+    """Event indexes where iterations start: optimizer.step annotations, else optimizer/backward runs."""
+    starts = sorted(a.time_us for a in snap.annotations
+                    if a.device == device and a.stage == "START" and "Optimizer.step" in a.name)
+    if starts:
+        return np.searchsorted(rep.tr.time_us, starts).astype(np.int64)
+    for want in ("optimizer", "backward"):
+        bounds, prev = [], None
+        for i, ph in zip(rep.alloc_idx.tolist(), phases):
+            if ph == "unknown":
+                continue
+            if ph == want and prev != want:
+                bounds.append(i)
+            prev = ph
+        if bounds:
+            return np.array(bounds, np.int64)
+    return np.zeros(0, np.int64)
+
+
+def _timeline(rep):
+    n = rep.n
+    t0 = int(rep.tr.time_us[0])
+    if n <= TIMELINE_POINTS:
+        pick = np.arange(n)
+    else:
+        edges = np.linspace(0, n, TIMELINE_POINTS + 1).astype(np.int64)
+        pick = np.array([lo + int(np.argmax(rep.allocated[lo:hi])) for lo, hi in zip(edges[:-1], edges[1:])])
+    return [{"t_ms": round((int(rep.tr.time_us[i]) - t0) / 1000.0, 3), "allocated_bytes": int(rep.allocated[i]),
+             "reserved_bytes": int(rep.reserved[i])} for i in pick.tolist()]
+
+
+class _FactSink:
+    def __init__(self, source):
+        self.source, self.facts = source, []
+
+    def add(self, name, value, unit, subject=None):
+        if isinstance(value, float) and not math.isfinite(value):
+            return  # omit rather than emit NaN/inf
+        if isinstance(value, (np.integer, np.floating)):
+            value = value.item()
+        self.facts.append(Fact(name, value, unit, self.source, subject))
+
+
+def analyze_snapshot(snap) -> AnalysisResult:
+    """Facts and charts for one CUDA memory snapshot (see module docstring)."""
+    out = AnalysisResult()
+    sink = _FactSink(snap.source)
+    settings = snap.allocator_settings
+    if "expandable_segments" in settings:
+        sink.add("expandable_segments", bool(settings["expandable_segments"]), "")
+    if not snap.traces:
+        out.notes.append(f"{snap.path}: no allocation history in the snapshot; " + COLLECT_SNAPSHOT)
+        out.facts = sink.facts
+        return out
+    device = snap.ooms[0].device if snap.ooms else max(snap.traces, key=lambda d: len(snap.traces[d]))
+    rep = _Replay(snap, device)
+    ooms = [o for o in snap.ooms if o.device == device]
+    oom = ooms[0] if ooms else None
+    cut = oom.index if oom else rep.n
+    owners, phases, sites = _owners_of_allocs(rep, snap.stacks, cut)
+    upto = cut if oom else rep.n
+    peak = int(np.argmax(rep.allocated[:max(upto, 1)]))
+    sink.add("num_ooms", len(ooms), "count")
+    sink.add("trace_entries", rep.n, "count")
+    sink.add("peak_allocated_gib", rep.allocated[peak] / GIB, "GiB")
+    sink.add("peak_reserved_gib", float(rep.reserved[:max(upto, 1)].max()) / GIB, "GiB")
+    sink.add("peak_reserved_free_gib", (rep.reserved[peak] - rep.allocated[peak]) / GIB, "GiB")
+    gaps = rep.free_blocks_at(peak, True)
+    if gaps.sum() > 0:
+        sink.add("peak_fragmentation_pct", 100.0 * (1 - gaps.max() / gaps.sum()), "%")
+    if oom:
+        _oom_facts(sink, rep, oom)
+    ref = oom.index if oom else peak
+    sink.add("composition_at", "oom" if oom else "peak", "")
+    _composition(sink, out, rep, snap, ref, owners, sites)
+    bounds = _iteration_bounds(snap, device, rep, phases)
+    _growth(sink, rep, ref, bounds, owners, sites)
+    out.charts["memory_timeline"] = _timeline(rep)
+    if rep.orphans:
+        pre = sum(o[2] for o in rep.orphans) / GIB
+        out.notes.append(f"the trace starts after {pre:.2f} GiB were already allocated; those blocks count as "
+                         "'unknown' (raise max_entries in _record_memory_history to see their owners)")
+    out.facts = sink.facts
+    return out
+
+
+def _oom_facts(sink, rep, oom):
+    k = oom.index
+    allocated, reserved = int(rep.allocated[k]), int(rep.reserved[k])
+    request = oom.size
+    free = rep.free_blocks_at(k, request > SMALL_SEGMENT // 2)
+    free_sum = int(free.sum())
+    is_cap = oom.device_free >= request
+    limit = reserved if is_cap else reserved + max(oom.device_free, 0)
+    sink.add("oom_request_mib", request / MIB, "MiB")
+    sink.add("oom_allocated_gib", allocated / GIB, "GiB")
+    sink.add("oom_reserved_gib", reserved / GIB, "GiB")
+    sink.add("oom_reserved_free_gib", (reserved - allocated) / GIB, "GiB")
+    sink.add("oom_largest_free_block_mib", (int(free.max()) if len(free) else 0) / MIB, "MiB")
+    sink.add("oom_fragmentation_pct", 100.0 * int(free[free < request].sum()) / free_sum if free_sum else 0.0, "%")
+    if request > 0:
+        sink.add("oom_reserved_free_to_request_ratio", (reserved - allocated) / request, "ratio")
+    if oom.device_free >= 0:
+        sink.add("oom_device_free_gib", oom.device_free / GIB, "GiB")
+        sink.add("memory_limit_gib", limit / GIB, "GiB")
+        sink.add("memory_limit_is_cap", bool(is_cap), "")
+        if limit > 0:
+            sink.add("oom_reserved_free_pct", 100.0 * (reserved - allocated) / limit, "%")
+        short = max(0, allocated + request - limit)
+        sink.add("oom_shortfall_gib", short / GIB, "GiB")
+        if allocated > 0:
+            sink.add("oom_shortfall_pct", 100.0 * short / allocated, "%")
+
+
+def _composition(sink, out, rep, snap, ref, owners, sites):
+    live, older = rep.live_at(ref)
+    pos = np.searchsorted(rep.alloc_idx, live).tolist()
+    sizes = rep.tr.size[live].tolist()
+    by_owner = defaultdict(int)
+    by_site = defaultdict(lambda: [0, 0, defaultdict(int)])
+    for p, sz in zip(pos, sizes):
+        by_owner[owners[p]] += sz
+        rec = by_site[sites[p]]
+        rec[0] += sz
+        rec[1] += 1
+        rec[2][owners[p]] += sz
+    for _addr, sz, stack in older:
+        ph, _state, site = _describe(snap.stacks[stack]) if stack >= 0 else ("unknown", False, "<before trace>")
+        by_owner[_DURABLE[ph]] += sz
+        rec = by_site[site]
+        rec[0] += sz
+        rec[1] += 1
+        rec[2][_DURABLE[ph]] += sz
+    total = sum(by_owner.values())
+    sink.add("composition_allocated_gib", total / GIB, "GiB")
+    out.charts["memory_composition"] = [
+        {"owner": o, "bytes": int(by_owner[o]), "share_pct": 100.0 * by_owner[o] / total if total else 0.0}
+        for o in OWNERS]
+    for o in OWNERS:
+        sink.add(f"{o}_gib", by_owner[o] / GIB, "GiB")
+        sink.add(f"allocated_without_{o}_gib", (total - by_owner[o]) / GIB, "GiB")
+        if total:
+            sink.add(f"{o}_share_pct", 100.0 * by_owner[o] / total, "%")
+    if total:
+        dom = max(OWNERS, key=lambda o: (by_owner[o], -OWNERS.index(o)))
+        sink.add("dominant_owner", dom, "")
+        sink.add("dominant_owner_gib", by_owner[dom] / GIB, "GiB")
+        sink.add("dominant_owner_share_pct", 100.0 * by_owner[dom] / total, "%")
+    top = sorted(by_site.items(), key=lambda kv: (-kv[1][0], kv[0]))[:TOP_SITES]
+    out.charts["top_sites"] = []
+    for site, (b, count, owner_bytes) in top:
+        owner = max(sorted(owner_bytes), key=lambda o: owner_bytes[o])
+        out.charts["top_sites"].append({"site": site, "bytes": int(b), "count": int(count), "owner": owner})
+        subj = Subject("site", site, site)
+        sink.add("site_gib", b / GIB, "GiB", subj)
+        if total:
+            sink.add("site_share_pct", 100.0 * b / total, "%", subj)
+        sink.add("site_alloc_count", int(count), "count", subj)
+        sink.add("site_owner", owner, "", subj)
+
+
+def _growth(sink, rep, ref, bounds, owners, sites):
+    """Iterations, the growth of memory at iteration starts, and the site whose tensors outlive them."""
+    bounds = bounds[bounds <= ref]
+    sink.add("iterations_seen", int(len(bounds)), "count")
+    if len(bounds) >= 3:
+        y = rep.allocated[np.maximum(bounds - 1, 0)].astype(float)
+        x = np.arange(len(y), dtype=float)
+        slope, icept = np.polyfit(x, y, 1)
+        ss_tot = float(((y - y.mean()) ** 2).sum())
+        r2 = 1 - float(((y - (slope * x + icept)) ** 2).sum()) / ss_tot if ss_tot > 0 else 0.0
+        sink.add("iteration_growth_mib_per_iter", float(slope) / MIB, "MiB")
+        sink.add("iteration_growth_r2", max(0.0, r2), "ratio")
+    live, _older = rep.live_at(ref)
+    if not len(live):
+        return
+    iters = np.searchsorted(bounds, live, side="right").tolist()
+    pos = np.searchsorted(rep.alloc_idx, live).tolist()
+    sizes = rep.tr.size[live].tolist()
+    per_site = defaultdict(lambda: [0, set(), defaultdict(int)])
+    for p, it, sz in zip(pos, iters, sizes):
+        rec = per_site[sites[p]]
+        rec[0] += sz
+        rec[1].add(it)
+        rec[2][owners[p]] += sz
+    total = int(rep.allocated[ref])
+    multi = [(b, len(its), s) for s, (b, its, _o) in per_site.items() if len(its) >= 2]
+    if not multi:  # nothing outlives an iteration: no leak in this window
+        sink.add("leak_iterations", max(len(its) for _b, its, _o in per_site.values()), "count")
+        sink.add("leak_gib", 0.0, "GiB")
+        sink.add("leak_share_pct", 0.0, "%")
+        return
+    b, n_it, site = max(multi, key=lambda t: (t[0], t[1], t[2]))
+    owner_bytes = per_site[site][2]
+    sink.add("leak_site", site, "")
+    sink.add("leak_owner", max(sorted(owner_bytes), key=lambda o: owner_bytes[o]), "")
+    sink.add("leak_iterations", n_it, "count")
+    sink.add("leak_gib", b / GIB, "GiB")
+    if total > 0:
+        sink.add("leak_share_pct", 100.0 * b / total, "%")
+        sink.add("allocated_without_leak_gib", (total - b) / GIB, "GiB")
+    sink.add("leak_mib_per_iter", b / n_it / MIB, "MiB")
