@@ -8,6 +8,7 @@ same clock without it). Computes no metrics.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import zlib
 from typing import Any
@@ -18,6 +19,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..inputs import open_input
+from ..progress import Progress
 from ..timeline.tables import GPU_COLUMNS, HOST_COLUMNS, RANGE_COLUMNS, Timeline, empty_table
 
 _Num = int | float | str | None
@@ -222,29 +224,170 @@ def _devices(props: list[dict] | None) -> list[dict]:
     return devices
 
 
+_CHUNK_BYTES = 8 << 20  # decompressed bytes per read; tests shrink it to exercise batch edges
+_ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{},]', re.S)
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_TRACE = msgspec.json.Decoder(_Trace)
+_EMPTY_HELP = "expected a PyTorch profiler trace (JSON with traceEvents)"
+
+
+class _TraceStream:
+    """Split the traceEvents array into batches at element boundaries and decode each batch.
+
+    A cut is first guessed at the last `}, {` of the buffer; `[batch]` only decodes when the cut is a
+    real boundary (a cut inside a string or a nested value leaves it unterminated), so a failed
+    decode falls back to an exact scan that skips strings.
+    """
+
+    def __init__(self, path, f, columns: _Columns, progress: Progress):
+        self.path, self.f, self.columns, self.progress = path, f, columns, progress
+        self.raw = getattr(f, "fileobj", f)  # compressed position, for progress
+        self.seen = 0  # events decoded so far, to name the bad one in errors
+
+    def read(self) -> _Trace:
+        buf, head = self._header()
+        if head is None:  # a bare JSON array of events
+            return self._body(buf, b"[", list_tail=True)
+        return self._body(buf, b'{"traceEvents":[', list_tail=False, head=head)
+
+    def _chunk(self) -> bytes:
+        try:
+            chunk = self.f.read(_CHUNK_BYTES)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise InputError(self.path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
+        except OSError as e:
+            raise InputError(self.path, f"cannot read: {e}") from None
+        self.progress.update(self.raw.tell() / 1e6)
+        return chunk
+
+    def _header(self) -> tuple[bytes, _Trace | None]:
+        """Read up to the `[` that opens traceEvents; return what follows it and the header fields."""
+        buf, pos = b"", 0
+        while True:
+            chunk = self._chunk()
+            buf += chunk
+            if not buf.strip():
+                if not chunk:
+                    raise InputError(self.path, "file is empty; " + _EMPTY_HELP)
+                continue
+            text = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
+            if text[:1] == b"[":
+                return text[1:], None
+            if text[:1] != b"{":
+                raise InputError(self.path, "not JSON (does not start with { or [); " + _EMPTY_HELP)
+            for m in _ARRAY_START.finditer(buf, pos):
+                try:
+                    head = _TRACE.decode(buf[:m.start()] + b'"traceEvents":null}')
+                except msgspec.MsgspecError:
+                    continue  # a nested or malformed key: keep looking
+                return buf[m.end():], head
+            pos = max(0, len(buf) - 64)
+            if not chunk:
+                self._no_events(buf)
+
+    def _no_events(self, data: bytes):
+        try:
+            _TRACE.decode(data)
+        except msgspec.ValidationError as e:
+            raise InputError(self.path, f"not a PyTorch profiler trace ({e})") from None
+        except msgspec.DecodeError as e:
+            raise InputError(self.path, f"not valid JSON ({e})") from None
+        raise InputError(self.path, "JSON without traceEvents; " + _EMPTY_HELP)
+
+    def _body(self, buf: bytes, opener: bytes, list_tail: bool, head: _Trace | None = None) -> _Trace:
+        while True:
+            cut = self._cut(buf)
+            if cut > 0:
+                buf = buf[cut + 1:]
+            chunk = self._chunk()
+            if not chunk:
+                break
+            buf += chunk
+        try:
+            tail = (_EVENTS if list_tail else _TRACE).decode(opener + buf)
+        except msgspec.MsgspecError as e:
+            raise self._error(e) from None
+        if list_tail:
+            self._add(tail)
+            return head or _Trace()
+        self._add(tail.traceEvents or [])
+        for name in ("deviceProperties", "distributedInfo"):
+            if getattr(tail, name) is None and head is not None:
+                setattr(tail, name, getattr(head, name))
+        return tail
+
+    def _cut(self, buf: bytes) -> int:
+        """Decode all complete events of buf; return the index of the comma after them (or -1)."""
+        last = None
+        for start in (len(buf) - (1 << 16), 0):
+            for last in _BOUNDARY.finditer(buf, max(0, start)):
+                pass
+            if last is not None or start <= 0:
+                break
+        if last is None:
+            return -1
+        cut = buf.index(b",", last.start())
+        try:
+            self._add(_EVENTS.decode(b"[" + buf[:cut] + b"]"))
+            return cut
+        except msgspec.MsgspecError:
+            pass
+        cut = _exact_cut(buf)
+        if cut < 0:
+            return -1
+        try:
+            self._add(_EVENTS.decode(b"[" + buf[:cut] + b"]"))
+        except msgspec.MsgspecError as e:
+            raise self._error(e) from None
+        return cut
+
+    def _add(self, events: list[_Event]) -> None:
+        self.columns.add(events)
+        self.seen += len(events)
+
+    def _error(self, e: msgspec.MsgspecError) -> InputError:
+        where = re.sub(r"\$(?:\.traceEvents)?\[(\d+)\]",
+                       lambda m: f"traceEvents[{self.seen + int(m.group(1))}]", str(e))
+        if isinstance(e, msgspec.ValidationError):
+            return InputError(self.path, f"trace event of the wrong shape: {where}")
+        if "truncated" in where:
+            return InputError(self.path, "JSON ends early: the trace is truncated")
+        where = re.sub(r" \(byte \d+\)", "", where)  # offsets within a batch would mislead
+        return InputError(self.path, f"malformed JSON in traceEvents ({where})")
+
+
+def _exact_cut(buf: bytes) -> int:
+    """Index of the last comma between two top-level elements, scanning strings properly."""
+    depth, cut = 0, -1
+    for m in _TOKEN.finditer(buf):
+        t = m.group()[0]
+        if t == 0x22:  # a string, possibly cut short at the end of buf
+            continue
+        if t in (0x7B, 0x5B):
+            depth += 1
+        elif t in (0x7D, 0x5D):
+            depth -= 1
+            if depth < 0:  # the end of traceEvents
+                break
+        elif depth == 0:
+            cut = m.start()
+    return cut
+
+
 def read_torch_trace(path, progress: bool = False) -> Timeline:
-    """Read a Kineto JSON trace (`.json` or `.json.gz`) into a validated Timeline."""
-    try:
-        with open_input(path) as f:
-            data = f.read()
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e}") from None
-    if not data.strip():
-        raise InputError(path, "file is empty; expected a PyTorch profiler trace (JSON with traceEvents)")
-    try:
-        trace = msgspec.json.decode(data, type=_Trace)
-    except msgspec.ValidationError as e:
-        raise InputError(path, f"not a PyTorch profiler trace: {e}") from None
-    except msgspec.DecodeError as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
-    if trace.traceEvents is None:
-        raise InputError(path, "JSON without traceEvents; expected a PyTorch profiler trace")
+    """Read a Kineto JSON trace (`.json` or `.json.gz`) into a validated Timeline.
+
+    Streams: the file is decoded in batches of events, so memory stays near the size of the tables.
+    """
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    bar = Progress(f"reading {os.path.basename(str(path))}", total=size / 1e6, enabled=progress)
     cols = _Columns()
-    cols.add(trace.traceEvents)
-    del trace.traceEvents
+    with open_input(path) as f:
+        trace = _TraceStream(path, f, cols, bar).read()
     gpu, host, ranges = cols.tables(path)
+    bar.close()
     dist = trace.distributedInfo or {}
     rank, world = dist.get("rank"), dist.get("world_size")
     return Timeline(
