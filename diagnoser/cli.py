@@ -35,8 +35,27 @@ def write_output(text: str, output: str | None) -> None:
         raise
 
 
+class OneLineError(click.ClickException):
+    """Shown as `diagnose: error: ...` on one line; exit code 1."""
+
+    def show(self, file=None):
+        click.echo(f"diagnose: error: {self.format_message()}", err=True)
+
+
 class DefaultGroup(click.Group):
-    """`diagnose FILE...` runs the diagnosis; known words are subcommands."""
+    """`diagnose FILE...` runs the diagnosis; known words are subcommands. Errors become one line."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except DiagnoserError as e:
+            raise OneLineError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - never a traceback for the user
+            if os.environ.get("DIAGNOSER_DEBUG"):
+                raise
+            raise OneLineError(f"{type(e).__name__}: {e} (set DIAGNOSER_DEBUG=1 for a traceback)") from None
 
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):

@@ -95,15 +95,20 @@ def load_rule_file(path: Path, known_facts: dict | None = None, shipped: bool = 
     return rules
 
 
+_BRANCH = {"fact": 0, "op": 0, "finding": 1, "all": 2, "any": 3, "none": 4}
+
+
 def _deepest(error):
-    """For oneOf failures, report the branch that got furthest (the likely intended form)."""
-    if error.validator == "oneOf" and error.context:
-        inst = error.instance
-        if isinstance(inst, dict) and "op" in inst and inst.get("op") not in COMPARE_OPS + ("eq", "neq", "in", "matches", "exists"):
+    """For oneOf failures, follow the branch the author evidently meant (by its keys) down to the real error."""
+    while error.validator == "oneOf" and error.context and isinstance(error.instance, dict):
+        keys = [k for k in error.instance if k in _BRANCH]
+        if not keys:
             return error
-        fact_branch = [e for e in error.context if e.schema_path and e.schema_path[0] == 0]
-        if isinstance(inst, dict) and "fact" in inst and fact_branch:
-            return min(fact_branch, key=lambda e: len(e.absolute_path))
+        branch = _BRANCH[keys[0]]
+        inner = [e for e in error.context if e.schema_path and e.schema_path[0] == branch]
+        if not inner:
+            return error
+        error = max(inner, key=lambda e: len(e.absolute_path))
     return error
 
 
