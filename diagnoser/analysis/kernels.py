@@ -1,0 +1,319 @@
+"""Kernel analysis: Nsight Compute launches -> per-kernel Speed-of-Light facts (+ the SOL scatter).
+
+Pure functions over `NcuReport` models (binary or CSV: same metric names, same base units). Each
+fact is computed only from metrics that are present and finite; a report collected with
+`--set basic` simply lacks the facts that need `--set full` metrics, so rules needing them are
+listed as "not evaluated".
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from ..facts import AnalysisResult, Fact, FactSpec, Subject
+
+READER = "ncu"
+COLLECT_FULL = "ncu --set full -o report <app>   (these metrics are not in --set basic)"
+COLLECT = "ncu --set full -o report <app>"
+
+# Kernels that come from vendor libraries: the fix is never in their code, only in how they are called.
+LIBRARY_PATTERNS = (
+    ("cuBLAS", r"^nvjet_|cublas|^sm\d+_xmma_|gemv|gemmk|^(ampere|hopper|volta|turing)_.*gemm"),
+    ("cuDNN", r"cudnn|^sm\d+_.*_conv|implicit_convolve"),
+    ("flash-attention", r"flash|fmha|sdpa"),
+    ("CUTLASS", r"cutlass"),
+    ("NCCL", r"^nccl"),
+    ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)"),
+)
+SOL_HIGH_PCT = 60.0  # only for the chart's colouring; rules use their own params
+
+M_DURATION = "gpu__time_duration.sum"
+M_SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+M_MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+M_DRAM = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
+M_L1 = "l1tex__throughput.avg.pct_of_peak_sustained_active"
+M_L2 = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
+M_ACH_OCC = "sm__warps_active.avg.pct_of_peak_sustained_active"
+M_THEO_OCC = "sm__maximum_warps_per_active_cycle_pct"
+M_TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+M_FMA = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed"
+M_FP64 = "sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"
+M_THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"
+M_INST = "smsp__inst_executed.sum"
+LIMITERS = (("registers", "launch__occupancy_limit_registers"),
+            ("shared_memory", "launch__occupancy_limit_shared_mem"),
+            ("block_size", "launch__occupancy_limit_warps"),
+            ("blocks", "launch__occupancy_limit_blocks"))
+STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
+
+
+def _k(name, type_, unit, meaning, collect=COLLECT):
+    return FactSpec(name, type_, unit, meaning, subject="kernel",
+                    sources=("ncu-rep", "ncu-csv-raw", "ncu-csv-details"), collect=collect)
+
+
+def _r(name, type_, unit, meaning):
+    return FactSpec(name, type_, unit, meaning, subject="run",
+                    sources=("ncu-rep", "ncu-csv-raw", "ncu-csv-details"), collect=COLLECT)
+
+
+CATALOGUE: list[FactSpec] = [
+    _r("kernel_launch_count", "number", "count", "kernel launches profiled in the Nsight Compute report"),
+    _r("kernel_distinct_count", "number", "count", "distinct kernels (by demangled name) in the report"),
+    _r("kernel_gpu_time_total_ms", "number", "ms", "sum of the profiled launches' durations"),
+    _r("device_sm_count", "number", "count", "streaming multiprocessors on the profiled GPU"),
+    _k("kernel_name", "string", "", "demangled kernel name"),
+    _k("kernel_base_name", "string", "", "function name without namespaces/templates; groups launches"),
+    _k("is_library_kernel", "bool", "", "kernel comes from cuBLAS/cuDNN/CUTLASS/flash-attention/NCCL/CUB"),
+    _k("library_name", "string", "", "which library the kernel belongs to (only for library kernels)"),
+    _k("kernel_duration_us", "number", "us", "GPU time of the launch (gpu__time_duration.sum)"),
+    _k("kernel_time_share_pct", "number", "%", "launch duration as a share of all profiled GPU time"),
+    _k("sm_throughput_pct", "number", "%", "SM Speed of Light: sm__throughput, % of peak"),
+    _k("memory_throughput_pct", "number", "%", "memory Speed of Light: gpu__compute_memory_throughput, % of peak"),
+    _k("sol_max_pct", "number", "%", "the larger of SM and memory throughput (distance to Speed of Light)"),
+    _k("dram_throughput_pct", "number", "%", "DRAM throughput, % of peak"),
+    _k("l1_throughput_pct", "number", "%", "L1/TEX throughput, % of peak (active)"),
+    _k("l2_throughput_pct", "number", "%", "L2 throughput, % of peak"),
+    _k("achieved_occupancy_pct", "number", "%", "achieved warps per SM as % of the hardware maximum"),
+    _k("theoretical_occupancy_pct", "number", "%", "theoretical occupancy given registers/shared memory/block size"),
+    _k("occupancy_achieved_of_theoretical_pct", "number", "%", "achieved occupancy as % of theoretical"),
+    _k("occupancy_limiter", "string", "", "what caps theoretical occupancy: registers | shared_memory | block_size | blocks | none"),
+    _k("waves_per_sm", "number", "count", "launch__waves_per_multiprocessor"),
+    _k("grid_blocks_count", "number", "count", "blocks in the grid"),
+    _k("block_threads_count", "number", "count", "threads per block"),
+    _k("grid_sm_fill_pct", "number", "%", "blocks per SM count as % (100 = at least one block on every SM)"),
+    _k("registers_per_thread_count", "number", "count", "registers allocated per thread"),
+    _k("local_memory_bytes", "number", "bytes", "local-memory (register spill / stack array) traffic through L1", COLLECT_FULL),
+    _k("local_memory_share_pct", "number", "%", "local-memory sectors as % of local + global L1 sectors", COLLECT_FULL),
+    _k("tensor_pipe_pct", "number", "%", "tensor pipe active cycles, % of peak (elapsed)"),
+    _k("fp32_pipe_pct", "number", "%", "FMA (FP32) pipe active cycles, % of peak (elapsed)"),
+    _k("fp64_pipe_pct", "number", "%", "FP64 pipe active cycles, % of peak (elapsed)"),
+    _k("shared_inst_share_pct", "number", "%", "shared-memory instructions as % of executed instructions", COLLECT_FULL),
+    _k("shared_bank_conflicts_count", "number", "count", "shared-memory bank conflicts (L1 data pipe)", COLLECT_FULL),
+    _k("shared_bank_conflict_pct", "number", "%", "bank conflicts as % of shared-memory wavefronts", COLLECT_FULL),
+    _k("global_load_sectors_per_request", "number", "count", "32-byte sectors per global load request", COLLECT_FULL),
+    _k("global_store_sectors_per_request", "number", "count", "32-byte sectors per global store request", COLLECT_FULL),
+    _k("global_load_efficiency_pct", "number", "%", "bytes used per fetched sector, % (100 = fully coalesced loads)", COLLECT_FULL),
+    _k("global_store_efficiency_pct", "number", "%", "bytes used per written sector, % (100 = fully coalesced stores)", COLLECT_FULL),
+    _k("active_threads_per_warp_count", "number", "count", "average active threads per executed warp instruction (32 = no divergence)", COLLECT_FULL),
+    _k("warp_efficiency_pct", "number", "%", "active threads per warp instruction as % of 32", COLLECT_FULL),
+    _k("dominant_stall_reason", "string", "", "warp stall reason with the most cycles per issued instruction", COLLECT_FULL),
+    _k("dominant_stall_share_pct", "number", "%", "that reason's share of all stall cycles", COLLECT_FULL),
+    _k("atomic_inst_count", "number", "count", "global atomic/reduction requests (warp level)", COLLECT_FULL),
+    _k("atomic_inst_share_pct", "number", "%", "global atomics/reductions as % of executed instructions", COLLECT_FULL),
+    _k("atomic_throughput_per_us", "number", "count", "global atomic/reduction requests per microsecond of kernel time", COLLECT_FULL),
+    _k("l2_atomic_hotspot_ratio", "number", "count", "busiest L2 slice's atomic unit activity / average (same-address contention)"),
+    _k("ncu_top_rule", "string", "", "Nsight Compute's own rule with the largest estimated speedup"),
+    _k("ncu_top_rule_speedup_pct", "number", "%", "that rule's estimated speedup (as Nsight Compute states it)"),
+    _k("ncu_top_rule_message", "string", "", "first sentence of that rule's message"),
+    _k("ncu_sol_verdict", "string", "", "first sentence of Nsight Compute's SOLBottleneck message"),
+]
+
+
+def _num(metrics: dict, name: str) -> float | None:
+    v = metrics.get(name)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _ratio(a: float | None, b: float | None, scale: float = 1.0) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    r = a / b * scale
+    return r if math.isfinite(r) else None
+
+
+def library_of(name: str) -> str | None:
+    """Library a kernel belongs to, judged by its name; None for user/framework kernels."""
+    for lib, pattern in LIBRARY_PATTERNS:
+        if re.search(pattern, name, re.IGNORECASE):
+            return lib
+    return None
+
+
+def kernel_group_key(subject: Subject) -> str:
+    """Launches of the same kernel share this key (its demangled name), for grouped reports."""
+    return subject.name or subject.id
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    text = re.sub(r"@\w+:(\w+):([^@]*)@", r"\2", text)  # "@section:Id:Title@" -> "Title"
+    m = re.match(r"(.+?[.!?])(\s|$)", text)
+    s = (m.group(1) if m else text).strip()
+    return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+
+
+def _ncu_verdict(launch) -> dict[str, object]:
+    out: dict[str, object] = {}
+    scored = [r for r in launch.rules if r.speedup_pct is not None and math.isfinite(r.speedup_pct)]
+    if scored:
+        top = max(scored, key=lambda r: (r.speedup_type == "global", r.speedup_pct, r.identifier))
+        out["ncu_top_rule"] = top.identifier
+        out["ncu_top_rule_speedup_pct"] = min(100.0, max(0.0, top.speedup_pct))
+        out["ncu_top_rule_message"] = _first_sentence(top.text)
+    sol = [r for r in launch.rules if r.identifier == "SOLBottleneck" and r.text]
+    if sol:
+        out["ncu_sol_verdict"] = _first_sentence(sol[0].text)
+    return out
+
+
+def _occupancy_limiter(m: dict, theoretical: float | None) -> str | None:
+    limits = [(v, name) for name, metric in LIMITERS if (v := _num(m, metric)) is not None]
+    if not limits:
+        return None
+    if theoretical is not None and theoretical >= 99.5:
+        return "none"
+    return min(limits)[1]
+
+
+def _stall(m: dict) -> tuple[str, float] | None:
+    stalls = {}
+    for name, v in m.items():
+        hit = STALL_RE.match(name)
+        if hit and hit.group(1) != "selected" and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            stalls[hit.group(1)] = float(v)
+    total = sum(stalls.values())
+    if not stalls or total <= 0:
+        return None
+    reason = max(sorted(stalls), key=lambda k: stalls[k])
+    return reason, 100.0 * stalls[reason] / total
+
+
+def launch_facts(launch, total_ns: float, sm_count: float | None) -> dict[str, object]:
+    """Every kernel fact derivable from one launch's metrics (absent metrics -> absent facts)."""
+    m = launch.metrics
+    f: dict[str, object] = {"kernel_name": launch.name, "kernel_base_name": launch.short_name}
+    lib = library_of(launch.name) or library_of(launch.short_name)
+    f["is_library_kernel"] = lib is not None
+    if lib:
+        f["library_name"] = lib
+    dur = _num(m, M_DURATION)
+    if dur is not None:
+        f["kernel_duration_us"] = dur / 1e3
+        f["kernel_time_share_pct"] = _ratio(dur, total_ns, 100.0)
+    sm, mem = _num(m, M_SM), _num(m, M_MEM)
+    f["sm_throughput_pct"], f["memory_throughput_pct"] = sm, mem
+    if sm is not None and mem is not None:
+        f["sol_max_pct"] = max(sm, mem)
+    f["dram_throughput_pct"] = _num(m, M_DRAM)
+    f["l1_throughput_pct"] = _num(m, M_L1)
+    f["l2_throughput_pct"] = _num(m, M_L2)
+    ach, theo = _num(m, M_ACH_OCC), _num(m, M_THEO_OCC)
+    f["achieved_occupancy_pct"], f["theoretical_occupancy_pct"] = ach, theo
+    f["occupancy_achieved_of_theoretical_pct"] = _ratio(ach, theo, 100.0)
+    f["occupancy_limiter"] = _occupancy_limiter(m, theo)
+    f["waves_per_sm"] = _num(m, "launch__waves_per_multiprocessor")
+    grid = _num(m, "launch__grid_size")
+    f["grid_blocks_count"] = grid
+    f["block_threads_count"] = _num(m, "launch__block_size")
+    sms = _num(m, "launch__sm_count") or sm_count
+    fill = _ratio(grid, sms, 100.0)
+    f["grid_sm_fill_pct"] = min(100.0, fill) if fill is not None else None
+    f["registers_per_thread_count"] = _num(m, "launch__registers_per_thread")
+
+    local = [_num(m, f"l1tex__t_sectors_pipe_lsu_mem_local_op_{op}.sum") for op in ("ld", "st")]
+    glob = [_num(m, f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum") for op in ("ld", "st")]
+    if None not in local:
+        f["local_memory_bytes"] = 32.0 * sum(local)
+        if None not in glob:
+            f["local_memory_share_pct"] = _ratio(sum(local), sum(local) + sum(glob), 100.0) or 0.0
+
+    f["tensor_pipe_pct"] = _num(m, M_TENSOR)
+    f["fp32_pipe_pct"] = _num(m, M_FMA)
+    f["fp64_pipe_pct"] = _num(m, M_FP64)
+    inst = _num(m, M_INST)
+    f["shared_inst_share_pct"] = _ratio(_num(m, "smsp__sass_inst_executed_op_shared.sum"), inst, 100.0)
+    conflicts = _num(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum")
+    f["shared_bank_conflicts_count"] = conflicts
+    f["shared_bank_conflict_pct"] = _ratio(conflicts, _num(m, "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"), 100.0)
+
+    for op, word in (("ld", "load"), ("st", "store")):
+        requests = _num(m, f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
+        if requests:
+            f[f"global_{word}_sectors_per_request"] = _ratio(glob[0 if op == "ld" else 1], requests)
+            f[f"global_{word}_efficiency_pct"] = _ratio(
+                _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio"),
+                _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.max_rate"), 100.0)
+
+    threads = _num(m, M_THREADS_PER_INST)
+    if threads is not None and inst:
+        f["active_threads_per_warp_count"] = threads
+        f["warp_efficiency_pct"] = threads / 32.0 * 100.0
+    stall = _stall(m)
+    if stall:
+        f["dominant_stall_reason"], f["dominant_stall_share_pct"] = stall
+
+    atom = [_num(m, f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum") for op in ("atom", "red")]
+    if None not in atom:
+        f["atomic_inst_count"] = sum(atom)
+        f["atomic_inst_share_pct"] = _ratio(sum(atom), inst, 100.0)
+        if dur:
+            f["atomic_throughput_per_us"] = sum(atom) / (dur / 1e3)
+    f["l2_atomic_hotspot_ratio"] = _ratio(
+        _num(m, "lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed"),
+        _num(m, "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed"))
+    f.update(_ncu_verdict(launch))
+    return {k: v for k, v in f.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
+
+
+UNITS = {spec.name: spec.unit for spec in CATALOGUE}
+
+
+def sol_class(sm: float | None, mem: float | None, high: float = SOL_HIGH_PCT) -> str:
+    """Chart colouring by the textbook SOL quadrants (rules decide findings with their own params)."""
+    if sm is None or mem is None:
+        return "unknown"
+    if sm >= high and mem >= high:
+        return "near_speed_of_light"
+    if sm >= high:
+        return "compute_bound"
+    if mem >= high:
+        return "memory_bound"
+    return "latency_bound"
+
+
+def kernel_analysis(reports: list) -> AnalysisResult:
+    """Facts for every launch of every report, run-level totals, and `charts["kernel_sol"]`.
+
+    charts["kernel_sol"]: list of {id, name, sm_pct, mem_pct, time_share_pct, category} per launch,
+    for an SM%-vs-memory% scatter (category: near_speed_of_light | compute_bound | memory_bound |
+    latency_bound | unknown).
+    """
+    result = AnalysisResult()
+    sol_points = []
+    launches = [(rep, launch) for rep in reports for launch in rep.launches]
+    durations = [_num(launch.metrics, M_DURATION) for _, launch in launches]
+    total_ns = sum(d for d in durations if d)
+    for rep in reports:
+        source = f"{rep.path} ({READER})"
+        sm_count = None
+        for attrs in rep.devices.values():
+            sm_count = _num(attrs, "device__attribute_multiprocessor_count") or sm_count
+        result.notes.extend(rep.notes)
+        run = {"kernel_launch_count": float(len(rep.launches)),
+               "kernel_distinct_count": float(len({launch.name for launch in rep.launches})),
+               "kernel_gpu_time_total_ms": total_ns / 1e6 if total_ns else None,
+               "device_sm_count": sm_count}
+        for name, value in run.items():
+            if value is not None:
+                result.facts.append(Fact(name, value, UNITS[name], source))
+        for launch in rep.launches:
+            subject = Subject("kernel", str(launch.id), launch.name)
+            facts = launch_facts(launch, total_ns, sm_count)
+            for name, value in facts.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    value = float(value)
+                result.facts.append(Fact(name, value, UNITS[name], source, subject))
+            sm, mem = facts.get("sm_throughput_pct"), facts.get("memory_throughput_pct")
+            sol_points.append({"id": str(launch.id), "name": launch.name, "sm_pct": sm, "mem_pct": mem,
+                               "time_share_pct": facts.get("kernel_time_share_pct"),
+                               "category": sol_class(sm, mem)})
+    if not launches:
+        result.notes.append("no kernel launches in the Nsight Compute input")
+    if any(not any(STALL_RE.match(k) for k in launch.metrics) for _, launch in launches):
+        result.notes.append("some launches lack --set full metrics (stall reasons, memory access "
+                            "detail); rules that need them are not evaluated")
+    result.charts["kernel_sol"] = sol_points
+    return result
