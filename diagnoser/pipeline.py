@@ -8,6 +8,7 @@ from typing import Iterable
 
 from . import inputs as inputs_mod
 from .catalogue import catalogue
+from .errors import DiagnoserError, InputError
 from .engine.evaluate import durable_matcher, evaluate
 from .engine.records import build_records
 from .facts import AnalysisResult, Fact
@@ -60,6 +61,21 @@ class Report:
     facts: list[Fact] = field(default_factory=list)
 
 
+def read_input(path, kind: str, progress: bool = False):
+    """Run the reader for `kind`; anything unexpected it raises still names the file, on one line."""
+    module, func, _ = READERS[kind]
+    try:
+        return _call(module, func, path, progress=progress)
+    except DiagnoserError:
+        raise
+    except RecursionError:
+        raise InputError(path, f"nested too deeply to be a {inputs_mod.display_kind(kind)}") from None
+    except MemoryError:
+        raise InputError(path, "ran out of memory while reading") from None
+    except Exception as e:  # noqa: BLE001 - a reader bug or an input shape nobody foresaw
+        raise InputError(path, f"could not be read as a {inputs_mod.display_kind(kind)} ({type(e).__name__}: {e})") from None
+
+
 def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
     """Sniff and read every input; group the ranks of a distributed run together."""
     singles: list[Group] = []
@@ -67,7 +83,7 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
     for path in paths:
         kind = inputs_mod.sniff(path)
         module, func, family = READERS[kind]
-        model = _call(module, func, path, progress=progress)
+        model = read_input(path, kind, progress)
         rank = getattr(model, "rank", None)
         if family == "timeline" and rank is not None and getattr(model, "world_size", None):
             g = ranked.setdefault(model.world_size, Group(family, [], [], []))

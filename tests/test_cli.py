@@ -46,17 +46,22 @@ def _bad_inputs(tmp_path):
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"")
     truncated = tmp_path / "trace.json.gz"
-    truncated.write_bytes(gzip.compress(HOST_SYNC_TRACE.read_bytes()[:0] + b'{"traceEvents": [' * 2000)[:300])
+    data = HOST_SYNC_TRACE.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    nested = tmp_path / "nested.json"  # synthetic hostile JSON: deep nesting
+    nested.write_bytes(b'{"traceEvents": [' + b"[" * 100000)
     garbage = tmp_path / "random.bin"
     garbage.write_bytes(os.urandom(4096))
     no_events = tmp_path / "other.json"
     no_events.write_text('{"foo": 1, "bar": [1, 2, 3]}')
     missing = tmp_path / "missing.sqlite"
     return {"empty": empty, "truncated gzip": truncated, "random bytes": garbage,
-            "json without traceEvents": no_events, "missing file": missing}
+            "json without traceEvents": no_events, "missing file": missing,
+            "deeply nested json": nested}
 
 
-@pytest.mark.parametrize("case", ["empty", "truncated gzip", "random bytes", "json without traceEvents", "missing file"])
+@pytest.mark.parametrize("case", ["empty", "truncated gzip", "random bytes", "json without traceEvents",
+                                  "missing file", "deeply nested json"])
 def test_bad_input_is_one_line_exit_1(tmp_path, case):
     path = _bad_inputs(tmp_path)[case]
     out = tmp_path / "report.md"
