@@ -157,7 +157,7 @@ def rules_test(paths, user_rules):
     from .rulespec.testing import run_tests
     extra = list(user_rules) + [p for p in paths if not str(p).endswith(".test.yaml")]
     pack = _pack(extra)
-    results, coverage = run_tests([Path(p) for p in paths], pack, catalogue())
+    results, coverage, synthetic_only = run_tests([Path(p) for p in paths], pack, catalogue())
     failed = [r for r in results if not r.ok]
     for r in results:
         click.echo(f"{'PASS' if r.ok else 'FAIL'}  {Path(r.file).name}: {r.name}")
@@ -165,6 +165,8 @@ def rules_test(paths, user_rules):
             click.echo(f"      {p}")
     for c in coverage:
         click.echo(f"COVERAGE  {c}")
+    if synthetic_only:
+        click.echo(f"note: fire only in synthetic cases (no real trace yet): {', '.join(synthetic_only)}")
     click.echo(f"{len(results) - len(failed)} passed, {len(failed) + len(coverage)} failed")
     if failed or coverage:
         sys.exit(1)

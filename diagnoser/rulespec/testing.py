@@ -94,11 +94,13 @@ def run_case(case: dict, test_file: Path, pack: RulePack, catalogue: dict) -> Ca
     return result
 
 
-def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[CaseResult], list[str]]:
-    """Run every case; return results and coverage problems (rules without a firing/silent case)."""
+def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[CaseResult], list[str], list[str]]:
+    """Run every case; return results, coverage problems (a rule without a firing or a silent case),
+    and the rules whose firing cases are all synthetic (no real trace shows them yet)."""
     results: list[CaseResult] = []
     fires_cov: set[str] = set()
     silent_cov: set[str] = set()
+    real_fires: set[str] = set()
     covered_files: set[str] = set()
     for path in paths:
         for tf in case_files(Path(path)):
@@ -110,6 +112,8 @@ def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[
                 if r.ok:
                     fires_cov.update(case.get("fires") or [])
                     silent_cov.update(case.get("silent") or [])
+                    if "input" in case:
+                        real_fires.update(case.get("fires") or [])
     coverage = []
     for rule in pack.ordered():
         if str(Path(rule.path).resolve()) not in covered_files:
@@ -118,4 +122,6 @@ def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[
             coverage.append(f"{rule.id} ({rule.path}): no passing case where it fires")
         if rule.id not in silent_cov:
             coverage.append(f"{rule.id} ({rule.path}): no passing case where it stays silent")
-    return results, coverage
+    synthetic_only = [rule.id for rule in pack.ordered() if rule.id in fires_cov and rule.id not in real_fires
+                      and str(Path(rule.path).resolve()) in covered_files]
+    return results, coverage, synthetic_only
