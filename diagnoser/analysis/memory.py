@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -460,3 +461,36 @@ def _growth(sink, rep, ref, bounds, owners, sites):
         sink.add("leak_share_pct", 100.0 * b / total, "%")
         sink.add("allocated_without_leak_gib", (total - b) / GIB, "GiB")
     sink.add("leak_mib_per_iter", b / n_it / MIB, "MiB")
+
+
+def analyze_stats(stats) -> AnalysisResult:
+    """The subset of facts allocator counters give (no frames: owners, sites and leaks need a snapshot)."""
+    sink = _FactSink(stats.source)
+    for name, value in (("peak_allocated_gib", stats.allocated_peak), ("peak_reserved_gib", stats.reserved_peak),
+                        ("current_allocated_gib", stats.allocated_current),
+                        ("current_reserved_gib", stats.reserved_current),
+                        ("inactive_split_peak_gib", stats.inactive_split_peak)):
+        if value is not None:
+            sink.add(name, value / GIB, "GiB")
+    if stats.allocated_peak is not None and stats.reserved_peak is not None:
+        sink.add("peak_reserved_free_gib", max(0, stats.reserved_peak - stats.allocated_peak) / GIB, "GiB")
+    if stats.num_ooms is not None:
+        sink.add("num_ooms", int(stats.num_ooms), "count")
+    if stats.num_alloc_retries is not None:
+        sink.add("num_alloc_retries", int(stats.num_alloc_retries), "count")
+    out = AnalysisResult(facts=sink.facts)
+    out.notes.append(f"{Path(stats.path).name}: allocator counters only; which tensors filled memory needs a "
+                     "snapshot: " + COLLECT_SNAPSHOT)
+    return out
+
+
+def memory_analysis(models) -> AnalysisResult:
+    """Pipeline entry point: one AnalysisResult for the memory inputs of one run."""
+    out = AnalysisResult()
+    for model in models:
+        part = analyze_snapshot(model) if hasattr(model, "traces") else analyze_stats(model)
+        out.facts += part.facts
+        out.notes += part.notes
+        for key, value in part.charts.items():
+            out.charts.setdefault(key, value)
+    return out
