@@ -1,0 +1,79 @@
+"""Nsight Systems report (`.nsys-rep`) -> Timeline, through NVIDIA's own SQLite export.
+
+The .nsys-rep format is proprietary: only `nsys` reads it. When `nsys` is on PATH we run
+`nsys export --type sqlite` into a temporary folder (never beside the input) and read the result
+with the SQLite reader; otherwise the error tells the user the exact command to run.
+"""
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+from ..errors import InputError
+from ..timeline.tables import Timeline
+from .nsys_sqlite import read_nsys_sqlite
+
+EXPORT_TIMEOUT_S = 3600
+
+
+def export_command(path) -> str:
+    """The command a user runs to turn `path` into an SQLite export beside it."""
+    p = Path(path)
+    name = p.name
+    if name.endswith(".gz"):
+        rep = name[:-3]
+        return f"gunzip -k {name} && {export_command(p.with_name(rep))}"
+    stem = name[:-len(".nsys-rep")] if name.endswith(".nsys-rep") else p.stem
+    return f"nsys export --type sqlite -o {stem}.sqlite {name}"
+
+
+def read_nsys_rep(path, progress: bool = False) -> Timeline:
+    """Convert an .nsys-rep (plain or gzipped) with `nsys export` and read the SQLite it writes."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file")
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise InputError(p, "an Nsight Systems report (.nsys-rep) can only be read through NVIDIA's "
+                            f"`nsys`, which is not on PATH; convert it with `{export_command(p)}` "
+                            "and pass the .sqlite file")
+    with tempfile.TemporaryDirectory(prefix="diagnoser-nsys-rep-") as tmp:
+        report = _plain_report(p, Path(tmp))
+        out = Path(tmp) / "export.sqlite"
+        cmd = [nsys, "export", "--type", "sqlite", "-o", str(out), str(report)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                                  timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise InputError(p, f"`nsys export` did not finish in {EXPORT_TIMEOUT_S} s") from None
+        except OSError as e:
+            raise InputError(p, f"could not run {nsys}: {e.strerror}") from None
+        if done.returncode != 0 or not out.is_file():
+            lines = [ln.strip() for ln in (done.stderr + "\n" + done.stdout).splitlines() if ln.strip()]
+            why = lines[-1] if lines else f"exit status {done.returncode}, no output written"
+            raise InputError(p, f"`nsys export --type sqlite` failed: {why}")
+        try:
+            timeline = read_nsys_sqlite(out, progress=progress)
+        except InputError as e:  # name the user's file, not our temporary export
+            raise InputError(p, f"the SQLite export nsys wrote is unusable: {e.problem}") from None
+    timeline.path = str(p)
+    return timeline
+
+
+def _plain_report(path: Path, tmp: Path) -> Path:
+    """nsys cannot read a gzipped report: gunzip it into `tmp` (the input stays untouched)."""
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            return path
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    plain = tmp / (name if name.endswith(".nsys-rep") else name + ".nsys-rep")
+    try:
+        with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst, 4 << 20)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
+    return plain
