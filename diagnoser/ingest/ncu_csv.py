@@ -143,8 +143,11 @@ def _rows(path) -> list[list[str]]:
     return rows
 
 
-def read_ncu_csv(path: str | os.PathLike) -> NcuReport:
-    """Read either CSV page, deciding by its header (details pages have a "Metric Name" column)."""
+def read_ncu_csv(path: str | os.PathLike, progress: bool = False) -> NcuReport:
+    """Read either CSV page, deciding by its header (details pages have a "Metric Name" column).
+
+    CSV exports are small (kilobytes per launch); `progress` is accepted for a uniform reader API.
+    """
     rows = _rows(path)
     if "Metric Name" in rows[0]:
         return _read_details(path, rows)
