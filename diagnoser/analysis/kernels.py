@@ -255,7 +255,11 @@ def launch_facts(launch, total_ns: float, sm_count: float | None) -> dict[str, o
         _num(m, "lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed"),
         _num(m, "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed"))
     f.update(_ncu_verdict(launch))
-    return {k: v for k, v in f.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
+    out = {k: v for k, v in f.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
+    for k, v in out.items():  # counters sampled in different passes can overshoot 100% slightly
+        if k.endswith("_pct") and isinstance(v, float):
+            out[k] = min(100.0, max(0.0, v))
+    return out
 
 
 UNITS = {spec.name: spec.unit for spec in CATALOGUE}
