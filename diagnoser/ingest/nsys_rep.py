@@ -53,8 +53,9 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
         except OSError as e:
             raise InputError(p, f"could not run {nsys}: {e.strerror}") from None
         if done.returncode != 0 or not out.is_file():
-            lines = [ln.strip() for ln in (done.stderr + "\n" + done.stdout).splitlines() if ln.strip()]
-            why = lines[-1] if lines else f"exit status {done.returncode}, no output written"
+            said = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()] or \
+                [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+            why = said[-1] if said else f"exit status {done.returncode}, no output written"
             raise InputError(p, f"`nsys export --type sqlite` failed: {why}")
         try:
             timeline = read_nsys_sqlite(out, progress=progress)
