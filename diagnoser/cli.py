@@ -159,15 +159,18 @@ def rules_test(paths, user_rules):
     pack = _pack(extra)
     results, coverage, synthetic_only = run_tests([Path(p) for p in paths], pack, catalogue())
     failed = [r for r in results if not r.ok]
+    skipped = [r for r in results if r.skipped]
     for r in results:
-        click.echo(f"{'PASS' if r.ok else 'FAIL'}  {Path(r.file).name}: {r.name}")
+        status = "SKIP" if r.skipped else ("PASS" if r.ok else "FAIL")
+        click.echo(f"{status}  {Path(r.file).name}: {r.name}{'  (' + r.skipped + ')' if r.skipped else ''}")
         for p in r.problems:
             click.echo(f"      {p}")
     for c in coverage:
         click.echo(f"COVERAGE  {c}")
     if synthetic_only:
         click.echo(f"note: fire only in synthetic cases (no real trace yet): {', '.join(synthetic_only)}")
-    click.echo(f"{len(results) - len(failed)} passed, {len(failed) + len(coverage)} failed")
+    click.echo(f"{len(results) - len(failed) - len(skipped)} passed, {len(failed) + len(coverage)} failed"
+               + (f", {len(skipped)} skipped" if skipped else ""))
     if failed or coverage:
         sys.exit(1)
 
