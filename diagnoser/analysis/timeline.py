@@ -1,0 +1,226 @@
+"""Timeline analysis: one set of metrics for Nsight Systems exports and PyTorch profiler traces.
+
+`timeline_analysis(timelines)` takes one Timeline (or one per rank of a distributed run) and
+returns facts for the train-slow / inference-slow trees plus chart series:
+  charts["steps"]: per steady step {step, start_ms, dur_ms, busy_ms, idle_ms_by_class: {class: ms}}
+  charts["kernel_categories"]: [{category, time_ms, share_pct}]
+  charts["ranks"] (2+ ranks): [{rank, step_ms, busy_pct, comm_wait_ms, straggler}]
+Metrics cover the steady-state steps only (the first step is warm-up). Pure: renders nothing.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..facts import AnalysisResult, Fact, Subject
+from ..timeline.tables import Timeline
+from .timeline_catalogue import CATALOGUE, SPECS
+from .timeline_gaps import IDLE_CLASSES, device_busy, host_activity, idle_gaps, per_step_breakdown
+from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
+                               launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
+from .timeline_ranks import RankSummary, straggler_analysis
+from .timeline_steps import find_steps, phase_ms
+from .timeline_sync import memcpy_stats, sync_stats
+
+__all__ = ["timeline_analysis", "CATALOGUE", "analyze_timeline"]
+
+READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
+IDLE_FACT = {"data": "idle_data_pct", "sync": "idle_sync_pct", "launch": "idle_launch_pct",
+             "communication": "idle_comm_pct", "unexplained": "idle_unexplained_pct"}
+
+
+@dataclass
+class TimelineMetrics:
+    """Everything measured on one Timeline: run-level values, chart rows, notes."""
+
+    values: dict
+    steps_chart: list[dict]
+    categories_chart: list[dict]
+    notes: list[str]
+    rank: RankSummary | None
+
+
+def _kernel_short_name(name: str) -> str:
+    """The function's base name, as `ncu -k` matches it (no return type, scope, templates, args)."""
+    n = re.sub(r"^void\s+", "", name.strip())
+    depth, base = 0, []
+    for ch in n:
+        if ch in "<(":
+            if depth == 0 and ch == "(":
+                break
+            depth += 1
+            continue
+        if ch in ">)":
+            depth -= 1
+            continue
+        if depth == 0:
+            base.append(ch)
+    return "".join(base).split("::")[-1].strip() or n[:60]
+
+
+def analyze_timeline(tl: Timeline) -> TimelineMetrics:
+    """All single-timeline metrics (see the catalogue for their meaning)."""
+    steps = find_steps(tl)
+    notes = list(steps.notes)
+    v: dict = {"step_detection": steps.method}
+    idx = steps.steady
+    dur_ms = (steps.end[idx] - steps.start[idx]) / 1e6
+    v["step_count"] = int(idx.size)
+    v["step_time_ms_mean"] = float(dur_ms.mean())
+    v["step_time_ms_p50"] = float(np.percentile(dur_ms, 50))
+    v["step_time_ms_p95"] = float(np.percentile(dur_ms, 95))
+    for phase, ms in phase_ms(tl, steps).items():
+        v[f"phase_{phase}_ms"] = ms
+    lo, hi = steps.steady_span
+    span = max(hi - lo, 1)
+
+    act = host_activity(tl)
+    devices = device_busy(tl)
+    steps_chart: list[dict] = []
+    idle_ns = {c: 0 for c in IDLE_CLASSES}
+    busy_ns = comm_ns = 0
+    if devices:
+        # a rank or process drives one device; with several, the busiest one sets the pace
+        dev = max(devices, key=lambda d: (d.busy.overlap(lo, hi), -d.device))
+        gaps = idle_gaps(dev, steps, act)
+        for c in IDLE_CLASSES:
+            idle_ns[c] = int((gaps.end - gaps.start)[gaps.cls == c].sum())
+        busy_ns = int(dev.compute.overlap(lo, hi))
+        comm_ns = int(dev.comm.overlap(lo, hi))
+        for row in per_step_breakdown(dev, steps, gaps):
+            steps_chart.append({
+                "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
+                "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,
+                "idle_ms_by_class": {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()},
+            })
+        if len(devices) > 1:
+            notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
+    v["gpu_busy_pct"] = 100.0 * busy_ns / span
+    v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
+    for c in IDLE_CLASSES:
+        v[IDLE_FACT[c]] = 100.0 * idle_ns[c] / span
+    top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
+    v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
+    v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(idx.size, 1)
+
+    kt = kernel_table(tl, steps)
+    cats = category_times(kt)
+    categories_chart = [{"category": r.category, "time_ms": float(r.time_ms), "share_pct": float(r.share_pct)}
+                        for r in cats.itertuples()]
+    for r in cats.itertuples():
+        v[f"kernel_{r.category}_pct"] = float(r.share_pct)
+    if cats["time_ms"].sum() > 0:
+        v["top_kernel_category"] = str(cats.sort_values(["time_ms", "category"], ascending=[False, True]).iloc[0].category)
+    kernels = kt.rows[kt.rows["kind"] == "kernel"]
+    if len(kernels):
+        by_name = kernels.groupby("name")["dur_ns"].sum().sort_values(ascending=False, kind="stable")
+        total = max(float(kt.rows["dur_ns"].sum()), 1.0)
+        v["top_kernel_name"] = _kernel_short_name(str(by_name.index[0]))
+        v["top_kernel_pct"] = 100.0 * float(by_name.iloc[0]) / total
+        shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
+        v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
+    ls = launch_stats(tl, kt)
+    v.update(ls)
+    v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
+    v.update(memcpy_stats(tl, steps, act))
+    v.update(tensor_core_stats(kt))
+    att = attention_stats(kt)
+    v.update(att)
+    v.update(memory_bound_stats(kt, att.get("unfused_attention_kernel_pct", 0.0)))
+    v.update(optimizer_stats(tl, kt, steps))
+    v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
+
+    summary = None
+    if devices:
+        summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
+                              v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
+                              {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
+    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary)
+
+
+def _fact(name: str, value, source: str, subject: Subject | None = None) -> Fact | None:
+    spec = SPECS.get(name)
+    if spec is None:
+        raise KeyError(f"fact {name} is not in the timeline catalogue")
+    if isinstance(value, (np.bool_,)):
+        value = bool(value)
+    elif isinstance(value, (np.integer,)):
+        value = int(value)
+    elif isinstance(value, (np.floating,)):
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if spec.type == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = round(float(value), 6) if isinstance(value, float) else value
+    return Fact(name, value, spec.unit, source, subject)
+
+
+def _source(tls: list[Timeline]) -> str:
+    readers = sorted({READER.get(t.source, t.source) for t in tls})
+    return f"{', '.join(t.path for t in tls)} ({', '.join(readers)})"
+
+
+def timeline_analysis(timelines: list[Timeline]) -> AnalysisResult:
+    """Facts and chart series for one Timeline, or one per rank of a distributed run."""
+    if not timelines:
+        return AnalysisResult()
+    ordered = sorted(timelines, key=lambda t: (t.rank if t.rank is not None else 1 << 30, t.path))
+    metrics = [analyze_timeline(t) for t in ordered]
+    result = AnalysisResult(inputs=[{"path": t.path, "kind": t.source} for t in ordered])
+    src = _source(ordered)
+    for t, m in zip(ordered, metrics):
+        result.notes.extend(f"{t.path}: {n}" for n in m.notes)
+
+    if len(metrics) == 1:
+        run_values = metrics[0].values
+    else:
+        run_values = _merge_ranks([m.values for m in metrics])
+        result.notes.append(f"{len(metrics)} ranks: run-level values are averaged over ranks; "
+                            "per-rank values are on rank subjects")
+    for name, value in sorted(run_values.items()):
+        f = _fact(name, value, src)
+        if f is not None:
+            result.facts.append(f)
+
+    summaries = [m.rank for m in metrics if m.rank is not None]
+    for i, s in enumerate(summaries):
+        if s.rank < 0:
+            s.rank = i
+    cross = straggler_analysis(summaries) if len(summaries) > 1 else {"per_rank": {}, "run": {}}
+    for name, value in sorted(cross["run"].items()):
+        f = _fact(name, value, src)
+        if f is not None:
+            result.facts.append(f)
+    for t, s in zip(ordered, summaries):
+        subj = Subject("rank", str(s.rank), f"rank {s.rank}")
+        for name, value in sorted(cross["per_rank"].get(s.rank, {}).items()):
+            f = _fact(name, value, _source([t]), subj)
+            if f is not None:
+                result.facts.append(f)
+
+    result.charts["steps"] = metrics[0].steps_chart
+    result.charts["kernel_categories"] = metrics[0].categories_chart
+    if len(summaries) > 1:
+        result.charts["ranks"] = [{"rank": s.rank, "step_ms": s.step_ms, "busy_pct": s.busy_pct,
+                                   "comm_wait_ms": s.comm_ms,
+                                   "straggler": bool(cross["per_rank"].get(s.rank, {}).get("rank_is_straggler"))}
+                                  for s in summaries]
+    return result
+
+
+def _merge_ranks(values: list[dict]) -> dict:
+    """Run-level values over several ranks: numbers averaged, strings/bools from the first rank."""
+    out: dict = {}
+    keys = sorted(set().union(*values))
+    for k in keys:
+        present = [v[k] for v in values if k in v]
+        if all(isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_)) for x in present):
+            out[k] = float(np.mean(present))
+        else:
+            out[k] = present[0]
+    if any(v.get("workload_kind") == "training" for v in values):
+        out["workload_kind"] = "training"
+    return out

@@ -1,0 +1,117 @@
+"""The vocabulary of timeline facts: every fact timeline analysis can emit, with unit and meaning,
+and how to collect the input that yields it (shown when a rule is "not evaluated")."""
+from __future__ import annotations
+
+from ..facts import FactSpec
+
+SOURCES = ("nsys-sqlite", "nsys-rep", "torch-trace")
+TIMELINE = ("profile a few steady steps: `nsys profile -t cuda,nvtx,osrt -o run python train.py` "
+            "(then `nsys export --type sqlite run.nsys-rep`), or torch.profiler with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and `prof.export_chrome_trace('trace.json')`")
+STEPS = ("mark steps: call `prof.step()` each iteration under torch.profiler, or wrap each iteration in "
+         "`torch.cuda.nvtx.range(f'step_{i}')` and profile with `nsys profile -t cuda,nvtx`")
+PHASES = ("wrap the phases in NVTX ranges named data / forward / backward / optimizer "
+          "(`with torch.cuda.nvtx.range('forward'):`) and profile with `nsys profile -t cuda,nvtx`")
+HOST = ("profile the host side too: torch.profiler with ProfilerActivity.CPU (record_shapes=True), or "
+        "`nsys profile -t cuda,nvtx,osrt` with NVTX ranges around data loading")
+OPTIMIZER = ("profile with torch.profiler (it marks Optimizer.step#...), or wrap `opt.step()` in "
+             "`torch.cuda.nvtx.range('optimizer')` under `nsys profile -t cuda,nvtx`")
+RANKS = ("profile every rank of the job (torch.profiler on each rank writes one trace per rank; or "
+         "`nsys profile -o rank%q{RANK}`) and pass all rank files together")
+
+
+def _n(name, unit, meaning, collect=TIMELINE, subject="run"):
+    return FactSpec(name, "number", unit, meaning, subject, SOURCES, collect)
+
+
+def _s(name, meaning, collect=TIMELINE, subject="run"):
+    return FactSpec(name, "string", "", meaning, subject, SOURCES, collect)
+
+
+def _b(name, meaning, collect=TIMELINE, subject="run"):
+    return FactSpec(name, "bool", "", meaning, subject, SOURCES, collect)
+
+
+CATALOGUE: list[FactSpec] = [
+    # steps
+    _s("step_detection", "how steps were found: profiler_step | nvtx | optimizer | kernel_pattern | none", STEPS),
+    _n("step_count", "count", "steady-state steps measured (warm-up step excluded)", STEPS),
+    _n("step_time_ms_mean", "ms", "mean steady-state step time (host range and the GPU work it launched)", STEPS),
+    _n("step_time_ms_p50", "ms", "median steady-state step time", STEPS),
+    _n("step_time_ms_p95", "ms", "95th percentile steady-state step time", STEPS),
+    _n("phase_data_ms", "ms", "host time per step in annotated data loading", PHASES),
+    _n("phase_forward_ms", "ms", "host time per step in the annotated forward pass", PHASES),
+    _n("phase_backward_ms", "ms", "host time per step in the annotated backward pass (or autograd functions)", PHASES),
+    _n("phase_optimizer_ms", "ms", "host time per step in the annotated optimizer step", PHASES),
+    _s("workload_kind", "training (backward or optimizer work seen) or inference"),
+    # utilization and idle classes
+    _n("gpu_busy_pct", "%", "share of steady step time the GPU runs kernels/copies (NCCL kernels excluded)"),
+    _n("gpu_idle_pct", "%", "share of steady step time with no compute or copy on the GPU"),
+    _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
+    _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
+    _n("idle_launch_pct", "%", "share of step time in short GPU gaps while the host launches work (launch overhead)"),
+    _n("idle_comm_pct", "%", "share of step time the GPU only waits in communication (NCCL) or for a collective"),
+    _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST),
+    _s("idle_top_class", "the idle class with the most time: data | sync | launch | communication | unexplained | none"),
+    _n("comm_kernel_ms_per_step", "ms", "time per step in NCCL kernels (waiting for peers plus transfer)"),
+    # launches
+    _n("kernels_per_step", "count", "kernels launched per steady step"),
+    _n("kernel_median_us", "us", "median kernel duration"),
+    _n("short_kernel_pct", "%", "share of kernels shorter than 10 us"),
+    _n("kernel_time_ms_per_step", "ms", "summed kernel time per step"),
+    _n("launch_api_us_per_kernel", "us", "host time in the launch API call per kernel"),
+    # syncs and copies
+    _n("syncs_per_step", "count", "host-device synchronizations per step (stream/device syncs, blocking copies, .item())"),
+    _n("sync_blocked_ms_per_step", "ms", "host time per step blocked in synchronizations"),
+    _n("sync_blocked_pct", "%", "share of step time the host is blocked in synchronizations"),
+    _n("kernels_per_sync", "count", "kernels launched between two synchronizations, on average"),
+    _n("memcpy_mb_per_step", "MB", "bytes copied per step (all directions)"),
+    _n("memcpy_per_step", "count", "copies per step"),
+    _n("dtoh_memcpy_per_step", "count", "device-to-host copies per step"),
+    _n("pageable_memcpy_bytes_pct", "%", "share of copied bytes that went through pageable (unpinned) host memory"),
+    _n("pageable_memcpy_ms_per_step", "ms", "time per step in copies from/to pageable memory (host call or copy)"),
+    _n("pageable_memcpy_pct", "%", "share of step time spent in pageable copies"),
+    # kernel categories
+    *[_n(f"kernel_{c}_pct", "%", f"share of GPU activity time in {c} kernels")
+      for c in ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
+                "communication", "optimizer", "other")],
+    _s("top_kernel_category", "kernel category with the most GPU time"),
+    _s("top_kernel_name", "base name of the kernel with the most GPU time"),
+    _n("top_kernel_pct", "%", "share of GPU activity time in the top kernel"),
+    _s("ncu_kernel_regex", "regex matching the top kernels' base names, for `ncu -k regex:...`"),
+    # tensor cores, attention, memory-bound work
+    _n("gemm_time_pct", "%", "share of GPU activity time in GEMM/convolution kernels"),
+    _n("gemm_no_tensor_core_pct", "%", "share of GEMM time in kernels without tensor cores (SGEMM / FFMA)"),
+    _n("gemm_no_tensor_core_step_pct", "%", "share of step time in GEMMs without tensor cores"),
+    _s("top_no_tensor_core_kernel", "the GEMM without tensor cores that takes the most time"),
+    _n("fused_attention_pct", "%", "share of GPU activity time in fused attention kernels (flash / cuDNN SDPA / mem-efficient)"),
+    _n("unfused_attention_blocks_per_step", "count", "softmax kernels sandwiched between GEMMs (hand-written attention) per step"),
+    _n("unfused_attention_pct", "%", "share of step time in hand-written attention (score GEMM through value GEMM)"),
+    _n("unfused_attention_kernel_pct", "%", "share of GPU activity time in hand-written attention"),
+    _n("memory_bound_kernel_pct", "%", "share of GPU activity time in bandwidth-bound kernels (elementwise, copy, norm, softmax, reduction)"),
+    _n("memory_bound_step_pct", "%", "share of step time in bandwidth-bound kernels"),
+    # optimizer
+    _n("optimizer_kernels_per_step", "count", "optimizer kernels per step", OPTIMIZER),
+    _n("optimizer_single_tensor_pct", "%", "share of optimizer kernels that update one tensor each (for-loop implementation)", OPTIMIZER),
+    _s("optimizer_style", "single_tensor | foreach | fused, from the optimizer's kernels", OPTIMIZER),
+    _n("optimizer_gpu_pct", "%", "share of step time in optimizer kernels", OPTIMIZER),
+    _n("optimizer_step_pct", "%", "share of step time the host spends in the optimizer step", OPTIMIZER),
+    # ranks
+    _n("world_size", "count", "ranks analysed together", RANKS),
+    _s("straggler_rank", "the rank that arrives last at collectives (waits least in NCCL)", RANKS),
+    _n("straggler_cost_pct", "%", "extra time per step the other ranks wait in collectives for the straggler, % of step", RANKS),
+    _n("rank_step_time_spread_pct", "%", "slowest minus fastest rank step time, % of mean step time", RANKS),
+    _n("max_rank_comm_wait_pct", "%", "largest per-rank share of step time in NCCL kernels", RANKS),
+    _n("rank_step_time_ms", "ms", "this rank's mean step time", RANKS, "rank"),
+    _n("rank_gpu_busy_pct", "%", "this rank's GPU busy share (NCCL excluded)", RANKS, "rank"),
+    _n("rank_comm_wait_ms", "ms", "this rank's time per step in NCCL kernels", RANKS, "rank"),
+    _n("rank_comm_wait_pct", "%", "this rank's share of step time in NCCL kernels", RANKS, "rank"),
+    _n("rank_extra_wait_pct", "%", "this rank's NCCL time beyond the straggler's, % of step", RANKS, "rank"),
+    _b("rank_is_straggler", "this rank arrives last at collectives", RANKS, "rank"),
+    _s("rank_idle_top_class", "this rank's dominant GPU idle class", RANKS, "rank"),
+    _n("rank_idle_top_pct", "%", "share of this rank's step time in its dominant idle class", RANKS, "rank"),
+    _n("rank_straggler_cost_pct", "%", "extra time per step the other ranks wait for this (straggler) rank, % of step", RANKS, "rank"),
+    _n("rank_straggler_cost_ms", "ms", "extra time per step the other ranks wait for this (straggler) rank", RANKS, "rank"),
+]
+
+SPECS: dict[str, FactSpec] = {s.name: s for s in CATALOGUE}

@@ -1,0 +1,228 @@
+"""What the GPU spends its time on: kernel categories from names, tensor-core use of GEMMs,
+fused vs unfused attention, optimizer style, launch statistics, copies and synchronizations.
+
+Kernel names are the only portable clue (both readers give the demangled name), so the
+categories are name patterns; anything unrecognized is `other`, never guessed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..timeline.tables import Timeline
+from .timeline_intervals import IntervalSet
+from .timeline_steps import OPTIMIZER_ANNOTATION, OPTIMIZER_NVTX, Steps, launch_times
+
+KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
+                     "communication", "optimizer", "other")
+
+# First match wins; order matters (an attention kernel contains "gemm"-like tile names).
+CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("communication", re.compile(r"nccl", re.I)),
+    ("attention", re.compile(r"flash|fmha|sdpa|attention|_mha_|mha_fwd|mha_bwd|compute_dot_do_o|convert_dq", re.I)),
+    ("optimizer", re.compile(r"multi_tensor_apply|fused_?adamw?|FusedOptimizer|adam_kernel|sgd_kernel", re.I)),
+    ("gemm", re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitKreduce|wgrad|dgrad|fprop|"
+                        r"conv(?!ert)|cudnn::cnn|wmma|hmma|tensorop", re.I)),
+    ("softmax", re.compile(r"softmax", re.I)),
+    ("normalization", re.compile(r"layer_?norm|batch_?norm|group_?norm|rms_?norm|instance_?norm|GammaBeta", re.I)),
+    ("reduction", re.compile(r"reduce|argmax|argmin|scan|radix|sort|unique|cub::|nll_loss|segment|scatter", re.I)),
+    ("copy", re.compile(r"copy|cat_?array|CatArray|gather|index|transpose|permute|nchwToNhwc|nhwcToNchw|"
+                        r"AddPadding|Memcpy|Memset|fill", re.I)),
+    ("elementwise", re.compile(r"elementwise|Functor|gelu|relu|silu|dropout|tanh|sigmoid|triu|tril|where|"
+                               r"pointwise|distribution|lerp|addc|sqrt|scal_kernel|max_pool|avg_pool|pool", re.I)),
+]
+
+# GEMM kernels that run on the FP32 FMA pipe (no tensor cores) vs tensor-core GEMMs.
+NO_TENSOR_CORE = re.compile(r"sgemm|simt|_f32f32_f32f32_f32|ffma|gemv2?T?_kernel_val<[^>]*float|dgemm", re.I)
+TENSOR_CORE = re.compile(r"nvjet|hmma|wgmma|wmma|tensorop|s16816|s161616|bf16|f16|fp16|half|tf32|imma|i8816|"
+                         r"_hsh_|_tst_|_hss_|e4m3|e5m2", re.I)
+
+# A softmax between two GEMMs is hand-written attention; log-softmax is the loss, not attention.
+LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|Backward|backward", re.I)
+ATTENTION_WINDOW_KERNELS = 8  # how far (in kernels on the stream) a GEMM may sit from the softmax
+
+BACKWARD_KERNEL = re.compile(r"backward|bprop|dgrad|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
+FUSED_OPTIMIZER = re.compile(r"Fused|fused", re.I)
+MULTI_TENSOR = re.compile(r"multi_tensor_apply", re.I)
+
+SHORT_KERNEL_NS = 10_000
+
+
+def categorize(names: pd.Series) -> pd.Series:
+    """Category of each kernel name (see CATEGORY_PATTERNS)."""
+    uniq = pd.unique(names)
+    cat = {}
+    for n in uniq:
+        c = "other"
+        for label, pat in CATEGORY_PATTERNS:
+            if pat.search(n):
+                c = label
+                break
+        cat[n] = c
+    return names.map(cat)
+
+
+def tensor_core_use(names: pd.Series) -> pd.Series:
+    """'no' | 'yes' | 'unknown' for each GEMM kernel name."""
+    uniq = pd.unique(names)
+    use = {}
+    for n in uniq:
+        use[n] = "no" if NO_TENSOR_CORE.search(n) else ("yes" if TENSOR_CORE.search(n) else "unknown")
+    return names.map(use)
+
+
+@dataclass
+class KernelTable:
+    """Steady-state GPU rows with their category, step and launch time."""
+
+    rows: pd.DataFrame  # gpu rows in the steady window + columns: category, dur_ns, launch_ns, in_optimizer
+    steady_ns: int
+    steady_steps: int
+
+
+def kernel_table(tl: Timeline, steps: Steps) -> KernelTable:
+    lo, hi = steps.steady_span
+    gpu = tl.gpu.copy()
+    gpu["launch_ns"] = launch_times(tl)
+    gpu = gpu[(gpu["start_ns"] >= lo) & (gpu["start_ns"] < hi)].copy()
+    gpu["dur_ns"] = (gpu["end_ns"] - gpu["start_ns"]).clip(lower=0)
+    cat = categorize(gpu["name"])
+    cat[gpu["kind"] != "kernel"] = "copy"
+    r = tl.ranges
+    opt = r[((r["kind"] == "annotation") & r["name"].str.match(OPTIMIZER_ANNOTATION.pattern))
+            | ((r["kind"] == "nvtx") & r["name"].str.match(OPTIMIZER_NVTX.pattern, case=False))]
+    in_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(gpu["launch_ns"].to_numpy())
+    gpu["in_optimizer"] = in_opt
+    gpu["category"] = np.where(in_opt & (gpu["kind"] == "kernel").to_numpy() & (cat != "communication").to_numpy(),
+                               "optimizer", cat)
+    return KernelTable(gpu.reset_index(drop=True), hi - lo, len(steps.steady))
+
+
+def category_times(kt: KernelTable) -> pd.DataFrame:
+    """Time per category (ms over the steady window) and share of GPU activity time (%)."""
+    g = kt.rows.groupby("category")["dur_ns"].sum()
+    total = max(int(g.sum()), 1)
+    out = pd.DataFrame({"category": list(KERNEL_CATEGORIES)})
+    out["time_ms"] = [float(g.get(c, 0)) / 1e6 for c in KERNEL_CATEGORIES]
+    out["share_pct"] = [100.0 * float(g.get(c, 0)) / total for c in KERNEL_CATEGORIES]
+    return out
+
+
+def launch_stats(tl: Timeline, kt: KernelTable) -> dict[str, float]:
+    k = kt.rows[kt.rows["kind"] == "kernel"]
+    n = len(k)
+    out: dict[str, float] = {}
+    if n == 0:
+        return out
+    out["kernels_per_step"] = n / max(kt.steady_steps, 1)
+    out["kernel_median_us"] = float(np.median(k["dur_ns"])) / 1e3
+    out["short_kernel_pct"] = 100.0 * float((k["dur_ns"] < SHORT_KERNEL_NS).mean())
+    out["kernel_time_ms_per_step"] = float(k["dur_ns"].sum()) / 1e6 / max(kt.steady_steps, 1)
+    corr = set(k["correlation"][k["correlation"] >= 0].tolist())
+    calls = tl.host[tl.host["correlation"].isin(corr)]
+    if len(calls):
+        calls = calls.drop_duplicates("correlation")
+        out["launch_api_us_per_kernel"] = float((calls["end_ns"] - calls["start_ns"]).sum()) / len(calls) / 1e3
+    return out
+
+
+def tensor_core_stats(kt: KernelTable) -> dict:
+    g = kt.rows[(kt.rows["category"] == "gemm") & (kt.rows["kind"] == "kernel")]
+    out: dict = {}
+    total = float(g["dur_ns"].sum())
+    kernel_total = float(kt.rows["dur_ns"].sum())
+    if kernel_total <= 0:
+        return out
+    out["gemm_time_pct"] = 100.0 * total / kernel_total
+    if total <= 0:
+        return out
+    use = tensor_core_use(g["name"])
+    no_tc = g[use == "no"]
+    out["gemm_no_tensor_core_pct"] = 100.0 * float(no_tc["dur_ns"].sum()) / total
+    out["gemm_no_tensor_core_step_pct"] = 100.0 * float(no_tc["dur_ns"].sum()) / max(kt.steady_ns, 1)
+    if len(no_tc):
+        top = no_tc.groupby("name")["dur_ns"].sum().sort_values(ascending=False)
+        out["top_no_tensor_core_kernel"] = str(top.index[0])
+    return out
+
+
+def attention_stats(kt: KernelTable) -> dict[str, float]:
+    """Fused attention kernel time, and softmax-between-GEMMs (hand-written) attention blocks."""
+    rows = kt.rows[kt.rows["kind"] == "kernel"]
+    kernel_total = max(float(kt.rows["dur_ns"].sum()), 1.0)
+    out: dict[str, float] = {}
+    fused = rows[rows["category"] == "attention"]
+    out["fused_attention_pct"] = 100.0 * float(fused["dur_ns"].sum()) / kernel_total
+    blocks, block_ns = 0, 0
+    for _, s in rows.groupby(["device", "stream"], sort=True):
+        s = s.sort_values("start_ns", kind="stable")
+        cats = s["category"].to_numpy()
+        names = s["name"].to_numpy()
+        dur = s["dur_ns"].to_numpy()
+        is_gemm = cats == "gemm"
+        covered = np.zeros(len(s), dtype=bool)
+        for i in np.flatnonzero(cats == "softmax"):
+            if LOG_SOFTMAX.search(names[i]):
+                continue
+            lo = max(0, i - ATTENTION_WINDOW_KERNELS)
+            before = np.flatnonzero(is_gemm[lo:i])
+            after = np.flatnonzero(is_gemm[i + 1:i + 1 + ATTENTION_WINDOW_KERNELS])
+            if before.size == 0 or after.size == 0:
+                continue
+            a, b = lo + before[-1], i + 1 + after[0]
+            blocks += 1
+            covered[a:b + 1] = True
+        block_ns += int(dur[covered].sum())
+    out["unfused_attention_blocks_per_step"] = blocks / max(kt.steady_steps, 1)
+    out["unfused_attention_pct"] = 100.0 * block_ns / max(kt.steady_ns, 1)
+    out["unfused_attention_kernel_pct"] = 100.0 * block_ns / kernel_total
+    return out
+
+
+def memory_bound_stats(kt: KernelTable, attention_block_pct: float) -> dict[str, float]:
+    """Share of kernel time in bandwidth-bound categories (elementwise, copy, norm, softmax, reduction)."""
+    total = max(float(kt.rows["dur_ns"].sum()), 1.0)
+    mem = kt.rows["category"].isin(["elementwise", "copy", "normalization", "softmax", "reduction"])
+    pct = 100.0 * float(kt.rows.loc[mem, "dur_ns"].sum()) / total
+    busy_share = min(total / max(kt.steady_ns, 1), 1.0)
+    return {"memory_bound_kernel_pct": pct,
+            "memory_bound_step_pct": pct * busy_share}
+
+
+def optimizer_stats(tl: Timeline, kt: KernelTable, steps: Steps) -> dict:
+    """Optimizer kernels per step and whether they are per-parameter, foreach or fused."""
+    rows = kt.rows[(kt.rows["kind"] == "kernel") & (kt.rows["category"] == "optimizer")]
+    out: dict = {}
+    if rows.empty:
+        return out
+    n = len(rows)
+    multi = rows["name"].str.contains(MULTI_TENSOR.pattern, case=False, regex=True)
+    fused = multi & rows["name"].str.contains(FUSED_OPTIMIZER.pattern, regex=True)
+    out["optimizer_kernels_per_step"] = n / max(kt.steady_steps, 1)
+    out["optimizer_single_tensor_pct"] = 100.0 * float((~multi).sum()) / n
+    out["optimizer_style"] = ("fused" if fused.mean() >= 0.5 else "foreach" if multi.mean() >= 0.5 else "single_tensor")
+    out["optimizer_gpu_pct"] = 100.0 * float(rows["dur_ns"].sum()) / max(kt.steady_ns, 1)
+    r = tl.ranges
+    opt = r[((r["kind"] == "annotation") & r["name"].str.match(OPTIMIZER_ANNOTATION.pattern))
+            | ((r["kind"] == "nvtx") & r["name"].str.match(OPTIMIZER_NVTX.pattern, case=False))]
+    if len(opt):
+        iv = IntervalSet.of(opt["start_ns"], opt["end_ns"])
+        idx = steps.steady
+        host = iv.overlap(steps.host_start[idx], steps.host_end[idx]).sum()
+        out["optimizer_step_pct"] = 100.0 * float(host) / max(kt.steady_ns, 1)
+    return out
+
+
+def is_training(tl: Timeline, kt: KernelTable) -> bool:
+    """Training if the trace shows backward or optimizer work (ranges, annotations or kernels)."""
+    r = tl.ranges
+    marks = r["name"].str.contains(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^autograd::engine", case=False, regex=True)
+    if bool(marks.any()):
+        return True
+    k = kt.rows[kt.rows["kind"] == "kernel"]
+    if k.empty:
+        return False
+    return bool(k["name"].str.contains(BACKWARD_KERNEL.pattern, regex=True).any() or (k["category"] == "optimizer").any())

@@ -1,0 +1,211 @@
+"""Training/inference steps on a Timeline: find them, map them to GPU time, drop warm-up.
+
+Steps come from the best marker available, in this order:
+  1. ProfilerStep#N annotations (torch.profiler's `prof.step()`),
+  2. NVTX ranges named like a step (`step_3`, `iter 3`, `train_step#3`),
+  3. the repeating optimizer step (`Optimizer.step#...` annotation or an NVTX `optimizer` range):
+     one step ends where each optimizer step ends,
+  4. a repeating kernel: the kernel launched at the steadiest, longest period (once per step),
+     so a trace with no markers at all is still cut into steps.
+A marker gives a host-time range; the step's window on the GPU ends when both the host range and
+the GPU work it launched have finished, so a host running ahead of the GPU does not shorten steps.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..timeline.tables import Timeline
+from .timeline_intervals import IntervalSet
+
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+NVTX_STEP = re.compile(r"^(?:train[_ ]?|training[_ ]?|eval[_ ]?|infer(?:ence)?[_ ]?)?(?:step|iter|iteration)[ _#:.-]?(\d+)$", re.I)
+OPTIMIZER_ANNOTATION = re.compile(r"^Optimizer\.step#")
+OPTIMIZER_NVTX = re.compile(r"^(?:optimizer|optim|optimizer[_ .]step|opt[_ .]step)$", re.I)
+COMM_KERNEL = re.compile(r"nccl", re.I)
+
+# Phases a step is cut into when the code annotates them (NVTX names, torch annotations, ops).
+PHASE_PATTERNS = {
+    "data": re.compile(r"^(?:data|data[_ ]?load(?:ing|er)?|load[_ ]?batch|get[_ ]?batch|input|batch|"
+                       r"preprocess(?:ing)?)$|^enumerate\(DataLoader\)|DataLoader.*__next__", re.I),
+    "forward": re.compile(r"^(?:forward|fwd|forward[_ ]pass)$|^DistributedDataParallel\.forward$", re.I),
+    "backward": re.compile(r"^(?:backward|bwd|backward[_ ]pass)$|^autograd::engine::evaluate_function", re.I),
+    "optimizer": re.compile(r"^(?:optimizer|optim|optimizer[_ .]step|opt[_ .]step)$|^Optimizer\.(?:step|zero_grad)#", re.I),
+}
+
+MIN_PATTERN_OCCURRENCES = 4   # a kernel must repeat this often to define steps
+MAX_PATTERN_PERIOD_CV = 0.2   # ... at a period this steady (std / mean of the launch intervals)
+
+
+@dataclass
+class Steps:
+    """Steps of one Timeline. Arrays are per step, all steps (warm-up included)."""
+
+    method: str                 # profiler_step | nvtx | optimizer | kernel_pattern | none
+    labels: list[str]           # the step numbers/names as recorded
+    host_start: np.ndarray      # host-side range of each step (ns)
+    host_end: np.ndarray
+    start: np.ndarray           # window of each step on the GPU-completion clock (ns)
+    end: np.ndarray
+    warmup: int                 # how many leading steps are warm-up (excluded from steady state)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return int(self.start.size)
+
+    @property
+    def steady(self) -> np.ndarray:
+        """Indices of the steady-state steps."""
+        return np.arange(self.warmup, self.count)
+
+    @property
+    def steady_span(self) -> tuple[int, int]:
+        idx = self.steady
+        return int(self.start[idx[0]]), int(self.end[idx[-1]])
+
+
+def _non_nested(df: pd.DataFrame) -> pd.DataFrame:
+    """Drop ranges lying inside an earlier kept range (re-entrant or duplicated markers)."""
+    df = df.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable")
+    keep, last_end = [], None
+    for s, e in zip(df["start_ns"].to_numpy(), df["end_ns"].to_numpy()):
+        if last_end is not None and e <= last_end:
+            keep.append(False)
+            continue
+        keep.append(True)
+        last_end = e
+    return df[np.array(keep, dtype=bool)] if len(df) else df
+
+
+def launch_times(tl: Timeline) -> np.ndarray:
+    """Host time at which each gpu row was launched (its API call's start), else its own start."""
+    gpu = tl.gpu
+    host = tl.host[tl.host["correlation"] >= 0].drop_duplicates("correlation")
+    start_by_corr = pd.Series(host["start_ns"].to_numpy(), index=host["correlation"].to_numpy())
+    t = gpu["correlation"].map(start_by_corr)
+    return np.where(t.isna(), gpu["start_ns"].to_numpy(), t.fillna(0).to_numpy()).astype(np.int64)
+
+
+def _marker_steps(tl: Timeline) -> tuple[str, pd.DataFrame] | None:
+    r = tl.ranges
+    prof = r[(r["kind"] == "annotation") & r["name"].str.match(PROFILER_STEP.pattern)]
+    if len(prof) >= 1:
+        return "profiler_step", _non_nested(prof)
+    nvtx = r[(r["kind"] == "nvtx") & r["name"].str.match(NVTX_STEP.pattern, case=False)]
+    if len(nvtx) >= 1:
+        return "nvtx", _non_nested(nvtx)
+    return None
+
+
+def _optimizer_steps(tl: Timeline) -> pd.DataFrame | None:
+    r = tl.ranges
+    opt = r[((r["kind"] == "annotation") & r["name"].str.match(OPTIMIZER_ANNOTATION.pattern))
+            | ((r["kind"] == "nvtx") & r["name"].str.match(OPTIMIZER_NVTX.pattern, case=False))]
+    opt = _non_nested(opt)
+    if len(opt) < 2:
+        return None
+    ends = opt["end_ns"].to_numpy()
+    first = _first_activity(tl)
+    starts = np.concatenate(([min(first, int(opt["start_ns"].iloc[0]))], ends[:-1]))
+    return pd.DataFrame({"name": [f"optimizer step {i}" for i in range(len(ends))],
+                         "start_ns": starts, "end_ns": ends})
+
+
+def _first_activity(tl: Timeline) -> int:
+    cands = [int(t["start_ns"].min()) for t in (tl.gpu, tl.host) if len(t)]
+    return min(cands) if cands else 0
+
+
+def _kernel_pattern_steps(tl: Timeline) -> pd.DataFrame | None:
+    """Cut at the launches of the kernel that repeats at the steadiest, longest period."""
+    gpu = tl.gpu
+    launched = launch_times(tl)
+    kern = (gpu["kind"] == "kernel").to_numpy() & ~gpu["name"].str.contains(COMM_KERNEL.pattern, case=False).to_numpy()
+    if not kern.any():
+        return None
+    df = pd.DataFrame({"name": gpu["name"].to_numpy()[kern], "t": launched[kern]}).sort_values("t", kind="stable")
+    best = None
+    for name, grp in df.groupby("name", sort=True):
+        t = grp["t"].to_numpy()
+        if t.size < MIN_PATTERN_OCCURRENCES:
+            continue
+        d = np.diff(t)[1:]  # the first interval holds warm-up; judge the steady ones
+        if d.size < 2 or d.mean() <= 0:
+            continue
+        cv = float(d.std() / d.mean())
+        if cv > MAX_PATTERN_PERIOD_CV:
+            continue
+        period = float(np.median(d))
+        key = (period, -cv, name)
+        if best is None or key > best[0]:
+            best = (key, t)
+    if best is None:
+        return None
+    t = best[1]
+    return pd.DataFrame({"name": [f"period {i}" for i in range(t.size - 1)],
+                         "start_ns": t[:-1], "end_ns": t[1:]})
+
+
+def find_steps(tl: Timeline) -> Steps:
+    """Cut a Timeline into steps (see module doc) and place each on the GPU-completion clock."""
+    notes: list[str] = []
+    found = _marker_steps(tl)
+    if found is not None:
+        method, ranges = found
+    else:
+        ranges = _optimizer_steps(tl)
+        method = "optimizer"
+        if ranges is None:
+            ranges = _kernel_pattern_steps(tl)
+            method = "kernel_pattern"
+        if ranges is None:
+            method = "none"
+            lo = _first_activity(tl)
+            hi = max([int(t["end_ns"].max()) for t in (tl.gpu, tl.host) if len(t)] or [lo])
+            ranges = pd.DataFrame({"name": ["whole trace"], "start_ns": [lo], "end_ns": [hi]})
+            notes.append("no step markers and no repeating pattern: the whole trace is treated as one step")
+        else:
+            notes.append(f"no ProfilerStep or NVTX step ranges: steps inferred from the {method.replace('_', ' ')}")
+    hs = ranges["start_ns"].to_numpy(dtype=np.int64)
+    he = ranges["end_ns"].to_numpy(dtype=np.int64)
+    labels = [str(x) for x in ranges["name"].tolist()]
+
+    # GPU work launched inside each host step range; the step is over when that work is done
+    launched = launch_times(tl)
+    gpu_end = tl.gpu["end_ns"].to_numpy()
+    idx = np.searchsorted(hs, launched, side="right") - 1
+    inside = (idx >= 0) & (launched < he[np.maximum(idx, 0)])
+    last_gpu = np.full(hs.size, np.iinfo(np.int64).min, dtype=np.int64)
+    if inside.any():
+        np.maximum.at(last_gpu, idx[inside], gpu_end[inside])
+    end = np.maximum(he, last_gpu)
+    end = np.maximum.accumulate(end)
+    start = np.empty_like(hs)
+    start[0] = hs[0]
+    if hs.size > 1:
+        start[1:] = np.maximum(end[:-1], hs[1:])
+    warmup = 1 if hs.size > 1 else 0
+    if warmup == 0:
+        notes.append("only one step: the warm-up step could not be excluded")
+    return Steps(method, labels, hs, he, start, end, warmup, notes)
+
+
+def phase_ms(tl: Timeline, steps: Steps) -> dict[str, float]:
+    """Mean host time per steady step spent in each annotated phase (only phases present)."""
+    out: dict[str, float] = {}
+    r = tl.ranges
+    idx = steps.steady
+    for phase, pat in PHASE_PATTERNS.items():
+        sel = r[r["name"].str.contains(pat.pattern, case=False, regex=True)
+                & r["kind"].isin(["nvtx", "annotation"] if phase != "backward" else ["nvtx", "annotation", "op"])]
+        if sel.empty:
+            continue
+        ivs = IntervalSet.of(sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
+        per_step = ivs.overlap(steps.host_start[idx], steps.host_end[idx])
+        if per_step.sum() > 0:
+            out[phase] = float(per_step.mean()) / 1e6
+    return out

@@ -1,0 +1,59 @@
+"""Host-device synchronizations and copies per step: how often the host blocks on the GPU, for how
+long, and how much data moves through pageable (unpinned) host memory."""
+from __future__ import annotations
+
+from ..timeline.tables import Timeline
+from .timeline_gaps import HostActivity
+from .timeline_intervals import IntervalSet
+from .timeline_steps import Steps
+
+SAME_SYNC_NS = 20_000  # a DtoH copy and the stream sync right after it are one synchronization
+
+
+def sync_stats(tl: Timeline, steps: Steps, act: HostActivity, kernels_per_step: float | None) -> dict[str, float]:
+    lo, hi = steps.steady_span
+    n = max(len(steps.steady), 1)
+    span = max(hi - lo, 1)
+    # synchronizations made inside the steady steps' host ranges (not the final one after the loop)
+    idx = steps.steady
+    steps_host = IntervalSet.of(steps.host_start[idx], steps.host_end[idx])
+    inside = steps_host.contains(act.sync.starts)
+    syncs = IntervalSet.of(act.sync.starts[inside], act.sync.ends[inside])
+    # merge syncs separated by less than SAME_SYNC_NS into one event
+    if len(syncs):
+        close = IntervalSet.of(syncs.starts, syncs.ends + SAME_SYNC_NS)
+        events = len(close)
+    else:
+        events = 0
+    out = {
+        "syncs_per_step": events / n,
+        "sync_blocked_ms_per_step": syncs.total / 1e6 / n,
+        "sync_blocked_pct": 100.0 * syncs.total / span,
+    }
+    if events and kernels_per_step:
+        out["kernels_per_sync"] = kernels_per_step * n / events
+    return out
+
+
+def memcpy_stats(tl: Timeline, steps: Steps, act: HostActivity) -> dict[str, float]:
+    lo, hi = steps.steady_span
+    n = max(len(steps.steady), 1)
+    span = max(hi - lo, 1)
+    g = tl.gpu
+    c = g[(g["kind"] == "memcpy") & (g["start_ns"] >= lo) & (g["start_ns"] < hi)]
+    out: dict[str, float] = {}
+    total = float(c["bytes"].sum())
+    out["memcpy_mb_per_step"] = total / 1e6 / n
+    out["memcpy_per_step"] = len(c) / n
+    if total > 0:
+        out["pageable_memcpy_bytes_pct"] = 100.0 * float(c.loc[c["pageable"], "bytes"].sum()) / total
+    pageable_gpu = IntervalSet.of(c.loc[c["pageable"], "start_ns"], c.loc[c["pageable"], "end_ns"])
+    # cost of pageable copies: host blocked in the copy call, or the copy itself where calls are unknown
+    host_ns = act.pageable_copy.clip(lo, hi).total
+    out["pageable_memcpy_ms_per_step"] = max(host_ns, pageable_gpu.total) / 1e6 / n
+    out["pageable_memcpy_pct"] = 100.0 * max(host_ns, pageable_gpu.total) / span
+    dtoh = c[c["copy_kind"] == "DtoH"]
+    out["dtoh_memcpy_per_step"] = len(dtoh) / n
+    return out
+
+
