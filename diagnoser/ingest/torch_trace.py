@@ -7,6 +7,7 @@ same clock without it). Computes no metrics.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import re
@@ -93,13 +94,14 @@ def _ns(ts: list[float], dur: list[float]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Columns:
-    """Column accumulators filled one event batch at a time; names are interned into codes."""
+    """Column accumulators filled one event batch at a time (numpy arrays per batch, no per-row
+    dicts); names are interned into integer codes, so each distinct name is stored once."""
 
     def __init__(self):
         self.names: dict[str, int] = {}
-        self.gpu: list[tuple] = []
-        self.host: dict[str, list] = {k: [] for k in ("name", "ts", "dur", "thread", "corr")}
-        self.ranges: dict[str, list] = {k: [] for k in ("name", "ts", "dur", "thread", "kind")}
+        self.gpu: dict[str, list[np.ndarray]] = {}
+        self.host: dict[str, list[np.ndarray]] = {}
+        self.ranges: dict[str, list[np.ndarray]] = {}
 
     def add(self, events: list[_Event]) -> None:
         buckets: list[list[_Event]] = [[] for _ in range(7)]
@@ -108,91 +110,102 @@ class _Columns:
             b = get(e.cat)
             if b is not None:
                 buckets[b].append(e)
-        code = self.names.setdefault
-        for b in (_KERNEL, _MEMCPY, _MEMSET):
-            for e in buckets[b]:
-                self.gpu.append(_gpu_row(b, e, code(e.name, len(self.names))))
-        for b, table, cols in ((_RUNTIME, "host", self.host),):
-            evs = buckets[b]
-            if evs:
-                cols["name"].append(np.array([code(e.name, len(self.names)) for e in evs], np.int32))
-                cols["ts"].append(np.array([e.ts for e in evs], np.float64))
-                cols["dur"].append(np.array([e.dur for e in evs], np.float64))
-                cols["thread"].append(_int_array([e.tid for e in evs]))
-                cols["corr"].append(_int_array([e.args.correlation if e.args else None for e in evs]))
-        cols = self.ranges
-        for b in (_ANNOTATION, _OP, _PYTHON):
-            evs = buckets[b]
-            if evs:
-                cols["name"].append(np.array([code(e.name, len(self.names)) for e in evs], np.int32))
-                cols["ts"].append(np.array([e.ts for e in evs], np.float64))
-                cols["dur"].append(np.array([e.dur for e in evs], np.float64))
-                cols["thread"].append(_int_array([e.tid for e in evs]))
-                cols["kind"].append(np.full(len(evs), b, np.int8))
+        for b, evs in enumerate(buckets):
+            if not evs:
+                continue
+            table = self.gpu if b <= _MEMSET else self.host if b == _RUNTIME else self.ranges
+            cols = self._common(b, evs)
+            if b <= _MEMSET:
+                cols.update(_gpu_columns(b, evs))
+            else:
+                cols["thread"] = _int_array([e.tid for e in evs])
+                if b == _RUNTIME:
+                    cols["correlation"] = _int_array([e.args and e.args.correlation for e in evs])
+            for name, values in cols.items():
+                table.setdefault(name, []).append(values)
+
+    def _common(self, bucket: int, evs: list[_Event]) -> dict[str, np.ndarray]:
+        code, names = self.names.setdefault, self.names
+        return {
+            "code": np.array([code(e.name, len(names)) for e in evs], np.int32),
+            "ts": np.array([e.ts for e in evs], np.float64),
+            "dur": np.array([e.dur for e in evs], np.float64),
+            "bucket": np.full(len(evs), bucket, np.int8),
+        }
 
     def tables(self, path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         uniques = np.empty(len(self.names), dtype=object)
         uniques[:] = list(self.names)
-        return self._gpu_table(path, uniques), self._host_table(path, uniques), \
-            self._range_table(path, uniques)
-
-    def _gpu_table(self, path, uniques) -> pd.DataFrame:
-        if not self.gpu:
-            return empty_table(GPU_COLUMNS)
-        kind, name, ts, dur, device, stream, corr, nbytes, copy_kind, pageable, grid, block = \
-            zip(*self.gpu)
-        start, length = _checked_ns(path, ts, dur)
-        return _frame(GPU_COLUMNS, start, {
-            "kind": np.array(kind, object), "name": uniques[np.array(name, np.int64)],
-            "start_ns": start, "end_ns": start + length, "device": np.array(device, np.int64),
-            "stream": np.array(stream, np.int64), "correlation": np.array(corr, np.int64),
-            "bytes": np.array(nbytes, np.int64), "copy_kind": np.array(copy_kind, object),
-            "pageable": np.array(pageable, bool), "grid": np.array(grid, np.int64),
-            "block": np.array(block, np.int64),
-        })
-
-    def _host_table(self, path, uniques) -> pd.DataFrame:
-        c = self.host
-        if not c["name"]:
-            return empty_table(HOST_COLUMNS)
-        start, length = _checked_ns(path, np.concatenate(c["ts"]), np.concatenate(c["dur"]))
-        return _frame(HOST_COLUMNS, start, {
-            "name": uniques[np.concatenate(c["name"])], "start_ns": start, "end_ns": start + length,
-            "thread": np.concatenate(c["thread"]), "correlation": np.concatenate(c["corr"]),
-        })
-
-    def _range_table(self, path, uniques) -> pd.DataFrame:
-        c = self.ranges
-        if not c["name"]:
-            return empty_table(RANGE_COLUMNS)
-        start, length = _checked_ns(path, np.concatenate(c["ts"]), np.concatenate(c["dur"]))
-        kinds = np.array([_RANGE_KIND.get(i, "") for i in range(7)], dtype=object)
-        return _frame(RANGE_COLUMNS, start, {
-            "name": uniques[np.concatenate(c["name"])], "start_ns": start, "end_ns": start + length,
-            "thread": np.concatenate(c["thread"]), "kind": kinds[np.concatenate(c["kind"])],
-        })
+        kinds = np.array([_GPU_KIND.get(i, _RANGE_KIND.get(i, "")) for i in range(7)], object)
+        out = []
+        for parts, columns in ((self.gpu, GPU_COLUMNS), (self.host, HOST_COLUMNS),
+                               (self.ranges, RANGE_COLUMNS)):
+            if not parts:
+                out.append(empty_table(columns))
+                continue
+            cols = {name: np.concatenate(arrays) for name, arrays in parts.items()}
+            start, length = _checked_ns(path, cols.pop("ts"), cols.pop("dur"))
+            cols.update(name=uniques[cols.pop("code")], kind=kinds[cols.pop("bucket")],
+                        start_ns=start, end_ns=start + length)
+            if "copy_kind" in cols:
+                cols["copy_kind"] = np.array(_COPY_KIND_CODES, object)[cols["copy_kind"]]
+            out.append(_frame(columns, start, cols))
+        return out[0], out[1], out[2]
 
 
-def _gpu_row(bucket: int, e: _Event, name_code: int) -> tuple:
-    a = e.args or _Args()
-    copy_kind, pageable = "", False
-    if bucket == _MEMCPY:
-        m = _MEMCPY_NAME.match(e.name)
-        if m:
-            copy_kind = _COPY_KIND.get(m.group(1), "")
-            pageable = "Pageable" in (m.group(2) or "")
+_NO_ARGS = _Args()
+_COPY_KIND_CODES = ("", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
+
+
+@functools.lru_cache(maxsize=4096)
+def _copy_kind(name: str) -> tuple[int, bool]:
+    """("Memcpy HtoD (Pageable -> Device)") -> (code of "HtoD", pageable True)."""
+    m = _MEMCPY_NAME.match(name)
+    if not m:
+        return 0, False
+    kind = _COPY_KIND.get(m.group(1), "")
+    return _COPY_KIND_CODES.index(kind), "Pageable" in (m.group(2) or "")
+
+
+def _gpu_columns(bucket: int, evs: list[_Event]) -> dict[str, np.ndarray]:
+    args = [e.args or _NO_ARGS for e in evs]
+    n = len(evs)
     kernel = bucket == _KERNEL
-    return (_GPU_KIND[bucket], name_code, e.ts, e.dur, _as_int(a.device, _as_int(e.pid)),
-            _as_int(a.stream, _as_int(e.tid)), _as_int(a.correlation),
-            0 if kernel else _as_int(a.bytes, 0), copy_kind, pageable,
-            _product(a.grid) if kernel else 0, _product(a.block) if kernel else 0)
+    cols = {
+        "device": _int_array([a.device for a in args], fallback=[e.pid for e in evs]),
+        "stream": _int_array([a.stream for a in args], fallback=[e.tid for e in evs]),
+        "correlation": _int_array([a.correlation for a in args]),
+        "bytes": np.zeros(n, np.int64) if kernel else _int_array([a.bytes for a in args], 0),
+        "grid": _dims([a.grid for a in args]) if kernel else np.zeros(n, np.int64),
+        "block": _dims([a.block for a in args]) if kernel else np.zeros(n, np.int64),
+        "copy_kind": np.zeros(n, np.int8), "pageable": np.zeros(n, bool),
+    }
+    if bucket == _MEMCPY:
+        kinds = [_copy_kind(e.name) for e in evs]
+        cols["copy_kind"] = np.array([k for k, _ in kinds], np.int8)
+        cols["pageable"] = np.array([p for _, p in kinds], bool)
+    return cols
 
 
-def _int_array(values: list) -> np.ndarray:
+def _dims(values: list) -> np.ndarray:
+    """Threads or blocks from [x, y, z] lists (0 when absent)."""
+    try:
+        dims = np.array(values, np.int64)
+        if dims.ndim == 2 and dims.shape[1] == 3:
+            return dims.prod(axis=1)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.array([_product(v) for v in values], np.int64)
+
+
+def _int_array(values: list, default: int = -1, fallback: list | None = None) -> np.ndarray:
+    """int64 array of values; None/odd ones become `default`, or the fallback list's value."""
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
-        return np.array([_as_int(v) for v in values], dtype=np.int64)
+        if fallback is None:
+            return np.array([_as_int(v, default) for v in values], dtype=np.int64)
+        return np.array([_as_int(v, _as_int(f, default)) for v, f in zip(values, fallback)], np.int64)
 
 
 def _checked_ns(path, ts, dur) -> tuple[np.ndarray, np.ndarray]:
@@ -252,15 +265,21 @@ class _TraceStream:
             return self._body(buf, b"[", list_tail=True)
         return self._body(buf, b'{"traceEvents":[', list_tail=False, head=head)
 
-    def _chunk(self) -> bytes:
+    def _readinto(self, free: memoryview) -> int:
         try:
-            chunk = self.f.read(_CHUNK_BYTES)
+            got = self.f.readinto(free)
         except (EOFError, gzip.BadGzipFile, zlib.error) as e:
             raise InputError(self.path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
         except OSError as e:
             raise InputError(self.path, f"cannot read: {e}") from None
         self.progress.update(self.raw.tell() / 1e6)
-        return chunk
+        return got
+
+    def _chunk(self) -> bytes:
+        free = bytearray(_CHUNK_BYTES)
+        with memoryview(free) as view:
+            got = self._readinto(view)
+        return bytes(free[:got])
 
     def _header(self) -> tuple[bytes, _Trace | None]:
         """Read up to the `[` that opens traceEvents; return what follows it and the header fields."""
@@ -296,52 +315,69 @@ class _TraceStream:
             raise InputError(self.path, f"not valid JSON ({e})") from None
         raise InputError(self.path, "JSON without traceEvents; " + _EMPTY_HELP)
 
-    def _body(self, buf: bytes, opener: bytes, list_tail: bool, head: _Trace | None = None) -> _Trace:
+    def _body(self, rest: bytes, opener: bytes, list_tail: bool, head: _Trace | None = None) -> _Trace:
+        # One reused buffer: "[" + unfinished events; a batch is decoded in place by turning the
+        # comma after its last event into "]", so no batch is copied and no page is faulted twice.
+        buf = bytearray(b"[")
+        buf += rest
+        n = len(buf)
         while True:
-            cut = self._cut(buf)
+            cut = self._cut(buf, n)
             if cut > 0:
-                buf = buf[cut + 1:]
-            chunk = self._chunk()
-            if not chunk:
+                buf[1:n - cut] = buf[cut + 1:n]  # keep the unfinished event, in place
+                n -= cut
+            if len(buf) < n + _CHUNK_BYTES:
+                buf.extend(bytes(n + _CHUNK_BYTES - len(buf)))
+            with memoryview(buf) as view, view[n:n + _CHUNK_BYTES] as free:
+                got = self._readinto(free)
+            if not got:
                 break
-            buf += chunk
+            n += got
         try:
-            tail = (_EVENTS if list_tail else _TRACE).decode(opener + buf)
+            if list_tail:
+                with memoryview(buf) as view, view[:n] as events:
+                    self._add(_EVENTS.decode(events))
+                return head or _Trace()
+            tail = _TRACE.decode(opener + buf[1:n])
         except msgspec.MsgspecError as e:
             raise self._error(e) from None
-        if list_tail:
-            self._add(tail)
-            return head or _Trace()
         self._add(tail.traceEvents or [])
         for name in ("deviceProperties", "distributedInfo"):
             if getattr(tail, name) is None and head is not None:
                 setattr(tail, name, getattr(head, name))
         return tail
 
-    def _cut(self, buf: bytes) -> int:
-        """Decode all complete events of buf; return the index of the comma after them (or -1)."""
-        last = None
-        for start in (len(buf) - (1 << 16), 0):
-            for last in _BOUNDARY.finditer(buf, max(0, start)):
-                pass
-            if last is not None or start <= 0:
+    def _cut(self, buf: bytearray, n: int) -> int:
+        """Decode the complete events in buf[1:n]; return the index of the comma after them, or -1."""
+        cut = -1
+        for start in (n - (1 << 16), 1):
+            for m in _BOUNDARY.finditer(buf, max(1, start), n):
+                cut = m.start()
+            if cut >= 0 or start <= 1:
                 break
-        if last is None:
-            return -1
-        cut = buf.index(b",", last.start())
-        try:
-            self._add(_EVENTS.decode(b"[" + buf[:cut] + b"]"))
-            return cut
-        except msgspec.MsgspecError:
-            pass
-        cut = _exact_cut(buf)
         if cut < 0:
             return -1
-        try:
-            self._add(_EVENTS.decode(b"[" + buf[:cut] + b"]"))
-        except msgspec.MsgspecError as e:
-            raise self._error(e) from None
+        cut = buf.index(b",", cut)
+        if self._decode_batch(buf, cut, final=False):
+            return cut
+        cut = _exact_cut(buf, n)
+        if cut < 0:
+            return -1
+        self._decode_batch(buf, cut, final=True)
         return cut
+
+    def _decode_batch(self, buf: bytearray, cut: int, final: bool) -> bool:
+        buf[cut] = 0x5D  # "]"
+        try:
+            with memoryview(buf) as view, view[:cut + 1] as batch:
+                events = _EVENTS.decode(batch)
+        except msgspec.MsgspecError as e:
+            buf[cut] = 0x2C  # ","
+            if final:
+                raise self._error(e) from None
+            return False
+        self._add(events)
+        return True
 
     def _add(self, events: list[_Event]) -> None:
         self.columns.add(events)
@@ -358,10 +394,10 @@ class _TraceStream:
         return InputError(self.path, f"malformed JSON in traceEvents ({where})")
 
 
-def _exact_cut(buf: bytes) -> int:
-    """Index of the last comma between two top-level elements, scanning strings properly."""
+def _exact_cut(buf: bytearray, n: int) -> int:
+    """Index of the last comma between two elements of the array in buf[1:n], skipping strings."""
     depth, cut = 0, -1
-    for m in _TOKEN.finditer(buf):
+    for m in _TOKEN.finditer(buf, 1, n):
         t = m.group()[0]
         if t == 0x22:  # a string, possibly cut short at the end of buf
             continue
