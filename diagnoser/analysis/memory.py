@@ -54,7 +54,8 @@ CATALOGUE: list[FactSpec] = [
     _spec("num_alloc_retries", "count", "cudaMalloc retries after freeing the cache (allocator counter)", _STATS),
     _spec("peak_allocated_gib", "GiB", "peak bytes allocated to tensors", _ALL),
     _spec("peak_reserved_gib", "GiB", "peak bytes reserved by the caching allocator", _ALL),
-    _spec("peak_reserved_free_gib", "GiB", "reserved minus allocated at the allocated peak", _ALL),
+    _spec("peak_reserved_free_gib", "GiB", "reserved but free bytes at the allocated peak (counters: peak reserved "
+          "- peak allocated)", _ALL),
     _spec("current_allocated_gib", "GiB", "bytes allocated when the counters were read", _STATS),
     _spec("current_reserved_gib", "GiB", "bytes reserved when the counters were read", _STATS),
     _spec("inactive_split_peak_gib", "GiB", "peak bytes in free pieces of split blocks (fragmentation proxy)",
@@ -65,11 +66,12 @@ CATALOGUE: list[FactSpec] = [
     _spec("oom_request_mib", "MiB", "size of the allocation that failed"),
     _spec("oom_allocated_gib", "GiB", "bytes allocated to tensors when the OOM happened"),
     _spec("oom_reserved_gib", "GiB", "bytes reserved by the allocator when the OOM happened"),
-    _spec("oom_reserved_free_gib", "GiB", "reserved but free bytes when the OOM happened"),
-    _spec("oom_reserved_free_pct", "%", "reserved-free bytes at the OOM as a share of the memory limit"),
+    _spec("oom_reserved_free_gib", "GiB", "free blocks in the reserved segments of the request's pool at the OOM "
+          "(unsplittable remainders count as used, as the allocator counts them)"),
+    _spec("oom_reserved_free_pct", "%", "oom_reserved_free_gib as a share of the memory limit"),
     _spec("oom_largest_free_block_mib", "MiB", "largest free block in reserved segments of the request's pool"),
     _spec("oom_fragmentation_pct", "%", "share of reserved-free memory in blocks too small for the failing request"),
-    _spec("oom_reserved_free_to_request_ratio", "ratio", "reserved-free bytes / failing request bytes"),
+    _spec("oom_reserved_free_to_request_ratio", "ratio", "oom_reserved_free_gib / failing request bytes"),
     _spec("oom_device_free_gib", "GiB", "free device memory the driver reported at the OOM"),
     _spec("memory_limit_gib", "GiB", "estimated limit hit: the reserved bytes under a per-process cap "
           "(device still had free memory), else reserved + device free"),
@@ -227,7 +229,9 @@ class _Replay:
             starts = np.concatenate([[s], end[lo:hi]])
             ends = np.concatenate([addr[lo:hi], [s + total]])
             g = ends - starts
-            gaps.append(g[g > 0])
+            # the allocator does not split off a remainder of <= 1 MiB (large pool) or < 512 B (small
+            # pool): such a gap belongs to the block before it, so it is not free memory
+            gaps.append(g[g > (SMALL_SEGMENT // 2 if large_pool else 511)])
         return np.concatenate(gaps) if gaps else np.zeros(0, np.int64)
 
 
@@ -325,8 +329,8 @@ def analyze_snapshot(snap) -> AnalysisResult:
     sink.add("trace_entries", rep.n, "count")
     sink.add("peak_allocated_gib", rep.allocated[peak] / GIB, "GiB")
     sink.add("peak_reserved_gib", float(rep.reserved[:max(upto, 1)].max()) / GIB, "GiB")
-    sink.add("peak_reserved_free_gib", (rep.reserved[peak] - rep.allocated[peak]) / GIB, "GiB")
     gaps = rep.free_blocks_at(peak, True)
+    sink.add("peak_reserved_free_gib", float(gaps.sum() + rep.free_blocks_at(peak, False).sum()) / GIB, "GiB")
     if gaps.sum() > 0:
         sink.add("peak_fragmentation_pct", 100.0 * (1 - gaps.max() / gaps.sum()), "%")
     if oom:
@@ -356,17 +360,17 @@ def _oom_facts(sink, rep, oom):
     sink.add("oom_request_mib", request / MIB, "MiB")
     sink.add("oom_allocated_gib", allocated / GIB, "GiB")
     sink.add("oom_reserved_gib", reserved / GIB, "GiB")
-    sink.add("oom_reserved_free_gib", (reserved - allocated) / GIB, "GiB")
+    sink.add("oom_reserved_free_gib", free_sum / GIB, "GiB")
     sink.add("oom_largest_free_block_mib", (int(free.max()) if len(free) else 0) / MIB, "MiB")
     sink.add("oom_fragmentation_pct", 100.0 * int(free[free < request].sum()) / free_sum if free_sum else 0.0, "%")
     if request > 0:
-        sink.add("oom_reserved_free_to_request_ratio", (reserved - allocated) / request, "ratio")
+        sink.add("oom_reserved_free_to_request_ratio", free_sum / request, "ratio")
     if oom.device_free >= 0:
         sink.add("oom_device_free_gib", oom.device_free / GIB, "GiB")
         sink.add("memory_limit_gib", limit / GIB, "GiB")
         sink.add("memory_limit_is_cap", bool(is_cap), "")
         if limit > 0:
-            sink.add("oom_reserved_free_pct", 100.0 * (reserved - allocated) / limit, "%")
+            sink.add("oom_reserved_free_pct", 100.0 * free_sum / limit, "%")
         short = max(0, allocated + request - limit)
         sink.add("oom_shortfall_gib", short / GIB, "GiB")
         if allocated > 0:
