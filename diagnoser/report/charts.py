@@ -1,0 +1,379 @@
+"""Chart geometry for the HTML report: `report.charts` data -> SVG primitives with coordinates.
+
+Analysis produces the series (see diagnoser.analysis); this module only maps them to pixels
+(scales, ticks, bar and point positions) so the templates place shapes and compute nothing.
+Colours are CSS classes (`s-busy`, `i-data`, `p0`..`p9`, `r-compute`...) so dark mode and print
+restyle them. Every chart is optional: a key that is absent or empty yields no chart.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .render import fmt_value
+
+PALETTE = 10
+MAX_STEPS = 60
+MAX_BARS = 12
+MAX_KERNEL_ROWS = 25
+SOL_KNEE_PCT = 60.0  # guide only: below this on both axes a kernel uses neither unit well (latency)
+IDLE_LABELS = {
+    "data": "idle: waiting for data", "sync": "idle: host sync", "launch": "idle: launch overhead",
+    "communication": "idle: communication", "unexplained": "idle: unexplained",
+}
+FONT = 12
+
+
+@dataclass
+class Chart:
+    """An SVG drawing plus its legend and an optional data table (for print and screen readers)."""
+
+    key: str
+    title: str
+    caption: str
+    width: int
+    height: int
+    polygons: list[dict] = field(default_factory=list)   # {points, cls, tip}
+    lines: list[dict] = field(default_factory=list)      # {x1, y1, x2, y2, cls}
+    rects: list[dict] = field(default_factory=list)      # {x, y, w, h, cls, tip}
+    polylines: list[dict] = field(default_factory=list)  # {points, cls, tip}
+    circles: list[dict] = field(default_factory=list)    # {cx, cy, r, cls, tip}
+    texts: list[dict] = field(default_factory=list)      # {x, y, text, anchor, cls}
+    legend: list[dict] = field(default_factory=list)     # {label, cls}
+    table: dict | None = None                            # {caption, headers, numeric, mono, rows: [[str]]}
+    layout: str = ""                                     # "side": drawing and table side by side
+
+    @property
+    def svg(self) -> bool:
+        return bool(self.rects or self.polylines or self.circles or self.polygons)
+
+
+def _r(x: float) -> float:
+    return round(float(x), 1)
+
+
+def _num(x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if math.isfinite(v) else 0.0
+
+
+def nice_ticks(hi: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least `hi` (steps of 1, 2, 2.5 or 5 times a power of ten)."""
+    hi = _num(hi)
+    if hi <= 0:
+        return [0.0, 1.0]
+    raw = hi / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    n = math.ceil(hi / step - 1e-9)
+    return [round(i * step, 10) for i in range(n + 1)]
+
+
+def fmt_bytes(n) -> str:
+    n = _num(n)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{fmt_value(n / size)} {unit}"
+    return f"{n:.0f} B"
+
+
+def _tick_label(v: float) -> str:
+    return f"{v:g}" if abs(v) < 1e5 else f"{v:.2g}"
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def palette(names) -> dict[str, str]:
+    """Stable colour class per name, in order of first appearance."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name not in out:
+            out[name] = f"p{len(out) % PALETTE}"
+    return out
+
+
+def _y_axis(chart: Chart, ticks, y_of, left: float, right: float, unit: str) -> None:
+    for t in ticks:
+        y = _r(y_of(t))
+        chart.lines.append({"x1": left, "y1": y, "x2": right, "y2": y, "cls": "grid"})
+        chart.texts.append({"x": left - 6, "y": _r(y + 4), "text": _tick_label(t), "anchor": "end", "cls": "tick"})
+    chart.texts.append({"x": left - 6, "y": _r(y_of(ticks[-1]) - 12), "text": unit, "anchor": "end", "cls": "axis-label"})
+
+
+# ------------------------------------------------------------------------------ steps
+
+def steps_chart(steps: list[dict]) -> Chart | None:
+    """GPU busy and idle per step: one stacked column per step, idle split by its class."""
+    steps = [s for s in steps or [] if isinstance(s, dict)]
+    if not steps:
+        return None
+    shown = steps[:MAX_STEPS]
+    classes: list[str] = [c for c in IDLE_LABELS if any(_num((s.get("idle_ms_by_class") or {}).get(c)) > 0 for s in shown)]
+    classes += sorted({c for s in shown for c, v in (s.get("idle_ms_by_class") or {}).items()
+                       if c not in IDLE_LABELS and _num(v) > 0})
+    extra = palette(c for c in classes if c not in IDLE_LABELS)
+
+    def cls_of(c):
+        return f"i-{c}" if c in IDLE_LABELS else extra[c]
+
+    totals = []
+    for s in shown:
+        parts = _num(s.get("busy_ms")) + sum(_num(v) for v in (s.get("idle_ms_by_class") or {}).values())
+        totals.append(max(_num(s.get("dur_ms")), parts))
+    ticks = nice_ticks(max(totals) if totals else 1)
+    width, left, right, top, bottom = 720, 56, 12, 24, 40
+    plot_w, plot_h = width - left - right, 220
+    height = top + plot_h + bottom
+    scale = plot_h / ticks[-1]
+
+    def y_of(v):
+        return top + plot_h - v * scale
+
+    chart = Chart("steps", "GPU busy and idle time per step",
+                  "Each column is one training/inference step; the green part is GPU busy time, the rest is idle "
+                  "time coloured by what the GPU waited for.", width, height)
+    _y_axis(chart, ticks, y_of, left, width - right, "ms")
+    slot = plot_w / len(shown)
+    bar_w = max(2.0, min(40.0, slot * 0.72))
+    label_every = max(1, math.ceil(len(shown) / 20))
+    other_seen = False
+    for k, (s, total) in enumerate(zip(shown, totals)):
+        x = left + k * slot + (slot - bar_w) / 2
+        y = top + plot_h
+        name = f"step {s.get('step', k)}"
+        segments = [("busy", "s-busy", _num(s.get("busy_ms")))]
+        idle = s.get("idle_ms_by_class") or {}
+        segments += [(c, cls_of(c), _num(idle.get(c))) for c in classes]
+        rest = total - sum(v for _, _, v in segments)
+        if rest > 0.005 * total:
+            segments.append(("other", "i-other", rest))
+            other_seen = True
+        for label, cls, ms in segments:
+            if ms <= 0:
+                continue
+            h = ms * scale
+            y -= h
+            share = 100.0 * ms / total if total else 0.0
+            tip = f"{name}: {IDLE_LABELS.get(label, label if label != 'busy' else 'GPU busy')} {fmt_value(ms)} ms ({share:.0f}%)"
+            chart.rects.append({"x": _r(x), "y": _r(y), "w": _r(bar_w), "h": _r(max(h, 0.5)), "cls": cls, "tip": tip})
+        if k % label_every == 0:
+            chart.texts.append({"x": _r(x + bar_w / 2), "y": top + plot_h + 16, "text": str(s.get("step", k)),
+                                "anchor": "middle", "cls": "tick"})
+    chart.texts.append({"x": _r(left + plot_w / 2), "y": height - 6, "text": "step", "anchor": "middle", "cls": "axis-label"})
+    chart.lines.append({"x1": left, "y1": top + plot_h, "x2": width - right, "y2": top + plot_h, "cls": "axis"})
+    chart.legend = [{"label": "GPU busy", "cls": "s-busy"}]
+    chart.legend += [{"label": IDLE_LABELS.get(c, f"idle: {c}"), "cls": cls_of(c)} for c in classes]
+    if other_seen:
+        chart.legend.append({"label": "not attributed", "cls": "i-other"})
+    if len(steps) > len(shown):
+        chart.caption += f" Showing the first {len(shown)} of {len(steps)} steps."
+    return chart
+
+
+# ------------------------------------------------------------------------------ horizontal bars
+
+def _hbars(key: str, title: str, caption: str, rows: list[tuple[str, float, str, str]], unit: str) -> Chart:
+    """rows: (label, value, value text, css class) -> one horizontal bar per row, longest first."""
+    label_w, right, top, row_h = 190, 150, 8, 26
+    width = 720
+    plot_w = width - label_w - right
+    height = top + row_h * len(rows) + 8
+    hi = max((v for _, v, _, _ in rows), default=0) or 1.0
+    chart = Chart(key, title, caption, width, height)
+    for k, (label, value, text, cls) in enumerate(rows):
+        y = top + k * row_h
+        w = max(1.0, plot_w * value / hi) if value > 0 else 0.0
+        chart.texts.append({"x": label_w - 8, "y": y + 17, "text": _shorten(label, 28), "anchor": "end", "cls": "label"})
+        if w:
+            chart.rects.append({"x": label_w, "y": y + 4, "w": _r(w), "h": row_h - 8, "cls": cls,
+                                "tip": f"{label}: {text}"})
+        chart.texts.append({"x": _r(label_w + w + 8), "y": y + 17, "text": text, "anchor": "start", "cls": "value"})
+    chart.lines.append({"x1": label_w, "y1": top, "x2": label_w, "y2": height - 8, "cls": "axis"})
+    return chart
+
+
+def kernel_categories_chart(rows: list[dict], colours: dict[str, str] | None = None) -> Chart | None:
+    """GPU time by kernel category, largest first (the rest folded into `other`)."""
+    rows = sorted((r for r in rows or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_ms")))
+    if not rows:
+        return None
+    if len(rows) > MAX_BARS:
+        rest = rows[MAX_BARS - 1:]
+        rows = rows[:MAX_BARS - 1] + [{"category": f"other ({len(rest)})",
+                                       "time_ms": sum(_num(r.get("time_ms")) for r in rest),
+                                       "share_pct": sum(_num(r.get("share_pct")) for r in rest)}]
+    colours = colours or palette(str(r.get("category")) for r in rows)
+    bars = [(str(r.get("category")), _num(r.get("time_ms")),
+             f"{fmt_value(_num(r.get('time_ms')))} ms \u00b7 {_num(r.get('share_pct')):.1f}%",
+             colours.get(str(r.get("category")), "p9")) for r in rows]
+    return _hbars("kernel_categories", "GPU time by kernel category",
+                  "Where the kernel time goes; a fix to the largest category wins the most.", bars, "ms")
+
+
+def memory_composition_chart(rows: list[dict]) -> Chart | None:
+    """Who owns the live memory at the peak (or at the OOM)."""
+    rows = [r for r in rows or [] if isinstance(r, dict) and _num(r.get("bytes")) > 0]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -_num(r.get("bytes")))
+    colours = palette(str(r.get("owner")) for r in rows)
+    bars = [(str(r.get("owner")).replace("_", " "), _num(r.get("bytes")),
+             f"{fmt_bytes(r.get('bytes'))} \u00b7 {_num(r.get('share_pct')):.1f}%", colours[str(r.get("owner"))])
+            for r in rows]
+    return _hbars("memory_composition", "Memory composition at the peak",
+                  "Live allocations by owner when memory peaked (or when the OOM hit).", bars, "bytes")
+
+
+# ------------------------------------------------------------------------------ kernel SOL scatter
+
+def kernel_sol_chart(rows: list[dict], colours: dict[str, str] | None = None) -> Chart | None:
+    """Kernels on SM% (y) vs memory% (x) of peak, sized by time share, over shaded bound regions."""
+    rows = [r for r in rows or [] if isinstance(r, dict)]
+    if not rows:
+        return None
+    size, left, top, bottom, right = 340, 56, 20, 44, 26
+    width, height = left + size + right, top + size + bottom
+
+    def px(mem):
+        return _r(left + size * min(max(_num(mem), 0), 100) / 100)
+
+    def py(sm):
+        return _r(top + size - size * min(max(_num(sm), 0), 100) / 100)
+
+    chart = Chart("kernel_sol", "Kernels against the Speed-of-Light",
+                  f"Each circle is a kernel (area \u221d its share of GPU time) at its SM and memory throughput, "
+                  f"in % of peak. Shaded as a guide: compute-bound (SM dominates), memory-bound (memory dominates), "
+                  f"latency-bound (both under {SOL_KNEE_PCT:.0f}%).", width, height, layout="side")
+    k = SOL_KNEE_PCT
+
+    def pts(*xy):
+        return " ".join(f"{px(x)},{py(y)}" for x, y in xy)
+
+    chart.polygons = [
+        {"points": pts((0, k), (k, k), (100, 100), (0, 100)), "cls": "r-compute", "tip": "compute-bound region"},
+        {"points": pts((k, 0), (100, 0), (100, 100), (k, k)), "cls": "r-memory", "tip": "memory-bound region"},
+        {"points": pts((0, 0), (k, 0), (k, k), (0, k)), "cls": "r-latency", "tip": "latency-bound region"},
+    ]
+    for t in (0, 20, 40, 60, 80, 100):
+        chart.lines.append({"x1": px(t), "y1": top, "x2": px(t), "y2": top + size, "cls": "grid"})
+        chart.lines.append({"x1": left, "y1": py(t), "x2": left + size, "y2": py(t), "cls": "grid"})
+        chart.texts.append({"x": px(t), "y": top + size + 16, "text": str(t), "anchor": "middle", "cls": "tick"})
+        chart.texts.append({"x": left - 6, "y": _r(py(t) + 4), "text": str(t), "anchor": "end", "cls": "tick"})
+    chart.texts += [
+        {"x": _r(left + size / 2), "y": height - 6, "text": "memory throughput, % of peak", "anchor": "middle", "cls": "axis-label"},
+        {"x": 14, "y": _r(top + size / 2), "text": "SM %", "anchor": "middle", "cls": "axis-label"},
+        {"x": px(4), "y": py(94), "text": "compute-bound", "anchor": "start", "cls": "region-label"},
+        {"x": px(96), "y": py(4), "text": "memory-bound", "anchor": "end", "cls": "region-label"},
+        {"x": px(4), "y": py(4), "text": "latency-bound", "anchor": "start", "cls": "region-label"},
+    ]
+    colours = colours or palette(str(r.get("category")) for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))))
+    top_share = max((_num(r.get("time_share_pct")) for r in rows), default=0) or 1.0
+    for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))):  # big first: small ones stay on top
+        share = _num(r.get("time_share_pct"))
+        radius = _r(3 + 13 * math.sqrt(max(share, 0) / top_share))
+        cx, cy = px(r.get("mem_pct")), py(r.get("sm_pct"))
+        tip = (f"#{r.get('id')} {r.get('name')}: SM {fmt_value(_num(r.get('sm_pct')))}%, memory "
+               f"{fmt_value(_num(r.get('mem_pct')))}%, {fmt_value(share)}% of GPU time ({r.get('category')})")
+        chart.circles.append({"cx": cx, "cy": cy, "r": radius, "cls": colours.get(str(r.get("category")), "p9"), "tip": tip})
+        chart.texts.append({"x": _r(cx + radius + 2), "y": _r(cy - radius + 2), "text": str(r.get("id")),
+                            "anchor": "start", "cls": "point-label"})
+    seen = []
+    for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))):
+        if str(r.get("category")) not in seen:
+            seen.append(str(r.get("category")))
+    chart.legend = [{"label": c, "cls": colours.get(c, "p9")} for c in seen]
+    table_rows = sorted(rows, key=lambda r: -_num(r.get("time_share_pct")))
+    chart.table = {
+        "caption": "Kernels by share of GPU time" + (f" (top {MAX_KERNEL_ROWS} of {len(rows)})" if len(rows) > MAX_KERNEL_ROWS else ""),
+        "headers": ["id", "kernel", "SM %", "memory %", "time share", "category"],
+        "numeric": [False, False, True, True, True, False],
+        "mono": [False, True, False, False, False, False],
+        "rows": [[str(r.get("id")), _shorten(r.get("name", ""), 110), fmt_value(_num(r.get("sm_pct"))),
+                  fmt_value(_num(r.get("mem_pct"))), f"{fmt_value(_num(r.get('time_share_pct')))}%", str(r.get("category"))]
+                 for r in table_rows[:MAX_KERNEL_ROWS]],
+    }
+    return chart
+
+
+# ------------------------------------------------------------------------------ memory over time
+
+def memory_timeline_chart(points: list[dict]) -> Chart | None:
+    """Allocated and reserved bytes over the recorded history."""
+    points = sorted((p for p in points or [] if isinstance(p, dict)), key=lambda p: _num(p.get("t_ms")))
+    if len(points) < 2:
+        return None
+    t0 = _num(points[0].get("t_ms"))
+    span_ms = _num(points[-1].get("t_ms")) - t0
+    in_s = span_ms >= 10_000
+    t_unit, t_div = ("s", 1000.0) if in_s else ("ms", 1.0)
+    span = span_ms / t_div or 1.0
+    gib = float(1 << 30)
+    hi = max(max(_num(p.get("reserved_bytes")), _num(p.get("allocated_bytes"))) for p in points) / gib
+    y_ticks = nice_ticks(hi or 1.0)
+    x_ticks = nice_ticks(span, 6)
+    width, left, right, top, bottom = 720, 56, 16, 24, 40
+    plot_w, plot_h = width - left - right, 200
+    height = top + plot_h + bottom
+
+    def px(t_ms):
+        return _r(left + plot_w * ((_num(t_ms) - t0) / t_div) / x_ticks[-1])
+
+    def py(b):
+        return _r(top + plot_h - plot_h * (_num(b) / gib) / y_ticks[-1])
+
+    chart = Chart("memory_timeline", "Memory over time",
+                  "Bytes allocated by tensors and reserved by the caching allocator, over the recorded history; "
+                  "the gap between the lines is cached but unused memory.", width, height)
+    _y_axis(chart, y_ticks, lambda v: top + plot_h - plot_h * v / y_ticks[-1], left, width - right, "GiB")
+    for t in x_ticks:
+        x = _r(left + plot_w * t / x_ticks[-1])
+        chart.texts.append({"x": x, "y": top + plot_h + 16, "text": _tick_label(t), "anchor": "middle", "cls": "tick"})
+    chart.texts.append({"x": _r(left + plot_w / 2), "y": height - 6, "text": f"time since the first recorded event ({t_unit})",
+                        "anchor": "middle", "cls": "axis-label"})
+    alloc = " ".join(f"{px(p.get('t_ms'))},{py(p.get('allocated_bytes'))}" for p in points)
+    base = top + plot_h
+    chart.polygons.append({"points": f"{px(points[0].get('t_ms'))},{base} {alloc} {px(points[-1].get('t_ms'))},{base}",
+                           "cls": "area-allocated", "tip": ""})
+    chart.polylines.append({"points": " ".join(f"{px(p.get('t_ms'))},{py(p.get('reserved_bytes'))}" for p in points),
+                            "cls": "line-reserved", "tip": f"reserved, peak {fmt_bytes(max(_num(p.get('reserved_bytes')) for p in points))}"})
+    chart.polylines.append({"points": alloc, "cls": "line-allocated",
+                            "tip": f"allocated, peak {fmt_bytes(max(_num(p.get('allocated_bytes')) for p in points))}"})
+    chart.lines.append({"x1": left, "y1": base, "x2": width - right, "y2": base, "cls": "axis"})
+    chart.legend = [{"label": "allocated", "cls": "line-allocated"}, {"label": "reserved", "cls": "line-reserved"}]
+    return chart
+
+
+def top_sites_table(rows: list[dict]) -> Chart | None:
+    """The allocation sites holding the most memory (a table, no drawing)."""
+    rows = [r for r in rows or [] if isinstance(r, dict)]
+    if not rows:
+        return None
+    chart = Chart("top_sites", "Top allocation sites", "Where the live memory was allocated (from the allocation stacks).", 0, 0)
+    chart.table = {"caption": "", "headers": ["site", "bytes", "allocations", "owner"], "numeric": [False, True, True, False],
+                   "mono": [True, False, False, False],
+                   "rows": [[_shorten(r.get("site", ""), 140), fmt_bytes(r.get("bytes")), fmt_value(int(_num(r.get("count")))),
+                             str(r.get("owner", "")).replace("_", " ")] for r in rows]}
+    return chart
+
+
+def build_charts(data: dict | None) -> list[Chart]:
+    """Every chart the report's data allows, in reading order (time, kernels, memory)."""
+    data = data or {}
+    cats = sorted((r for r in data.get("kernel_categories") or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_ms")))
+    sol = sorted((r for r in data.get("kernel_sol") or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_share_pct")))
+    colours = palette([str(r.get("category")) for r in cats] + [str(r.get("category")) for r in sol])
+    charts = [
+        steps_chart(data.get("steps")),
+        kernel_categories_chart(data.get("kernel_categories"), colours),
+        kernel_sol_chart(data.get("kernel_sol"), colours),
+        memory_composition_chart(data.get("memory_composition")),
+        memory_timeline_chart(data.get("memory_timeline")),
+        top_sites_table(data.get("top_sites")),
+    ]
+    return [c for c in charts if c is not None]

@@ -1,0 +1,116 @@
+"""The self-contained HTML remediation report: summary, ranked findings with their playbook
+sections (why it matters, fix, verify), and inline SVG charts. No network, no JavaScript.
+
+This module only assembles what the template places: findings as they are, the playbook text
+rendered from Markdown (escaped), evidence values formatted, and chart geometry from charts.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jinja2
+from markupsafe import Markup
+
+from .. import __version__
+from .charts import Chart, build_charts
+from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
+from .render import fmt_value, playbook_ref, summary_counts
+
+SUBJECT_NAME_LIMIT = 160
+
+
+@dataclass
+class EvidenceItem:
+    name: str
+    value: str
+    meaning: str
+    numeric: bool
+
+
+@dataclass
+class FindingView:
+    """A Finding plus what the report shows around it (the Finding itself is never altered)."""
+
+    index: int
+    anchor: str
+    f: object  # diagnoser.findings.Finding
+    subject_label: str
+    subject_name: str
+    subject_full: str
+    gain: str | None
+    evidence: list[EvidenceItem]
+    fix: Markup
+    verify: Markup
+    meaning: Markup | None
+    fix_detail: Markup | None
+    verify_detail: Markup | None
+    refs: list[tuple[str, bool]]
+    playbook_ref: str
+
+
+def _fact_meanings() -> dict[str, str]:
+    try:
+        from ..catalogue import catalogue
+        return {name: spec.meaning for name, spec in catalogue().items()}
+    except Exception:  # noqa: BLE001 - labels are a nicety; the report must render without them
+        return {}
+
+
+def _evidence(f, meanings: dict[str, str]) -> list[EvidenceItem]:
+    items = []
+    for name, ev in (f.evidence or {}).items():
+        ev = ev if isinstance(ev, dict) else {"value": ev, "unit": ""}
+        value = ev.get("value")
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        text = "n/a" if value is None else fmt_value(value, ev.get("unit") or "")
+        items.append(EvidenceItem(name, text, meanings.get(name, ""), numeric))
+    # numbers first (they read as cards), then strings and lists (ids, names)
+    return sorted(items, key=lambda e: not e.numeric)
+
+
+def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> FindingView:
+    section = sections.get(f.rule)
+
+    def part(name: str) -> Markup | None:
+        md = section.part(name) if section else ""
+        return render_markdown(md, 3) if md else None
+
+    subject_label, name = "", ""
+    if f.subject is not None:
+        subject_label = f"{f.subject.kind} {f.subject.id}"
+        name = f.subject.name or ""
+    short = name if len(name) <= SUBJECT_NAME_LIMIT else name[: SUBJECT_NAME_LIMIT - 1] + "\u2026"
+    return FindingView(
+        index=index, anchor=f"finding-{index}", f=f, subject_label=subject_label, subject_name=short,
+        subject_full=name,
+        gain=f"{100 * f.estimated_gain:.0f}%" if f.estimated_gain and f.estimated_gain > 0 else None,
+        evidence=_evidence(f, meanings),
+        fix=render_inline(f.fix or ""), verify=render_inline(f.verify or ""),
+        meaning=part("meaning"), fix_detail=part("fix"), verify_detail=part("verify"),
+        refs=[(r, safe_href(r)) for r in f.refs], playbook_ref=playbook_ref(f),
+    )
+
+
+def report_view(report) -> dict:
+    """Everything report.html.j2 places, computed here so the template stays a layout."""
+    sections = sections_by_rule(load_playbooks())
+    meanings = _fact_meanings()
+    findings = [finding_view(i, f, sections, meanings) for i, f in enumerate(report.findings, 1)]
+    charts: list[Chart] = build_charts(report.charts)
+    counts = summary_counts(report.findings)
+    top = findings[0] if findings and findings[0].f.severity != "info" else None
+    return {
+        "version": __version__,
+        "inputs": report.inputs,
+        "counts": counts,
+        "findings": findings,
+        "top": top,
+        "charts": charts,
+        "not_evaluated": [{"n": n, "collect": render_inline(n.collect or "")} for n in report.not_evaluated],
+        "notes": report.notes,
+    }
+
+
+def render_report_html(report, env: jinja2.Environment) -> str:
+    """One self-contained HTML file (inline CSS and SVG; nothing fetched, no script)."""
+    return env.get_template("report.html.j2").render(view=report_view(report))

@@ -1,0 +1,456 @@
+"""Playbooks: parse `playbooks/*.md` into per-rule sections and render the HTML handbook.
+
+A playbook file holds one tree's remediation text: `# Title`, an intro, then one section per rule
+(`## RULEID name`, with `### Meaning`, `### Evidence`, `### Fix`, `### Verify`). The Markdown
+subset rendered here (headings, paragraphs, lists, block quotes, tables, fenced code, inline code,
+emphasis, links) escapes every piece of text, so nothing in a playbook or a rule can inject markup.
+"""
+from __future__ import annotations
+
+import json
+import re
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from markupsafe import Markup, escape
+
+from ..resources import playbooks_dir
+from ..rulespec.model import SEVERITY_RANK, Condition, Rule, RulePack
+
+RULE_HEADING = re.compile(r"^##\s+`?([A-Z][A-Z0-9]*[0-9]{3})`?(?![\w])[\s:.\-\u2013\u2014]*(.*?)\s*#*\s*$")
+PART_NAMES = ("meaning", "evidence", "fix", "verify")
+TREE_ORDER = ("train-slow", "inference-slow", "kernel", "oom")
+
+
+# ------------------------------------------------------------------------------ parsing
+
+@dataclass
+class Section:
+    """One rule's playbook text: Markdown source per `###` part (meaning, evidence, fix, verify...)."""
+
+    rule: str | None  # None: a `##` heading after the first rule section that names no rule
+    name: str
+    path: str
+    line: int
+    parts: dict[str, str] = field(default_factory=dict)  # lower-cased part heading -> Markdown
+
+    def part(self, name: str) -> str:
+        return self.parts.get(name, "").strip()
+
+
+@dataclass
+class Playbook:
+    path: str
+    title: str
+    intro: str
+    sections: list[Section]
+
+
+def _fence(line: str) -> str | None:
+    m = re.match(r"^ {0,3}(`{3,}|~{3,})", line)
+    return m.group(1) if m else None
+
+
+def parse_playbook(text: str, path: str = "<playbook>") -> Playbook:
+    """Split a playbook into its title, intro and rule sections (headings inside code fences ignored)."""
+    title, intro, sections = "", [], []
+    current: Section | None = None
+    part, buf = "", []
+    open_fence = None
+
+    def flush():
+        if current is not None:
+            current.parts[part] = (current.parts.get(part, "") + "\n".join(buf)).strip("\n")
+
+    for lineno, line in enumerate(text.splitlines(), 1):
+        fence = _fence(line)
+        if open_fence:
+            if fence and fence[0] == open_fence[0] and len(fence) >= len(open_fence) and not line.strip()[len(fence):].strip():
+                open_fence = None
+            buf.append(line)
+            continue
+        if fence:
+            open_fence = fence
+            buf.append(line)
+            continue
+        if line.startswith("# ") and not title and current is None:
+            title = line[2:].strip().strip("#").strip()
+            continue
+        m = RULE_HEADING.match(line)
+        if m or (line.startswith("## ") and current is not None):
+            flush() if current is not None else intro.extend(buf)
+            rule, name = (m.group(1), m.group(2).strip("` ")) if m else (None, line[3:].strip())
+            current = Section(rule, name, path, lineno)
+            sections.append(current)
+            part, buf = "", []
+            continue
+        h3 = re.match(r"^###\s+(.+?)\s*#*\s*$", line)
+        if h3 and current is not None:
+            flush()
+            part, buf = h3.group(1).strip().lower(), []
+            continue
+        buf.append(line)
+    if current is None:
+        intro.extend(buf)
+    else:
+        flush()
+    return Playbook(path, title, "\n".join(intro).strip("\n"), sections)
+
+
+def load_playbooks(directory: Path | None = None) -> dict[str, Playbook]:
+    """Every `*.md` playbook in `directory` (default: the shipped playbooks), keyed by file stem."""
+    directory = Path(directory) if directory else playbooks_dir()
+    if not directory.is_dir():
+        return {}
+    return {p.stem: parse_playbook(p.read_text(encoding="utf-8"), str(p)) for p in sorted(directory.glob("*.md"))}
+
+
+def sections_by_rule(books: dict[str, Playbook]) -> dict[str, Section]:
+    """Rule id -> its section (the first one, if a rule is documented twice)."""
+    out: dict[str, Section] = {}
+    for book in books.values():
+        for s in book.sections:
+            if s.rule:
+                out.setdefault(s.rule, s)
+    return out
+
+
+# ------------------------------------------------------------------------------ Markdown subset
+
+_INLINE = re.compile(
+    r"(?P<esc>\\[\\`*_\[\]()#+\-.!<>|{}])"
+    r"|(?P<code>(?P<ticks>`+)(?P<codetext>.+?)(?P=ticks))"
+    r"|(?P<link>\[(?P<label>[^\]]+)\]\((?P<href>[^)\s]+)(?:\s+\"[^\"]*\")?\))"
+    r"|(?P<auto><(?P<autohref>https?://[^>\s]+)>)"
+    r"|(?P<strong>\*\*(?P<strongtext>(?!\s).+?(?<!\s))\*\*)"
+    r"|(?P<em>(?<![\w*])\*(?P<emtext>(?!\s)[^*]+?(?<!\s))\*(?![\w*])|(?<!\w)_(?P<emtext2>(?!\s)[^_]+?(?<!\s))_(?!\w))"
+)
+_SAFE_HREF = re.compile(r"^(https?://|mailto:|#|\.{0,2}/|[\w][\w./-]*(#[\w-]*)?$)", re.I)
+
+
+def safe_href(href: str) -> bool:
+    """Links may go to the web, to an anchor or to a relative path; never `javascript:` and the like."""
+    return bool(_SAFE_HREF.match(href)) and not re.match(r"^\s*(javascript|data|vbscript):", href, re.I)
+
+
+def render_inline(text: str) -> Markup:
+    """Inline Markdown (code, links, bold, emphasis, backslash escapes) as escaped HTML."""
+    out, pos = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(escape(text[pos:m.start()]))
+        pos = m.end()
+        if m.group("esc"):
+            out.append(escape(m.group("esc")[1]))
+        elif m.group("code"):
+            out.append(Markup("<code>%s</code>") % m.group("codetext").strip())
+        elif m.group("link"):
+            href, label = m.group("href"), render_inline(m.group("label"))
+            out.append(Markup('<a href="%s">%s</a>') % (href, label) if safe_href(href)
+                       else label + escape(f" ({href})"))
+        elif m.group("auto"):
+            out.append(Markup('<a href="%s">%s</a>') % (m.group("autohref"), m.group("autohref")))
+        elif m.group("strong"):
+            out.append(Markup("<strong>%s</strong>") % render_inline(m.group("strongtext")))
+        else:
+            out.append(Markup("<em>%s</em>") % render_inline(m.group("emtext") or m.group("emtext2")))
+    out.append(escape(text[pos:]))
+    return Markup("").join(out)
+
+
+_LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])(\s+|$)")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_HR = re.compile(r"^ {0,3}([-*_])( *\1){2,}\s*$")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _starts_block(line: str) -> bool:
+    return bool(_fence(line) or _HEADING.match(line) or _LIST_ITEM.match(line) or _HR.match(line)
+                or line.lstrip().startswith(">"))
+
+
+def _cells(line: str) -> list[str]:
+    """A table row's cells; a `|` inside a code span or escaped as `\\|` does not split."""
+    line = line.strip()
+    line = line[1:] if line.startswith("|") else line
+    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
+    cells, cur, in_code, prev = [], [], False, ""
+    for ch in line:
+        if ch == "`":
+            in_code = not in_code
+        if ch == "|" and not in_code and prev != "\\":
+            cells.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+        prev = ch
+    cells.append("".join(cur).strip())
+    return cells
+
+
+def render_markdown(text: str, heading_offset: int = 0) -> Markup:
+    """Block Markdown as escaped HTML; `heading_offset` demotes headings (## -> h2 + offset)."""
+    lines = (text or "").expandtabs(4).splitlines()
+    out: list[Markup] = []
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        fence = _fence(line)
+        if fence:
+            indent = len(line) - len(line.lstrip(" "))
+            lang = re.sub(r"[^\w+-]", "", line.strip()[len(fence):].strip().split(" ")[0])
+            body, i = [], i + 1
+            while i < n:
+                f2 = _fence(lines[i])
+                if f2 and f2[0] == fence[0] and len(f2) >= len(fence) and not lines[i].strip()[len(f2):].strip():
+                    i += 1
+                    break
+                body.append(lines[i][indent:] if lines[i][:indent].isspace() else lines[i].lstrip(" "))
+                i += 1
+            cls = Markup(' class="language-%s"') % lang if lang else Markup("")
+            out.append(Markup("<pre><code%s>%s</code></pre>") % (cls, "\n".join(body)))
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            level = min(6, len(heading.group(1)) + heading_offset)
+            out.append(Markup("<h%d>%s</h%d>") % (level, render_inline(heading.group(2)), level))
+            i += 1
+            continue
+        if _HR.match(line):
+            out.append(Markup("<hr>"))
+            i += 1
+            continue
+        if line.lstrip().startswith(">"):
+            quoted = []
+            while i < n and lines[i].lstrip().startswith(">"):
+                quoted.append(re.sub(r"^\s*> ?", "", lines[i]))
+                i += 1
+            out.append(Markup("<blockquote>%s</blockquote>") % render_markdown("\n".join(quoted), heading_offset))
+            continue
+        if "|" in line and i + 1 < n and _TABLE_SEP.match(lines[i + 1]):
+            head, i = _cells(line), i + 2
+            rows = []
+            while i < n and lines[i].strip() and "|" in lines[i]:
+                rows.append(_cells(lines[i]))
+                i += 1
+            th = Markup("").join(Markup("<th>%s</th>") % render_inline(c) for c in head)
+            body = Markup("").join(
+                Markup("<tr>%s</tr>") % Markup("").join(Markup("<td>%s</td>") % render_inline(c) for c in r)
+                for r in rows)
+            out.append(Markup("<table><thead><tr>%s</tr></thead><tbody>%s</tbody></table>") % (th, body))
+            continue
+        item = _LIST_ITEM.match(line)
+        if item:
+            html, i = _list(lines, i, heading_offset)
+            out.append(html)
+            continue
+        para = [line.strip()]
+        i += 1
+        while i < n and lines[i].strip() and not _starts_block(lines[i]):
+            para.append(lines[i].strip())
+            i += 1
+        out.append(Markup("<p>%s</p>") % render_inline(" ".join(para)))
+    return Markup("\n").join(out)
+
+
+def _list(lines: list[str], i: int, heading_offset: int) -> tuple[Markup, int]:
+    """A (possibly nested) list starting at lines[i]; items hold blocks indented under their marker."""
+    first = _LIST_ITEM.match(lines[i])
+    ordered = first.group(2)[0].isdigit()
+    base = len(first.group(1))
+    items: list[list[str]] = []
+    n = len(lines)
+    while i < n:
+        m = _LIST_ITEM.match(lines[i])
+        if not m or len(m.group(1)) != base or m.group(2)[0].isdigit() != ordered:
+            break
+        content_indent = m.end(2) + min(len(m.group(3)), 4) if m.group(3) else m.end(2) + 1
+        body = [lines[i][m.end():]]
+        i += 1
+        while i < n:
+            line = lines[i]
+            indent = len(line) - len(line.lstrip(" "))
+            if not line.strip():
+                nxt = next((lines[j] for j in range(i + 1, n) if lines[j].strip()), None)
+                if nxt is None or (len(nxt) - len(nxt.lstrip(" ")) < content_indent):
+                    break
+                body.append("")
+            elif indent >= content_indent:
+                body.append(line[content_indent:])
+            elif _starts_block(line) or indent < base:
+                break
+            else:  # lazy continuation of the item's paragraph
+                body.append(line.strip())
+            i += 1
+        items.append(body)
+        while i < n and not lines[i].strip():
+            nxt = next((lines[j] for j in range(i + 1, n) if lines[j].strip()), "")
+            nm = _LIST_ITEM.match(nxt)
+            if nm and len(nm.group(1)) == base:
+                i += 1
+            else:
+                break
+    start = ""
+    if ordered and first.group(2)[:-1] != "1":
+        start = Markup(' start="%d"') % int(first.group(2)[:-1])
+    lis = Markup("").join(Markup("<li>%s</li>") % render_markdown("\n".join(b), heading_offset) for b in items)
+    tag = "ol" if ordered else "ul"
+    return Markup("<%s%s>%s</%s>") % (Markup(tag), start, lis, Markup(tag)), i
+
+
+# ------------------------------------------------------------------------------ rules in words
+
+OP_WORDS = {"lt": "<", "lte": "\u2264", "gt": ">", "gte": "\u2265", "eq": "=", "neq": "\u2260"}
+
+
+def _literal(value) -> str:
+    from .render import fmt_value
+    if isinstance(value, (bool, str)) or value is None:
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_literal(v) for v in value)
+    return fmt_value(value)
+
+
+def describe_condition(cond: Condition, params: dict, titles: dict | None = None) -> dict:
+    """A `when` tree in words: {"text", "ref" (a rule id or None), "items": [...]} per node."""
+    titles = titles or {}
+    if cond.kind in ("all", "any", "none"):
+        if not cond.items:
+            return {"text": "always" if cond.kind in ("all", "none") else "never", "ref": None, "items": []}
+        items = [describe_condition(c, params, titles) for c in cond.items]
+        return {"text": {"all": "all of:", "any": "any of:", "none": "none of:"}[cond.kind], "ref": None,
+                "items": items}
+    if cond.kind == "finding":
+        title = titles.get(cond.finding)
+        text = f"{cond.finding} fired" + (f" ({title})" if title else "")
+        return {"text": text, "ref": cond.finding, "items": []}
+    return {"text": fact_condition_text(cond, params), "ref": None, "items": []}
+
+
+def fact_condition_text(cond: Condition, params: dict) -> str:
+    """One fact test in words, with the threshold in force and its param name: `x < 70 (max_x)`."""
+    if cond.op == "exists":
+        return f"{cond.fact} is measured"
+    value = params.get(cond.param, cond.value) if cond.param else cond.value
+    named = f" ({cond.param})" if cond.param else ""
+    if cond.op == "in":
+        return f"{cond.fact} is one of {_literal(value)}{named}"
+    if cond.op == "matches":
+        return f"{cond.fact} matches /{value}/{named}"
+    return f"{cond.fact} {OP_WORDS[cond.op]} {_literal(value)}{named}"
+
+
+def condition_text(cond: Condition, params: dict) -> str:
+    """The whole `when` tree on one line (for tests and plain-text use)."""
+    node = describe_condition(cond, params)
+
+    def flat(d):
+        if not d["items"]:
+            return d["text"]
+        joiner = {"all of:": " and ", "any of:": " or ", "none of:": " or "}[d["text"]]
+        inner = joiner.join(flat(x) if not x["items"] else f"({flat(x)})" for x in d["items"])
+        return f"not ({inner})" if d["text"] == "none of:" else inner
+
+    return flat(node)
+
+
+def fill_params(template: str, params: dict) -> str:
+    """Fill a fix/verify template with the rule's params; facts stay as `{fact}` placeholders."""
+    out = []
+    try:
+        parsed = list(string.Formatter().parse(template or ""))
+    except ValueError:
+        return template or ""
+    for literal, name, spec, conv in parsed:
+        out.append(literal)
+        if name is None:
+            continue
+        if name in params:
+            try:
+                out.append(format(params[name], spec or ""))
+            except (ValueError, TypeError):
+                out.append(str(params[name]))
+        else:
+            out.append("{" + name + "}")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------------------ the handbook
+
+def tree_file(tree: str) -> str:
+    return tree.replace("-", "_")
+
+
+def _tree_key(tree: str):
+    return (TREE_ORDER.index(tree), "") if tree in TREE_ORDER else (len(TREE_ORDER), tree)
+
+
+def _rule_view(rule: Rule, section: Section | None, titles: dict) -> dict:
+    fix_md = section.part("fix") if section else ""
+    verify_md = section.part("verify") if section else ""
+    return {
+        "rule": rule,
+        "anchor": rule.playbook_anchor,
+        "severity_rank": SEVERITY_RANK[rule.severity],
+        "has_section": section is not None,
+        "summary": render_markdown(section.part(""), 3) if section and section.part("") else None,
+        "meaning": render_markdown(section.part("meaning"), 3) if section and section.part("meaning") else None,
+        "evidence_md": render_markdown(section.part("evidence"), 3) if section and section.part("evidence") else None,
+        "fix": render_markdown(fix_md, 3) if fix_md else None,
+        "verify": render_markdown(verify_md, 3) if verify_md else None,
+        "rule_fix": render_inline(fill_params(rule.fix, rule.params)),
+        "rule_verify": render_inline(fill_params(rule.verify, rule.params)),
+        "extra_parts": [(name.capitalize(), render_markdown(md, 3)) for name, md in (section.parts.items() if section else [])
+                        if name and name not in PART_NAMES and md.strip()],
+        "when": describe_condition(rule.when, rule.params, titles),
+        "params": [(k, _literal(v)) for k, v in sorted(rule.params.items())],
+        "refs": [(r, safe_href(r)) for r in rule.refs],
+        "source": f"{Path(rule.path).name}:{rule.line}" if rule.shipped else f"{rule.path}:{rule.line}",
+        "playbook": (f"{Path(section.path).name}:{section.line}" if section else None),
+    }
+
+
+def handbook_view(pack: RulePack, books: dict[str, Playbook], custom_books: dict[str, Playbook] | None = None) -> dict:
+    """Everything the handbook template places: trees in order, each with its rules' views."""
+    shipped = sections_by_rule(books)
+    custom = sections_by_rule(custom_books or {})
+    titles = {rid: r.title for rid, r in pack.rules.items()}
+    trees: dict[str, list[Rule]] = {}
+    for rule in pack.ordered():
+        trees.setdefault(rule.tree, []).append(rule)
+    out = []
+    for tree in sorted(trees, key=_tree_key):
+        book = books.get(tree_file(tree))
+        rules = [_rule_view(r, custom.get(r.id) if not r.shipped and r.id in custom else shipped.get(r.id), titles)
+                 for r in trees[tree]]
+        out.append({
+            "tree": tree, "anchor": f"tree-{tree_file(tree)}",
+            "title": (book.title if book and book.title else tree),
+            "intro": render_markdown(book.intro, 2) if book and book.intro.strip() else None,
+            "rules": rules,
+            "custom": not any(r.shipped for r in trees[tree]),
+        })
+    return {"trees": out, "count": len(pack.rules),
+            "custom_count": sum(1 for r in pack.rules.values() if not r.shipped)}
+
+
+def custom_playbooks(pack: RulePack) -> dict[str, Playbook]:
+    """Playbooks beside custom rule files: `my_rules/foo.md` documents the rules of `my_rules/foo.yaml`."""
+    out = {}
+    for path in sorted({Path(r.path) for r in pack.rules.values() if not r.shipped}):
+        md = path.with_suffix(".md")
+        if md.is_file():
+            out[str(md)] = parse_playbook(md.read_text(encoding="utf-8"), str(md))
+    return out
+
+
+def render_playbook_html(pack: RulePack, directory: Path | None = None) -> str:
+    """The handbook of every rule in force (shipped + custom) as one self-contained HTML file."""
+    from .. import __version__
+    from .render import _env
+    view = handbook_view(pack, load_playbooks(directory), custom_playbooks(pack))
+    return _env(True).get_template("playbook.html.j2").render(view=view, version=__version__)
