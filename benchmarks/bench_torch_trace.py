@@ -37,11 +37,11 @@ def peak_rss():
 READER = PEAK_RSS + """
 import sys, time
 from diagnoser.ingest.torch_trace import read_torch_trace
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 tl = read_torch_trace(sys.argv[1])
-dt = time.perf_counter() - t
+dt, dc = time.perf_counter() - t, time.process_time() - c
 rows = len(tl.gpu) + len(tl.host) + len(tl.ranges)
-print(dt, peak_rss(), rows)
+print(dt, dc, peak_rss(), rows)
 """
 
 FLOOR = PEAK_RSS + """
@@ -69,19 +69,19 @@ class Event(msgspec.Struct, gc=False):
 class Trace(msgspec.Struct):
     traceEvents: list[Event]
 
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 with open(sys.argv[1], "rb") as f:
     trace = msgspec.json.decode(f.read(), type=Trace)
-dt = time.perf_counter() - t
-print(dt, peak_rss(), len(trace.traceEvents))
+dt, dc = time.perf_counter() - t, time.process_time() - c
+print(dt, dc, peak_rss(), len(trace.traceEvents))
 """
 
 
-def measure(script: str, path: Path) -> tuple[float, int, int]:
-    """Run script on path in a fresh interpreter; return (seconds, peak RSS bytes, count)."""
+def measure(script: str, path: Path) -> tuple[float, float, int, int]:
+    """Run script on path in a fresh interpreter: (wall s, CPU s, peak RSS bytes, count)."""
     out = subprocess.run([sys.executable, "-c", script, str(path)], cwd=REPO, check=True,
                          capture_output=True, text=True).stdout.split()
-    return float(out[0]), int(out[1]), int(out[2])
+    return float(out[0]), float(out[1]), int(out[2]), int(out[3])
 
 
 def replicate(src: Path, dst: Path, target_bytes: int) -> int:
@@ -116,21 +116,28 @@ def replicate(src: Path, dst: Path, target_bytes: int) -> int:
 
 
 def report(label: str, path: Path, repeat: int) -> None:
+    """Best of `repeat` runs each, floor and reader alternating (other load on the box adds noise)."""
     size = path.stat().st_size
-    floor = min(measure(FLOOR, path) for _ in range(repeat))
-    ours = min(measure(READER, path) for _ in range(repeat))
+    floors, ours = [], []
+    for _ in range(repeat):
+        floors.append(measure(FLOOR, path))
+        ours.append(measure(READER, path))
     mb = size / 1e6
-    print(f"\n{label}: {mb:,.0f} MB uncompressed, {floor[2]:,} events -> {ours[2]:,} timeline rows")
-    print(f"  msgspec floor : {floor[0]:6.2f} s  {mb / floor[0]:6.0f} MB/s  peak RSS {floor[1] / 2**20:7,.0f} MiB")
-    print(f"  read_torch_trace: {ours[0]:6.2f} s  {mb / ours[0]:6.0f} MB/s  peak RSS {ours[1] / 2**20:7,.0f} MiB"
-          f"  ({ours[1] / size:.2f}x file size)")
-    print(f"  ratio to floor: {ours[0] / floor[0]:.2f}x time")
+    floor_t, floor_c = min(f[0] for f in floors), min(f[1] for f in floors)
+    ours_t, ours_c = min(o[0] for o in ours), min(o[1] for o in ours)
+    floor_rss, ours_rss = max(f[2] for f in floors), max(o[2] for o in ours)
+    print(f"\n{label}: {mb:,.0f} MB uncompressed, {floors[0][3]:,} events -> {ours[0][3]:,} timeline rows")
+    print(f"  msgspec floor   : {floor_t:6.2f} s wall {floor_c:6.2f} s CPU  {mb / floor_t:5.0f} MB/s"
+          f"  peak RSS {floor_rss / 2**20:6,.0f} MiB")
+    print(f"  read_torch_trace: {ours_t:6.2f} s wall {ours_c:6.2f} s CPU  {mb / ours_t:5.0f} MB/s"
+          f"  peak RSS {ours_rss / 2**20:6,.0f} MiB ({ours_rss / size:.2f}x file size)")
+    print(f"  ratio to floor  : {ours_t / floor_t:.2f}x wall, {ours_c / floor_c:.2f}x CPU")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gb", type=float, default=1.0, help="size of the replicated trace")
-    ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best counts")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best counts")
     ap.add_argument("--keep", type=Path, help="build the big trace in DIR and keep it (not committed)")
     ap.add_argument("--source", type=Path, default=CORPUS_TRACE)
     args = ap.parse_args()
