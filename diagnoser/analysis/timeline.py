@@ -45,7 +45,7 @@ class TimelineMetrics:
 
 def _kernel_short_name(name: str) -> str:
     """The function's base name, as `ncu -k` matches it (no return type, scope, templates, args)."""
-    n = re.sub(r"^void\s+", "", name.strip())
+    n = re.sub(r"^void\s+", "", name.strip()).replace("(anonymous namespace)", "anonymous")
     depth, base = 0, []
     for ch in n:
         if ch in "<(":
@@ -114,8 +114,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v[f"kernel_{r.category}_pct"] = float(r.share_pct)
     if cats["time_ms"].sum() > 0:
         v["top_kernel_category"] = str(cats.sort_values(["time_ms", "category"], ascending=[False, True]).iloc[0].category)
-    kernels = kt.rows[kt.rows["kind"] == "kernel"]
-    if len(kernels):
+    kernels = kt.rows[(kt.rows["kind"] == "kernel") & (kt.rows["category"] != "communication")]
+    if len(kernels):  # NCCL kernels mostly wait for peers: Nsight Compute has nothing to say on them
         by_name = kernels.groupby("name")["dur_ns"].sum().sort_values(ascending=False, kind="stable")
         total = max(float(kt.rows["dur_ns"].sum()), 1.0)
         v["top_kernel_name"] = _kernel_short_name(str(by_name.index[0]))
