@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import gc
 import gzip
 import json
 import random
@@ -28,8 +29,12 @@ def trace_path(fixtures_dir, name):
 
 def naive_events(path) -> list[dict]:
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return json.load(f)["traceEvents"]
+    gc.disable()  # json.load of 100+ MB otherwise spends most of its time in the collector
+    try:
+        with opener(path, "rb") as f:
+            return json.load(f)["traceEvents"]
+    finally:
+        gc.enable()
 
 
 def ns(ts: float) -> int:
@@ -217,6 +222,28 @@ def test_synthetic_chunk_boundaries_match_naive_reader(tmp_path, monkeypatch, ch
     assert timeline.devices[0]["sm_count"] == 2
 
 
+def test_synthetic_gzipped_trace_with_tiny_reads_matches_naive_reader(tmp_path, monkeypatch):
+    events = synthetic_events(200, seed=5)
+    path = tmp_path / "synthetic.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    monkeypatch.setattr(torch_trace, "_CHUNK_BYTES", 97)
+    assert_same_tables(read_torch_trace(path), events)
+
+
+def test_synthetic_header_with_decoy_trace_events_keys(tmp_path, monkeypatch):
+    events = synthetic_events(40, seed=9)
+    text = ('{"traceName": "a \\"traceEvents\\": [ decoy", "meta": {"traceEvents": [{"x": 1}]},'
+            ' "distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": '
+            + json.dumps(events) + "}")
+    path = tmp_path / "decoy.json"
+    path.write_text(text)
+    for chunk in (5, 1 << 20):
+        monkeypatch.setattr(torch_trace, "_CHUNK_BYTES", chunk)
+        timeline = read_torch_trace(path)
+        assert_same_tables(timeline, events)
+        assert (timeline.rank, timeline.world_size) == (1, 2)
+
+
 def test_synthetic_bare_event_array_is_read(tmp_path, monkeypatch):
     events = synthetic_events(50, seed=1)
     path = tmp_path / "array.json"
@@ -248,12 +275,15 @@ def bad_inputs(tmp_path, fixtures_dir):
         "event_is_a_number": b'{"traceEvents": [' + event + b", 42]}",
         "args_is_a_list": b'{"traceEvents": [' + event[:-1] + b', "args": [1]}]}',
         "trailing_garbage": b'{"traceEvents": [' + event + b"]} xyz",
+        "kernel_without_ts": b'{"traceEvents": [' + event.replace(b'"ts": 1.0, ', b"") + b"]}",
+        "trace_events_not_a_list": b'{"traceEvents": {"a": 1}}',
     }
 
 
 @pytest.mark.parametrize("case", ["empty", "blank", "truncated_gzip", "random_bytes", "no_trace_events",
                                   "json_list_of_numbers", "truncated_json", "ts_is_text",
-                                  "event_is_a_number", "args_is_a_list", "trailing_garbage"])
+                                  "event_is_a_number", "args_is_a_list", "trailing_garbage",
+                                  "kernel_without_ts", "trace_events_not_a_list"])
 def test_bad_input_raises_input_error(tmp_path, fixtures_dir, case):
     path = tmp_path / f"{case}.json"
     path.write_bytes(bad_inputs(tmp_path, fixtures_dir)[case])
