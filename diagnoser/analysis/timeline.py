@@ -27,6 +27,7 @@ from .timeline_sync import memcpy_stats, sync_stats
 
 __all__ = ["timeline_analysis", "CATALOGUE", "analyze_timeline"]
 
+GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
 IDLE_FACT = {"data": "idle_data_pct", "sync": "idle_sync_pct", "launch": "idle_launch_pct",
              "communication": "idle_comm_pct", "unexplained": "idle_unexplained_pct"}
@@ -44,7 +45,8 @@ class TimelineMetrics:
 
 
 def _kernel_short_name(name: str) -> str:
-    """The function's base name, as `ncu -k` matches it (no return type, scope, templates, args)."""
+    """A distinctive part of the demangled name for `ncu --kernel-name-base demangled -k regex:`: the
+    function's base name (no return type, scope, templates, args), or a generic wrapper's instance."""
     n = re.sub(r"^void\s+", "", name.strip()).replace("(anonymous namespace)", "anonymous")
     depth, base = 0, []
     for ch in n:
@@ -58,7 +60,11 @@ def _kernel_short_name(name: str) -> str:
             continue
         if depth == 0:
             base.append(ch)
-    return "".join(base).split("::")[-1].strip() or n[:60]
+    short = "".join(base).split("::")[-1].strip()
+    if short in GENERIC_KERNEL_NAMES:  # cutlass::Kernel2<cutlass_80_simt_sgemm_...>: name the instance
+        inner = re.search(r"<\s*([A-Za-z_][\w]*)", n)
+        short = inner.group(1) if inner else short
+    return short or n[:60]
 
 
 def analyze_timeline(tl: Timeline) -> TimelineMetrics:

@@ -81,13 +81,17 @@ def _non_nested(df: pd.DataFrame) -> pd.DataFrame:
     return df[np.array(keep, dtype=bool)] if len(df) else df
 
 
-def launch_times(tl: Timeline) -> np.ndarray:
-    """Host time at which each gpu row was launched (its API call's start), else its own start."""
+def launch_times(tl: Timeline, known: bool = False):
+    """Host time at which each gpu row was launched (its API call's start), else its own start.
+
+    With known=True also return a mask of the rows whose launch call is in the trace (work
+    launched before a trace starts has none)."""
     gpu = tl.gpu
     host = tl.host[tl.host["correlation"] >= 0].drop_duplicates("correlation")
     start_by_corr = pd.Series(host["start_ns"].to_numpy(), index=host["correlation"].to_numpy())
     t = gpu["correlation"].map(start_by_corr)
-    return np.where(t.isna(), gpu["start_ns"].to_numpy(), t.fillna(0).to_numpy()).astype(np.int64)
+    times = np.where(t.isna(), gpu["start_ns"].to_numpy(), t.fillna(0).to_numpy()).astype(np.int64)
+    return (times, ~t.isna().to_numpy()) if known else times
 
 
 def _marker_steps(tl: Timeline) -> tuple[str, pd.DataFrame] | None:
@@ -121,28 +125,32 @@ def _first_activity(tl: Timeline) -> int:
 
 
 def _kernel_pattern_steps(tl: Timeline) -> pd.DataFrame | None:
-    """Cut at the launches of the kernel that repeats at the steadiest, longest period."""
+    """Cut at the launches of the kernel that repeats at the steadiest, longest period.
+
+    The period is judged on the GPU clock (a host running ahead launches in irregular bursts, the
+    GPU executes at a steady pace); the cuts are the anchor kernel's launch calls on the host.
+    """
     gpu = tl.gpu
-    launched = launch_times(tl)
-    kern = (gpu["kind"] == "kernel").to_numpy() & ~gpu["name"].str.contains(COMM_KERNEL.pattern, case=False).to_numpy()
+    kern = (gpu["kind"] == "kernel").to_numpy() & ~gpu["name"].astype(str).str.contains(COMM_KERNEL.pattern, case=False).to_numpy()
     if not kern.any():
         return None
-    df = pd.DataFrame({"name": gpu["name"].to_numpy()[kern], "t": launched[kern]}).sort_values("t", kind="stable")
+    launched, known = launch_times(tl, known=True)
+    kern &= known  # a cut needs the host time of the launch
+    df = pd.DataFrame({"name": gpu["name"].astype(str).to_numpy()[kern], "s": gpu["start_ns"].to_numpy()[kern],
+                       "t": launched[kern]})
     best = None
     for name, grp in df.groupby("name", sort=True):
-        t = grp["t"].to_numpy()
-        if t.size < MIN_PATTERN_OCCURRENCES:
+        if len(grp) < MIN_PATTERN_OCCURRENCES:
             continue
-        d = np.diff(t)[1:]  # the first interval holds warm-up; judge the steady ones
+        d = np.diff(np.sort(grp["s"].to_numpy()))[1:]  # the first interval holds warm-up
         if d.size < 2 or d.mean() <= 0:
             continue
         cv = float(d.std() / d.mean())
         if cv > MAX_PATTERN_PERIOD_CV:
             continue
-        period = float(np.median(d))
-        key = (period, -cv, name)
+        key = (float(np.median(d)), -cv, name)
         if best is None or key > best[0]:
-            best = (key, t)
+            best = (key, np.sort(grp["t"].to_numpy()))
     if best is None:
         return None
     t = best[1]
@@ -175,10 +183,10 @@ def find_steps(tl: Timeline) -> Steps:
     labels = [str(x) for x in ranges["name"].tolist()]
 
     # GPU work launched inside each host step range; the step is over when that work is done
-    launched = launch_times(tl)
+    launched, known = launch_times(tl, known=True)
     gpu_end = tl.gpu["end_ns"].to_numpy()
     idx = np.searchsorted(hs, launched, side="right") - 1
-    inside = (idx >= 0) & (launched < he[np.maximum(idx, 0)])
+    inside = known & (idx >= 0) & (launched < he[np.maximum(idx, 0)])
     last_gpu = np.full(hs.size, np.iinfo(np.int64).min, dtype=np.int64)
     if inside.any():
         np.maximum.at(last_gpu, idx[inside], gpu_end[inside])
