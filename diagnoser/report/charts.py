@@ -8,6 +8,7 @@ restyle them. Every chart is optional: a key that is absent or empty yields no c
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from .render import fmt_value
@@ -21,7 +22,7 @@ IDLE_LABELS = {
     "data": "idle: waiting for data", "sync": "idle: host sync", "launch": "idle: launch overhead",
     "communication": "idle: communication", "unexplained": "idle: unexplained",
 }
-FONT = 12
+NEUTRAL = ("other", "unknown", "none")  # drawn grey (p9) so real categories keep the colours
 
 
 @dataclass
@@ -41,7 +42,8 @@ class Chart:
     texts: list[dict] = field(default_factory=list)      # {x, y, text, anchor, cls}
     legend: list[dict] = field(default_factory=list)     # {label, cls}
     table: dict | None = None                            # {caption, headers, numeric, mono, rows: [[str]]}
-    layout: str = ""                                     # "side": drawing and table side by side
+    layout: str = ""                                     # "side": legend beside the drawing
+    regions: list[dict] = field(default_factory=list)    # shaded-region key {label, cls}
 
     @property
     def svg(self) -> bool:
@@ -90,11 +92,12 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def palette(names) -> dict[str, str]:
-    """Stable colour class per name, in order of first appearance."""
+    """Stable colour class per name, in order of first appearance; catch-all names are grey."""
     out: dict[str, str] = {}
     for name in names:
         if name not in out:
-            out[name] = f"p{len(out) % PALETTE}"
+            used = sum(1 for v in out.values() if v != "p9")
+            out[name] = "p9" if str(name).split(" (")[0] in NEUTRAL else f"p{used % (PALETTE - 1)}"
     return out
 
 
@@ -107,6 +110,12 @@ def _y_axis(chart: Chart, ticks, y_of, left: float, right: float, unit: str) -> 
 
 
 # ------------------------------------------------------------------------------ steps
+
+def step_label(step, index: int) -> str:
+    """A short axis label for a step: its trailing number (`ProfilerStep#4` -> 4), else its position."""
+    m = re.search(r"(\d+)\D*$", str(step)) if step is not None else None
+    return m.group(1) if m else str(index + 1)
+
 
 def steps_chart(steps: list[dict]) -> Chart | None:
     """GPU busy and idle per step: one stacked column per step, idle split by its class."""
@@ -146,7 +155,7 @@ def steps_chart(steps: list[dict]) -> Chart | None:
     for k, (s, total) in enumerate(zip(shown, totals)):
         x = left + k * slot + (slot - bar_w) / 2
         y = top + plot_h
-        name = f"step {s.get('step', k)}"
+        name = str(s.get("step", k))
         segments = [("busy", "s-busy", _num(s.get("busy_ms")))]
         idle = s.get("idle_ms_by_class") or {}
         segments += [(c, cls_of(c), _num(idle.get(c))) for c in classes]
@@ -163,7 +172,7 @@ def steps_chart(steps: list[dict]) -> Chart | None:
             tip = f"{name}: {IDLE_LABELS.get(label, label if label != 'busy' else 'GPU busy')} {fmt_value(ms)} ms ({share:.0f}%)"
             chart.rects.append({"x": _r(x), "y": _r(y), "w": _r(bar_w), "h": _r(max(h, 0.5)), "cls": cls, "tip": tip})
         if k % label_every == 0:
-            chart.texts.append({"x": _r(x + bar_w / 2), "y": top + plot_h + 16, "text": str(s.get("step", k)),
+            chart.texts.append({"x": _r(x + bar_w / 2), "y": top + plot_h + 16, "text": step_label(s.get("step"), k),
                                 "anchor": "middle", "cls": "tick"})
     chart.texts.append({"x": _r(left + plot_w / 2), "y": height - 6, "text": "step", "anchor": "middle", "cls": "axis-label"})
     chart.lines.append({"x1": left, "y1": top + plot_h, "x2": width - right, "y2": top + plot_h, "cls": "axis"})
@@ -178,22 +187,25 @@ def steps_chart(steps: list[dict]) -> Chart | None:
 
 # ------------------------------------------------------------------------------ horizontal bars
 
-def _hbars(key: str, title: str, caption: str, rows: list[tuple[str, float, str, str]], unit: str) -> Chart:
-    """rows: (label, value, value text, css class) -> one horizontal bar per row, longest first."""
-    label_w, right, top, row_h = 190, 150, 8, 26
+def _hbars(key: str, title: str, caption: str, rows: list[tuple[str, list[tuple[float, str, str]], str]]) -> Chart:
+    """rows: (label, [(value, css class, tooltip) segments], value text) -> one stacked horizontal bar per row."""
+    label_w, right, top, row_h = 190, 170, 8, 26
     width = 720
     plot_w = width - label_w - right
     height = top + row_h * len(rows) + 8
-    hi = max((v for _, v, _, _ in rows), default=0) or 1.0
+    hi = max((sum(max(v, 0) for v, _, _ in segs) for _, segs, _ in rows), default=0) or 1.0
     chart = Chart(key, title, caption, width, height)
-    for k, (label, value, text, cls) in enumerate(rows):
+    for k, (label, segs, text) in enumerate(rows):
         y = top + k * row_h
-        w = max(1.0, plot_w * value / hi) if value > 0 else 0.0
+        x = float(label_w)
         chart.texts.append({"x": label_w - 8, "y": y + 17, "text": _shorten(label, 28), "anchor": "end", "cls": "label"})
-        if w:
-            chart.rects.append({"x": label_w, "y": y + 4, "w": _r(w), "h": row_h - 8, "cls": cls,
-                                "tip": f"{label}: {text}"})
-        chart.texts.append({"x": _r(label_w + w + 8), "y": y + 17, "text": text, "anchor": "start", "cls": "value"})
+        for value, cls, tip in segs:
+            if value <= 0:
+                continue
+            w = max(1.0, plot_w * value / hi)
+            chart.rects.append({"x": _r(x), "y": y + 4, "w": _r(w), "h": row_h - 8, "cls": cls, "tip": tip})
+            x += w
+        chart.texts.append({"x": _r(x + 8), "y": y + 17, "text": text, "anchor": "start", "cls": "value"})
     chart.lines.append({"x1": label_w, "y1": top, "x2": label_w, "y2": height - 8, "cls": "axis"})
     return chart
 
@@ -209,11 +221,13 @@ def kernel_categories_chart(rows: list[dict], colours: dict[str, str] | None = N
                                        "time_ms": sum(_num(r.get("time_ms")) for r in rest),
                                        "share_pct": sum(_num(r.get("share_pct")) for r in rest)}]
     colours = colours or palette(str(r.get("category")) for r in rows)
-    bars = [(str(r.get("category")), _num(r.get("time_ms")),
-             f"{fmt_value(_num(r.get('time_ms')))} ms \u00b7 {_num(r.get('share_pct')):.1f}%",
-             colours.get(str(r.get("category")), "p9")) for r in rows]
+    bars = []
+    for r in rows:
+        text = f"{fmt_value(_num(r.get('time_ms')))} ms \u00b7 {_num(r.get('share_pct')):.1f}%"
+        bars.append((str(r.get("category")), [(_num(r.get("time_ms")), colours.get(str(r.get("category")), "p9"),
+                                               f"{r.get('category')}: {text}")], text))
     return _hbars("kernel_categories", "GPU time by kernel category",
-                  "Where the kernel time goes; a fix to the largest category wins the most.", bars, "ms")
+                  "Where the kernel time goes; a fix to the largest category wins the most.", bars)
 
 
 def memory_composition_chart(rows: list[dict]) -> Chart | None:
@@ -223,11 +237,37 @@ def memory_composition_chart(rows: list[dict]) -> Chart | None:
         return None
     rows.sort(key=lambda r: -_num(r.get("bytes")))
     colours = palette(str(r.get("owner")) for r in rows)
-    bars = [(str(r.get("owner")).replace("_", " "), _num(r.get("bytes")),
-             f"{fmt_bytes(r.get('bytes'))} \u00b7 {_num(r.get('share_pct')):.1f}%", colours[str(r.get("owner"))])
-            for r in rows]
+    bars = []
+    for r in rows:
+        label = str(r.get("owner")).replace("_", " ")
+        text = f"{fmt_bytes(r.get('bytes'))} \u00b7 {_num(r.get('share_pct')):.1f}%"
+        bars.append((label, [(_num(r.get("bytes")), colours[str(r.get("owner"))], f"{label}: {text}")], text))
     return _hbars("memory_composition", "Memory composition at the peak",
-                  "Live allocations by owner when memory peaked (or when the OOM hit).", bars, "bytes")
+                  "Live allocations by owner when memory peaked (or when the OOM hit).", bars)
+
+
+def ranks_chart(rows: list[dict]) -> Chart | None:
+    """Step time per rank of a distributed run, split into waiting in collectives and the rest."""
+    rows = sorted((r for r in rows or [] if isinstance(r, dict)), key=lambda r: _num(r.get("rank")))
+    if len(rows) < 2:
+        return None
+    bars = []
+    for r in rows:
+        step, wait = _num(r.get("step_ms")), min(_num(r.get("comm_wait_ms")), _num(r.get("step_ms")))
+        label = f"rank {r.get('rank')}" + (" (straggler)" if r.get("straggler") else "")
+        text = f"{fmt_value(step)} ms \u00b7 GPU busy {_num(r.get('busy_pct')):.0f}%"
+        bars.append((label, [(step - wait, "p2" if r.get("straggler") else "s-busy",
+                              f"{label}: {fmt_value(step - wait)} ms of its own work per step"),
+                             (wait, "i-communication", f"{label}: {fmt_value(wait)} ms waiting in collectives per step")],
+                     text))
+    chart = _hbars("ranks", "Step time per rank",
+                   "Each bar is one rank's step: its own work, then the time it waits in collectives for the others. "
+                   "The straggler waits least; the others wait for it.", bars)
+    chart.legend = [{"label": "own work", "cls": "s-busy"}]
+    if any(r.get("straggler") for r in rows):
+        chart.legend.append({"label": "own work (straggler)", "cls": "p2"})
+    chart.legend.append({"label": "waiting in collectives", "cls": "i-communication"})
+    return chart
 
 
 # ------------------------------------------------------------------------------ kernel SOL scatter
@@ -268,9 +308,6 @@ def kernel_sol_chart(rows: list[dict], colours: dict[str, str] | None = None) ->
     chart.texts += [
         {"x": _r(left + size / 2), "y": height - 6, "text": "memory throughput, % of peak", "anchor": "middle", "cls": "axis-label"},
         {"x": 14, "y": _r(top + size / 2), "text": "SM %", "anchor": "middle", "cls": "axis-label"},
-        {"x": px(4), "y": py(94), "text": "compute-bound", "anchor": "start", "cls": "region-label"},
-        {"x": px(96), "y": py(4), "text": "memory-bound", "anchor": "end", "cls": "region-label"},
-        {"x": px(4), "y": py(4), "text": "latency-bound", "anchor": "start", "cls": "region-label"},
     ]
     colours = colours or palette(str(r.get("category")) for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))))
     top_share = max((_num(r.get("time_share_pct")) for r in rows), default=0) or 1.0
@@ -288,6 +325,9 @@ def kernel_sol_chart(rows: list[dict], colours: dict[str, str] | None = None) ->
         if str(r.get("category")) not in seen:
             seen.append(str(r.get("category")))
     chart.legend = [{"label": c, "cls": colours.get(c, "p9")} for c in seen]
+    chart.regions = [{"label": "compute-bound: SM throughput dominates", "cls": "r-compute"},
+                     {"label": "memory-bound: memory throughput dominates", "cls": "r-memory"},
+                     {"label": f"latency-bound: both under {SOL_KNEE_PCT:.0f}% of peak", "cls": "r-latency"}]
     table_rows = sorted(rows, key=lambda r: -_num(r.get("time_share_pct")))
     chart.table = {
         "caption": "Kernels by share of GPU time" + (f" (top {MAX_KERNEL_ROWS} of {len(rows)})" if len(rows) > MAX_KERNEL_ROWS else ""),
@@ -317,7 +357,7 @@ def memory_timeline_chart(points: list[dict]) -> Chart | None:
     hi = max(max(_num(p.get("reserved_bytes")), _num(p.get("allocated_bytes"))) for p in points) / gib
     y_ticks = nice_ticks(hi or 1.0)
     x_ticks = nice_ticks(span, 6)
-    width, left, right, top, bottom = 720, 56, 16, 24, 40
+    width, left, right, top, bottom = 720, 56, 30, 24, 40
     plot_w, plot_h = width - left - right, 200
     height = top + plot_h + bottom
 
@@ -370,6 +410,7 @@ def build_charts(data: dict | None) -> list[Chart]:
     colours = palette([str(r.get("category")) for r in cats] + [str(r.get("category")) for r in sol])
     charts = [
         steps_chart(data.get("steps")),
+        ranks_chart(data.get("ranks")),
         kernel_categories_chart(data.get("kernel_categories"), colours),
         kernel_sol_chart(data.get("kernel_sol"), colours),
         memory_composition_chart(data.get("memory_composition")),

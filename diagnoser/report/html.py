@@ -26,6 +26,11 @@ class EvidenceItem:
     meaning: str
     numeric: bool
 
+    @property
+    def name_parts(self) -> list[str]:
+        """The fact name split at underscores, so long names break there (`_<wbr>`)."""
+        return self.name.split("_")
+
 
 @dataclass
 class FindingView:
@@ -78,7 +83,7 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> Fin
     subject_label, name = "", ""
     if f.subject is not None:
         subject_label = f"{f.subject.kind} {f.subject.id}"
-        name = f.subject.name or ""
+        name = f.subject.name if f.subject.name and f.subject.name != subject_label else ""
     short = name if len(name) <= SUBJECT_NAME_LIMIT else name[: SUBJECT_NAME_LIMIT - 1] + "\u2026"
     return FindingView(
         index=index, anchor=f"finding-{index}", f=f, subject_label=subject_label, subject_name=short,

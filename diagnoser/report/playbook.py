@@ -208,7 +208,7 @@ def render_markdown(text: str, heading_offset: int = 0) -> Markup:
                 if f2 and f2[0] == fence[0] and len(f2) >= len(fence) and not lines[i].strip()[len(f2):].strip():
                     i += 1
                     break
-                body.append(lines[i][indent:] if lines[i][:indent].isspace() else lines[i].lstrip(" "))
+                body.append(lines[i][indent:] if not lines[i][:indent].strip() else lines[i].lstrip(" "))
                 i += 1
             cls = Markup(' class="language-%s"') % lang if lang else Markup("")
             out.append(Markup("<pre><code%s>%s</code></pre>") % (cls, "\n".join(body)))
@@ -429,7 +429,7 @@ def handbook_view(pack: RulePack, books: dict[str, Playbook], custom_books: dict
                  for r in trees[tree]]
         out.append({
             "tree": tree, "anchor": f"tree-{tree_file(tree)}",
-            "title": (book.title if book and book.title else tree),
+            "title": render_inline(book.title) if book and book.title else tree,
             "intro": render_markdown(book.intro, 2) if book and book.intro.strip() else None,
             "rules": rules,
             "custom": not any(r.shipped for r in trees[tree]),
