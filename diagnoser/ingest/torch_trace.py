@@ -1,9 +1,20 @@
 """Read a PyTorch profiler trace (Kineto JSON, plain or gzipped) into the normalized Timeline.
 
-Only normalizes: GPU activity (kernel, gpu_memcpy, gpu_memset) -> gpu, CUDA runtime/driver calls ->
-host, user annotations / aten ops / Python functions -> ranges. Times become integer nanoseconds on
-the trace's own clock (`ts`, microseconds; baseTimeNanoseconds is not added: every table shares the
-same clock without it). Computes no metrics.
+Only normalizes, computes no metrics. Events by `cat`:
+  kernel, gpu_memcpy, gpu_memset -> gpu: name as recorded (copies keep Kineto's label, e.g.
+    "Memcpy HtoD (Pageable -> Device)"); device/stream/correlation from args (else pid/tid/-1);
+    bytes from args (0 for kernels); copy_kind and pageable parsed from the copy's name (array
+    copies fold into the device side); grid/block = product of args grid/block (0 when absent).
+  cuda_runtime, cuda_driver -> host (thread = tid, correlation from args, else -1).
+  user_annotation -> ranges "annotation" (ProfilerStep#N, DataLoader, Optimizer.step#...),
+  cpu_op -> "op", python_function -> "python"; thread = tid.
+Not kept (no place in the schema): gpu_user_annotation, ac2g flows (args carry the correlation),
+[memory] instants, thread-name metadata. Times: start_ns = rint(ts * 1000), end_ns = start_ns +
+rint(dur * 1000), on the trace's own clock (baseTimeNanoseconds is not added: every table already
+shares one clock); rows sorted by start_ns, ties in file order.
+
+The file is streamed: the traceEvents array is cut into batches of whole events, each decoded by
+msgspec into small Structs and appended to numpy columns, so memory follows the tables, not the file.
 """
 from __future__ import annotations
 
