@@ -334,17 +334,17 @@ class _TraceStream:
         buf += rest
         n = len(buf)
         while True:
-            cut = self._cut(buf, n)
-            if cut > 0:
-                buf[1:n - cut] = buf[cut + 1:n]  # keep the unfinished event, in place
-                n -= cut
             if len(buf) < n + _CHUNK_BYTES:
                 buf.extend(bytes(n + _CHUNK_BYTES - len(buf)))
             with memoryview(buf) as view, view[n:n + _CHUNK_BYTES] as free:
                 got = self._readinto(free)
             if not got:
-                break
+                break  # the rest, with whatever follows the array, is decoded whole below
             n += got
+            cut = self._cut(buf, n)
+            if cut > 0:
+                buf[1:n - cut] = buf[cut + 1:n]  # keep the unfinished event, in place
+                n -= cut
         try:
             if list_tail:
                 with memoryview(buf) as view, view[:n] as events:
