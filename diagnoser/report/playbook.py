@@ -352,7 +352,7 @@ def condition_text(cond: Condition, params: dict) -> str:
         if not d["items"]:
             return d["text"]
         joiner = {"all of:": " and ", "any of:": " or ", "none of:": " or "}[d["text"]]
-        inner = joiner.join(flat(x) if not x["items"] else f"({flat(x)})" for x in d["items"])
+        inner = joiner.join(f"({flat(x)})" if x["items"] and x["text"] != "none of:" else flat(x) for x in d["items"])
         return f"not ({inner})" if d["text"] == "none of:" else inner
 
     return flat(node)
