@@ -222,6 +222,67 @@ def test_synthetic_chunk_boundaries_match_naive_reader(tmp_path, monkeypatch, ch
     assert timeline.devices[0]["sm_count"] == 2
 
 
+def test_synthetic_batches_use_both_the_fast_and_the_exact_cut(tmp_path, monkeypatch):
+    """Tricky names make some guessed cuts fail; the exact scan must then find the real one."""
+    calls = collections.Counter()
+    exact, decode = torch_trace._exact_cut, torch_trace._TraceStream._decode_batch
+
+    def counting_exact(buf, n):
+        calls["exact"] += 1
+        return exact(buf, n)
+
+    def counting_decode(self, buf, cut, final):
+        ok = decode(self, buf, cut, final)
+        if ok and not final:
+            calls["fast ok"] += 1
+        return ok
+    monkeypatch.setattr(torch_trace, "_exact_cut", counting_exact)
+    monkeypatch.setattr(torch_trace._TraceStream, "_decode_batch", counting_decode)
+    monkeypatch.setattr(torch_trace, "_CHUNK_BYTES", 333)
+    events = synthetic_events(300, seed=3)
+    path = tmp_path / "synthetic.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert_same_tables(read_torch_trace(path), events)
+    assert calls["fast ok"] > 0 and calls["exact"] > 0
+
+
+def naive_last_comma(buf: bytes, n: int) -> int:
+    """Last comma at the array's top level in buf[1:n], one byte at a time."""
+    depth, cut, i, in_string = 0, -1, 1, False
+    while i < n:
+        c = buf[i:i + 1]
+        if in_string:
+            if c == b"\\":
+                i += 2
+                continue
+            in_string = c != b'"'
+        elif c == b'"':
+            in_string = True
+        elif c in (b"{", b"["):
+            depth += 1
+        elif c in (b"}", b"]"):
+            depth -= 1
+            if depth < 0:
+                break
+        elif c == b"," and depth == 0:
+            cut = i
+        i += 1
+    return cut
+
+
+def test_synthetic_exact_cut_matches_a_byte_by_byte_scan():
+    rnd = random.Random(0)
+    for trial in range(60):
+        events = synthetic_events(rnd.randint(1, 6), seed=trial)
+        for e in events:
+            e["name"] += "\\" * rnd.randint(0, 3) + '"' * rnd.randint(0, 2)
+        text = json.dumps({"traceEvents": events, "tail": [{"a": "}, {"}, {"b": 1}]},
+                          indent=rnd.choice([None, 2]))
+        body = b"[" + text[text.index("[") + 1:].encode()
+        for n in sorted(rnd.sample(range(2, len(body) + 1), 15)) + [len(body)]:
+            assert torch_trace._exact_cut(bytearray(body), n) == naive_last_comma(body, n)
+
+
 def test_synthetic_gzipped_trace_with_tiny_reads_matches_naive_reader(tmp_path, monkeypatch):
     events = synthetic_events(200, seed=5)
     path = tmp_path / "synthetic.json.gz"
