@@ -83,7 +83,7 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> Fin
     subject_label, name = "", ""
     if f.subject is not None:
         subject_label = f"{f.subject.kind} {f.subject.id}"
-        name = f.subject.name if f.subject.name and f.subject.name != subject_label else ""
+        name = f.subject.name if f.subject.name and f.subject.name not in (subject_label, f.subject.id) else ""
     short = name if len(name) <= SUBJECT_NAME_LIMIT else name[: SUBJECT_NAME_LIMIT - 1] + "\u2026"
     return FindingView(
         index=index, anchor=f"finding-{index}", f=f, subject_label=subject_label, subject_name=short,
