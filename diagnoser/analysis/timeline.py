@@ -85,25 +85,24 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
 
     act = host_activity(tl)
     devices = device_busy(tl)
-    steps_chart: list[dict] = []
-    idle_ns = {c: 0 for c in IDLE_CLASSES}
-    busy_ns = comm_ns = 0
-    if devices:
-        # a rank or process drives one device; with several, the busiest one sets the pace
-        dev = max(devices, key=lambda d: (d.busy.overlap(lo, hi), -d.device))
-        gaps = idle_gaps(dev, steps, act)
-        for c in IDLE_CLASSES:
-            idle_ns[c] = int((gaps.end - gaps.start)[gaps.cls == c].sum())
-        busy_ns = int(dev.compute.overlap(lo, hi))
-        comm_ns = int(dev.comm.overlap(lo, hi))
-        for row in per_step_breakdown(dev, steps, gaps):
-            steps_chart.append({
-                "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
-                "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,
-                "idle_ms_by_class": {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()},
-            })
-        if len(devices) > 1:
-            notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
+    if not devices:
+        notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
+                     "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
+                     "ProfilerActivity.CUDA)")
+        return TimelineMetrics(v, [], [], notes, None)
+    # a rank or process drives one device; with several, the busiest one sets the pace
+    dev = max(devices, key=lambda d: (d.busy.overlap(lo, hi), -d.device))
+    if len(devices) > 1:
+        notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
+    gaps = idle_gaps(dev, steps, act)
+    idle_ns = {c: int((gaps.end - gaps.start)[gaps.cls == c].sum()) for c in IDLE_CLASSES}
+    busy_ns = int(dev.compute.overlap(lo, hi))
+    comm_ns = int(dev.comm.overlap(lo, hi))
+    steps_chart = [{
+        "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
+        "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,
+        "idle_ms_by_class": {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()},
+    } for row in per_step_breakdown(dev, steps, gaps)]
     v["gpu_busy_pct"] = 100.0 * busy_ns / span
     v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
     for c in IDLE_CLASSES:
@@ -139,11 +138,9 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(optimizer_stats(tl, kt, steps))
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
 
-    summary = None
-    if devices:
-        summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
-                              v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
-                              {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
+    summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
+                          v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
+                          {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
     return TimelineMetrics(v, steps_chart, categories_chart, notes, summary)
 
 

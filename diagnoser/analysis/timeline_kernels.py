@@ -53,6 +53,7 @@ SHORT_KERNEL_NS = 10_000
 
 def categorize(names: pd.Series) -> pd.Series:
     """Category of each kernel name (see CATEGORY_PATTERNS)."""
+    names = names.astype(str)
     uniq = pd.unique(names)
     cat = {}
     for n in uniq:
@@ -62,16 +63,17 @@ def categorize(names: pd.Series) -> pd.Series:
                 c = label
                 break
         cat[n] = c
-    return names.map(cat)
+    return names.map(cat).astype(object)
 
 
 def tensor_core_use(names: pd.Series) -> pd.Series:
     """'no' | 'yes' | 'unknown' for each GEMM kernel name."""
+    names = names.astype(str)
     uniq = pd.unique(names)
     use = {}
     for n in uniq:
         use[n] = "no" if NO_TENSOR_CORE.search(n) else ("yes" if TENSOR_CORE.search(n) else "unknown")
-    return names.map(use)
+    return names.map(use).astype(object)
 
 
 @dataclass

@@ -135,7 +135,9 @@ def _kernel_pattern_steps(tl: Timeline) -> pd.DataFrame | None:
     if not kern.any():
         return None
     launched, known = launch_times(tl, known=True)
-    kern &= known  # a cut needs the host time of the launch
+    if known[kern].any():
+        kern &= known  # a cut needs the host time of the launch
+    # else: no launch call in the trace at all (no CUDA API tracing): cut on the GPU clock
     df = pd.DataFrame({"name": gpu["name"].astype(str).to_numpy()[kern], "s": gpu["start_ns"].to_numpy()[kern],
                        "t": launched[kern]})
     best = None
