@@ -435,7 +435,7 @@ def _odd_backslashes(b: np.ndarray, q: int) -> bool:
     return run % 2 == 1
 
 
-def read_torch_trace(path, progress: bool = False) -> Timeline:
+def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timeline:
     """Read a Kineto JSON trace (`.json` or `.json.gz`) into a validated Timeline.
 
     Streams: the file is decoded in batches of events, so memory stays near the size of the tables.
