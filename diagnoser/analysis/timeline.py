@@ -19,7 +19,7 @@ from ..facts import AnalysisResult, Fact, Subject
 from ..timeline.tables import Timeline
 from .timeline_catalogue import CATALOGUE, SPECS
 from .timeline_gaps import IDLE_CLASSES, device_busy, host_activity, idle_gaps, per_step_breakdown
-from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
+from .timeline_kernels import (attention_stats, category_times, is_training, kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .timeline_ranks import RankSummary, straggler_analysis
 from .timeline_steps import find_steps, phase_ms
@@ -134,9 +134,12 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(tensor_core_stats(kt))
     att = attention_stats(kt)
     v.update(att)
-    v.update(memory_bound_stats(kt, att.get("unfused_attention_kernel_pct", 0.0)))
+    v.update(memory_bound_stats(kt))
     v.update(optimizer_stats(tl, kt, steps))
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
+    if v["workload_kind"] == "inference":  # measured: no optimizer work at all
+        v.setdefault("optimizer_kernels_per_step", 0.0)
+        v.setdefault("optimizer_step_pct", 0.0)
 
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],

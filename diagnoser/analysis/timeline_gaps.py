@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..timeline.tables import Timeline
-from .timeline_intervals import IntervalSet, subtract, union
+from .timeline_intervals import IntervalSet
 from .timeline_steps import PHASE_PATTERNS, Steps
 
 IDLE_CLASSES = ("data", "sync", "launch", "communication", "unexplained")
@@ -196,12 +196,3 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps) -> list[dict]:
         rows.append({"index": int(i), "label": steps.labels[i], "start_ns": s, "end_ns": e,
                      "busy_ns": busy, "compute_ns": int(dev.compute.overlap(s, e)), "idle_ns_by_class": by_cls})
     return rows
-
-
-def comm_exposed(dev: DeviceBusy, lo: int, hi: int) -> int:
-    """Time inside [lo, hi) when only communication kernels run on the device."""
-    return subtract(dev.comm.clip(lo, hi), dev.compute).total
-
-
-__all__ = ["IDLE_CLASSES", "HostActivity", "DeviceBusy", "Gaps", "host_activity", "device_busy",
-           "idle_gaps", "classify_gaps", "per_step_breakdown", "comm_exposed", "union"]

@@ -184,7 +184,7 @@ def attention_stats(kt: KernelTable) -> dict[str, float]:
     return out
 
 
-def memory_bound_stats(kt: KernelTable, attention_block_pct: float) -> dict[str, float]:
+def memory_bound_stats(kt: KernelTable) -> dict[str, float]:
     """Share of kernel time in bandwidth-bound categories (elementwise, copy, norm, softmax, reduction)."""
     total = max(float(kt.rows["dur_ns"].sum()), 1.0)
     mem = kt.rows["category"].isin(["elementwise", "copy", "normalization", "softmax", "reduction"])
