@@ -17,6 +17,7 @@ PALETTE = 10
 MAX_STEPS = 60
 MAX_BARS = 12
 MAX_KERNEL_ROWS = 25
+MAX_POINT_LABELS = 15
 SOL_KNEE_PCT = 60.0  # guide only: below this on both axes a kernel uses neither unit well (latency)
 IDLE_LABELS = {
     "data": "idle: waiting for data", "sync": "idle: host sync", "launch": "idle: launch overhead",
@@ -89,6 +90,10 @@ def _tick_label(v: float) -> str:
 def _shorten(text: str, limit: int) -> str:
     text = str(text)
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def palette(names) -> dict[str, str]:
@@ -311,15 +316,21 @@ def kernel_sol_chart(rows: list[dict], colours: dict[str, str] | None = None) ->
     ]
     colours = colours or palette(str(r.get("category")) for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))))
     top_share = max((_num(r.get("time_share_pct")) for r in rows), default=0) or 1.0
-    for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))):  # big first: small ones stay on top
+    placed: list[tuple[float, float, float, float]] = []  # label boxes already drawn
+    for rank, r in enumerate(sorted(rows, key=lambda r: -_num(r.get("time_share_pct")))):  # big first: small on top
         share = _num(r.get("time_share_pct"))
         radius = _r(3 + 13 * math.sqrt(max(share, 0) / top_share))
         cx, cy = px(r.get("mem_pct")), py(r.get("sm_pct"))
         tip = (f"#{r.get('id')} {r.get('name')}: SM {fmt_value(_num(r.get('sm_pct')))}%, memory "
                f"{fmt_value(_num(r.get('mem_pct')))}%, {fmt_value(share)}% of GPU time ({r.get('category')})")
         chart.circles.append({"cx": cx, "cy": cy, "r": radius, "cls": colours.get(str(r.get("category")), "p9"), "tip": tip})
-        chart.texts.append({"x": _r(cx + radius + 2), "y": _r(cy - radius + 2), "text": str(r.get("id")),
-                            "anchor": "start", "cls": "point-label"})
+        # label the costliest kernels by id (they are the table's first rows), never two labels on top of each other
+        text = str(r.get("id"))
+        box = (cx + radius + 2, cy - radius - 8, cx + radius + 4 + 7 * len(text), cy - radius + 4)
+        if rank < MAX_POINT_LABELS and not any(_overlap(box, b) for b in placed):
+            placed.append(box)
+            chart.texts.append({"x": _r(box[0]), "y": _r(cy - radius + 2), "text": text, "anchor": "start",
+                                "cls": "point-label"})
     seen = []
     for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))):
         if str(r.get("category")) not in seen:

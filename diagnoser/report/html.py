@@ -6,6 +6,7 @@ rendered from Markdown (escaped), evidence values formatted, and chart geometry 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import jinja2
@@ -17,6 +18,30 @@ from .playbook import load_playbooks, render_inline, render_markdown, safe_href,
 from .render import fmt_value, playbook_ref, summary_counts
 
 SUBJECT_NAME_LIMIT = 160
+SUBJECT_SHORT_LIMIT = 34  # in the summary table
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def short_subject_name(name: str) -> str:
+    """A C++ kernel name as a table can hold it: no return type, namespaces, template or call
+    arguments (`void at::native::f<float>(int)` -> `f<…>`); other names just shortened."""
+    text = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", name.strip())
+    text = re.sub(r"^void\s+", "", text)
+    base = re.match(r"[^<(]*", text).group(0)
+    if base and ("::" in base or len(base) < len(text)) and " " not in base.strip():
+        rest = text[len(base):]
+        text = (base.split("::")[-1] or base) + ("<\u2026>" if rest.startswith("<") else "")
+    return _shorten(text, SUBJECT_SHORT_LIMIT)
+
+
+def gain_text(gain: float | None) -> str | None:
+    """A gain share as a percentage; a real but tiny gain reads `<1%`, never `0%`."""
+    if not gain or gain <= 0:
+        return None
+    return "<1%" if gain < 0.005 else f"{100 * gain:.0f}%"
 
 
 @dataclass
@@ -42,6 +67,7 @@ class FindingView:
     subject_label: str
     subject_name: str
     subject_full: str
+    subject_short: str
     gain: str | None
     evidence: list[EvidenceItem]
     fix: Markup
@@ -84,11 +110,12 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> Fin
     if f.subject is not None:
         subject_label = f"{f.subject.kind} {f.subject.id}"
         name = f.subject.name if f.subject.name and f.subject.name not in (subject_label, f.subject.id) else ""
-    short = name if len(name) <= SUBJECT_NAME_LIMIT else name[: SUBJECT_NAME_LIMIT - 1] + "\u2026"
+    short = _shorten(name, SUBJECT_NAME_LIMIT)
     return FindingView(
         index=index, anchor=f"finding-{index}", f=f, subject_label=subject_label, subject_name=short,
         subject_full=name,
-        gain=f"{100 * f.estimated_gain:.0f}%" if f.estimated_gain and f.estimated_gain > 0 else None,
+        gain=gain_text(f.estimated_gain),
+        subject_short=short_subject_name(name) if name else "",
         evidence=_evidence(f, meanings),
         fix=render_inline(f.fix or ""), verify=render_inline(f.verify or ""),
         meaning=part("meaning"), fix_detail=part("fix"), verify_detail=part("verify"),
