@@ -24,39 +24,99 @@ SYNTHETIC = build_pack(None, [HERE / "data" / "synthetic_rules.yaml"])
 SHIPPED = build_pack(rules_dir(), known_facts=catalogue())
 
 
-def _thresholds(pack):
-    out = {0.0, 1.0, -1.0, 1e-05, 100.0}
+def _interesting_values(pack) -> dict[str, list]:
+    """Per fact: the thresholds and literals rules compare it with, and values just either side."""
+    from diagnoser.rulespec.model import Condition
+
+    out: dict[str, set] = {}
+
+    def walk(c: Condition, rule):
+        if c.kind == "fact":
+            vals = out.setdefault(c.fact, set())
+            target = rule.params[c.param] if c.param is not None else c.value
+            items = target if isinstance(target, tuple) else (target,)
+            for t in items:
+                if isinstance(t, bool) or isinstance(t, str):
+                    vals.update({t, not t} if isinstance(t, bool) else {t, t + "_x"})
+                elif isinstance(t, (int, float)):
+                    vals.update({t, t * 0.5, t * 1.5, t + 1e-06, t - 1e-06, -t, 0, t * 1e6})
+            if c.op == "matches":
+                vals.update({"gemm_f32", "x"})
+        for i in c.items:
+            walk(i, rule)
+
+    for rule in pack.rules.values():
+        walk(rule.when, rule)
+        for f in set(rule.requires) | rule.when.facts():
+            out.setdefault(f, set()).update({0.0, 1.0, "x"})
+    return {k: sorted(v, key=repr) for k, v in out.items()}
+
+
+def _satisfying_values(rule) -> dict[str, list]:
+    """Values that make each of the rule's fact conditions true (polarity ignored: a bias, not a solver)."""
+    out: dict[str, list] = {}
+
+    def walk(c):
+        for i in c.items:
+            walk(i)
+        if c.kind != "fact":
+            return
+        t = rule.params[c.param] if c.param is not None else c.value
+        if c.op in ("lt", "lte"):
+            v = [t - abs(t) * 0.5 - 1, t] if c.op == "lte" else [t - abs(t) * 0.5 - 1]
+        elif c.op in ("gt", "gte"):
+            v = [t + abs(t) * 0.5 + 1, t] if c.op == "gte" else [t + abs(t) * 0.5 + 1]
+        elif c.op == "eq":
+            v = [t]
+        elif c.op == "in":
+            v = list(t)
+        elif c.op == "neq":
+            v = [t + 1] if isinstance(t, (int, float)) and not isinstance(t, bool) else [not t] if isinstance(t, bool) else [str(t) + "_other"]
+        else:
+            return
+        out.setdefault(c.fact, []).extend(v)
+
+    walk(rule.when)
+    return out
+
+
+def random_fact_set(rng, pack, interesting):
+    """Run-level and subject facts drawn mostly near the rules' thresholds, sometimes wild."""
+    scopes = sorted({r.scope for r in pack.rules.values()} - {"run"})
+    facts_by_scope: dict[str, set] = {}
     for r in pack.rules.values():
-        out.update(float(v) for v in r.params.values() if isinstance(v, (int, float)) and not isinstance(v, bool))
-    return sorted(out)
+        facts_by_scope.setdefault(r.scope, set()).update(r.when.facts() | set(r.requires))
+    wild = [float("nan"), float("inf"), -float("inf"), 1e-12, 1e300, 10**18, True, False, "", "x\"y"]
 
+    focus = rng.choice(sorted(pack.rules))  # one rule's facts are nearly all present, others often absent
+    focus_facts = set(pack.rules[focus].requires) | pack.rules[focus].when.facts()
+    p_absent = rng.choice([0.1, 0.3, 0.6])
 
-def _strings(pack):
-    out = {"train", "infer", "eval", "gemm_f32", "gemm_bf16", "x"}
-    for r in pack.rules.values():
-        out.update(v for v in r.params.values() if isinstance(v, str))
-    return sorted(out)
+    satisfying = _satisfying_values(pack.rules[focus])
 
+    def draw(names):
+        vals = {}
+        for name in sorted(names):
+            if name in satisfying and rng.random() < 0.8:
+                vals[name] = rng.choice(satisfying[name])
+                continue
+            roll = rng.random()
+            if roll < (0.03 if name in focus_facts else p_absent):
+                continue
+            vals[name] = rng.choice(wild) if roll > 0.97 else rng.choice(interesting[name])
+        return vals
 
-def value_strategy(pack):
-    near = st.sampled_from(_thresholds(pack)).flatmap(
-        lambda t: st.sampled_from([t, t * 0.5, t * 1.5, t + 1e-06, t - 1e-06, -t, t * 1e6]))
-    return st.one_of(
-        near, near, near,
-        st.floats(allow_nan=True, allow_infinity=True, width=64),
-        st.integers(-10**18, 10**18),
-        st.booleans(),
-        st.sampled_from(_strings(pack)),
-    )
+    run = draw(facts_by_scope.get("run", set()))
+    subjects = []
+    for _ in range(rng.randint(0, 4)):
+        scope = rng.choice(scopes) if scopes else "kernel"
+        subjects.append((scope, draw(facts_by_scope.get(scope, set()))))
+    return run, subjects
 
 
 def fact_sets(pack):
-    facts = sorted(set().union(*(r.when.facts() | set(r.requires) for r in pack.rules.values())))
-    scopes = sorted({r.scope for r in pack.rules.values()} - {"run"})
-    vals = value_strategy(pack)
-    run = st.dictionaries(st.sampled_from(facts), vals, max_size=len(facts))
-    subject = st.tuples(st.sampled_from(scopes or ["kernel"]), st.dictionaries(st.sampled_from(facts), vals, max_size=6))
-    return st.tuples(run, st.lists(subject, max_size=4))
+    interesting = _interesting_values(pack)
+    return st.randoms(use_true_random=False).map(lambda rng: random_fact_set(rng, pack, interesting))
 
 
 def _findings(pack, run_facts, subjects, matcher):
@@ -84,6 +144,23 @@ def test_durable_matches_reference_on_synthetic_pack(data):
 def test_durable_matches_reference_on_every_shipped_rule(data):
     assert len(SHIPPED.rules) >= 20, "the shipped rule packs are missing"
     _check(SHIPPED, data)
+
+
+def test_random_fact_sets_exercise_every_shipped_rule_both_ways():
+    """Guard: over 1,000 generated sets every shipped rule both fires and stays silent somewhere."""
+    import random
+
+    rng = random.Random(7)
+    interesting = _interesting_values(SHIPPED)
+    fired_any: dict[str, int] = {}
+    for _ in range(1000):
+        run_facts, subjects = random_fact_set(rng, SHIPPED, interesting)
+        for rid, _ in set(_findings(SHIPPED, run_facts, subjects, reference_matcher)):
+            fired_any[rid] = fired_any.get(rid, 0) + 1
+    never = sorted(set(SHIPPED.rules) - set(fired_any))
+    always = sorted(r for r, n in fired_any.items() if n >= 1000)
+    assert not never, f"rules never fired by the generator: {never}"
+    assert not always, f"rules that always fired: {always}"
 
 
 def test_differential_test_can_fail():
