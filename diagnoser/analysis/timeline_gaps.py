@@ -21,12 +21,13 @@ import pandas as pd
 
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
+from .timeline_names import name_mask
 from .timeline_steps import PHASE_PATTERNS, Steps
 
 IDLE_CLASSES = ("data", "sync", "launch", "communication", "unexplained")
 
 SYNC_API = re.compile(r"^(?:cuda|cu)(?:Stream|Device|Event|Ctx)Synchronize|^cudaMemcpy(?:2D|3D)?(?:_v\d+)?$|"
-                      r"^cuMemcpy(?:DtoH|HtoD|DtoD)?(?:_v\d+)?$|^cudaStreamQuery")
+                      r"^cuMemcpy(?:DtoH|HtoD|DtoD)?(?:_v\d+)?$")
 MEMCPY_API = re.compile(r"^(?:cudaMemcpy|cuMemcpy)")
 # ops that read a value back to the host; they sync only when they copy (the API calls say so),
 # so they are never counted as CPU-side data work
@@ -35,6 +36,8 @@ LAUNCH_API = re.compile(r"^(?:cudaLaunch|cuLaunch|cudaGraphLaunch|cuGraphLaunch|
                         r"cuMemsetD)")
 COMM_RANGES = re.compile(r"^nccl:|ProcessGroupNCCL|^c10d::|record_param_comms", re.I)
 COMM_KERNEL = re.compile(r"nccl", re.I)
+NCCL_API = re.compile(r"^nccl")
+DATA_RANGE = PHASE_PATTERNS["data"]
 
 LAUNCH_GAP_MAX_NS = 100_000   # a gap this short with the host busy launching is launch overhead
 MAJORITY = 0.5                # share of a gap a host activity must cover to explain it
@@ -78,26 +81,25 @@ def host_activity(tl: Timeline) -> HostActivity:
     copies = gpu[gpu["kind"] == "memcpy"]
     blocking_corr = set(copies.loc[(copies["copy_kind"] == "DtoH") | copies["pageable"], "correlation"].tolist())
     pageable_corr = set(copies.loc[copies["pageable"], "correlation"].tolist())
-    is_copy_call = host["name"].str.match(MEMCPY_API.pattern)
-    sync_calls = host[host["name"].str.match(SYNC_API.pattern) | (is_copy_call & host["correlation"].isin(blocking_corr))]
+    is_copy_call = name_mask(host["name"], MEMCPY_API)
+    sync_calls = host[name_mask(host["name"], SYNC_API) | (is_copy_call & host["correlation"].isin(blocking_corr).to_numpy())]
     ops = ranges[ranges["kind"] == "op"]
     sync = IntervalSet.of(sync_calls["start_ns"], sync_calls["end_ns"])
 
-    marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"])
-                         & ranges["name"].str.contains(PHASE_PATTERNS["data"].pattern, case=False, regex=True)]
+    marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(ranges["name"], DATA_RANGE)]
     top = _top_level_ops(ops.reset_index(drop=True))
     cpu_only = top[_calls_inside(top, host) == 0] if len(top) else top
-    cpu_only = cpu_only[~cpu_only["name"].str.match(SYNC_OPS.pattern)]
+    cpu_only = cpu_only[~name_mask(cpu_only["name"], SYNC_OPS)]
     data = IntervalSet.of(np.concatenate((marked_data["start_ns"], cpu_only["start_ns"])),
                           np.concatenate((marked_data["end_ns"], cpu_only["end_ns"])))
 
-    launch_calls = host[host["name"].str.match(LAUNCH_API.pattern)]
+    launch_calls = host[name_mask(host["name"], LAUNCH_API)]
     launching_ops = top[_calls_inside(top, host) > 0] if len(top) else top
     launch = IntervalSet.of(np.concatenate((launch_calls["start_ns"], launching_ops["start_ns"])),
                             np.concatenate((launch_calls["end_ns"], launching_ops["end_ns"])))
 
-    comm_r = ranges[ranges["name"].str.contains(COMM_RANGES.pattern, case=False, regex=True)]
-    comm_calls = host[host["name"].str.match(r"^nccl")]
+    comm_r = ranges[name_mask(ranges["name"], COMM_RANGES)]
+    comm_calls = host[name_mask(host["name"], NCCL_API)]
     comm = IntervalSet.of(np.concatenate((comm_r["start_ns"], comm_calls["start_ns"])),
                           np.concatenate((comm_r["end_ns"], comm_calls["end_ns"])))
     pc = host[is_copy_call & host["correlation"].isin(pageable_corr)]
@@ -120,7 +122,7 @@ def device_busy(tl: Timeline) -> list[DeviceBusy]:
     calls = tl.host[tl.host["correlation"] >= 0].drop_duplicates("correlation")
     returned = pd.Series(calls["end_ns"].to_numpy(), index=calls["correlation"].to_numpy())
     for dev, g in gpu.groupby("device", sort=True):
-        is_comm = ((g["kind"] == "kernel") & g["name"].str.contains(COMM_KERNEL.pattern, case=False)).to_numpy()
+        is_comm = (g["kind"] == "kernel").to_numpy() & name_mask(g["name"], COMM_KERNEL)
         s, e = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
         launched = g["correlation"].map(returned).fillna(-1).to_numpy(dtype=np.int64)
         cs, cl = s[~is_comm], launched[~is_comm]

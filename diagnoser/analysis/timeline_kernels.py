@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
-from .timeline_steps import OPTIMIZER_ANNOTATION, OPTIMIZER_NVTX, Steps, launch_times
+from .timeline_names import name_mask, optimizer_ranges
+from .timeline_steps import Steps, launch_times
 
 KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
                      "communication", "optimizer", "other")
@@ -47,6 +48,7 @@ ATTENTION_WINDOW_KERNELS = 8  # how far (in kernels on the stream) a GEMM may si
 BACKWARD_KERNEL = re.compile(r"backward|bprop|dgrad|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
 FUSED_OPTIMIZER = re.compile(r"Fused|fused", re.I)
 MULTI_TENSOR = re.compile(r"multi_tensor_apply", re.I)
+TRAINING_RANGE = re.compile(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^autograd::engine", re.I)
 
 SHORT_KERNEL_NS = 10_000
 
@@ -93,9 +95,7 @@ def kernel_table(tl: Timeline, steps: Steps) -> KernelTable:
     gpu["dur_ns"] = (gpu["end_ns"] - gpu["start_ns"]).clip(lower=0)
     cat = categorize(gpu["name"])
     cat[gpu["kind"] != "kernel"] = "copy"
-    r = tl.ranges
-    opt = r[((r["kind"] == "annotation") & r["name"].str.match(OPTIMIZER_ANNOTATION.pattern))
-            | ((r["kind"] == "nvtx") & r["name"].str.match(OPTIMIZER_NVTX.pattern, case=False))]
+    opt = optimizer_ranges(tl)
     in_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(gpu["launch_ns"].to_numpy())
     gpu["in_optimizer"] = in_opt
     gpu["category"] = np.where(in_opt & (gpu["kind"] == "kernel").to_numpy() & (cat != "communication").to_numpy(),
@@ -201,15 +201,13 @@ def optimizer_stats(tl: Timeline, kt: KernelTable, steps: Steps) -> dict:
     if rows.empty:
         return out
     n = len(rows)
-    multi = rows["name"].str.contains(MULTI_TENSOR.pattern, case=False, regex=True)
-    fused = multi & rows["name"].str.contains(FUSED_OPTIMIZER.pattern, regex=True)
+    multi = name_mask(rows["name"], MULTI_TENSOR)
+    fused = multi & name_mask(rows["name"], FUSED_OPTIMIZER)
     out["optimizer_kernels_per_step"] = n / max(kt.steady_steps, 1)
     out["optimizer_single_tensor_pct"] = 100.0 * float((~multi).sum()) / n
     out["optimizer_style"] = ("fused" if fused.mean() >= 0.5 else "foreach" if multi.mean() >= 0.5 else "single_tensor")
     out["optimizer_gpu_pct"] = 100.0 * float(rows["dur_ns"].sum()) / max(kt.steady_ns, 1)
-    r = tl.ranges
-    opt = r[((r["kind"] == "annotation") & r["name"].str.match(OPTIMIZER_ANNOTATION.pattern))
-            | ((r["kind"] == "nvtx") & r["name"].str.match(OPTIMIZER_NVTX.pattern, case=False))]
+    opt = optimizer_ranges(tl)
     if len(opt):
         iv = IntervalSet.of(opt["start_ns"], opt["end_ns"])
         idx = steps.steady
@@ -220,11 +218,9 @@ def optimizer_stats(tl: Timeline, kt: KernelTable, steps: Steps) -> dict:
 
 def is_training(tl: Timeline, kt: KernelTable) -> bool:
     """Training if the trace shows backward or optimizer work (ranges, annotations or kernels)."""
-    r = tl.ranges
-    marks = r["name"].str.contains(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^autograd::engine", case=False, regex=True)
-    if bool(marks.any()):
+    if name_mask(tl.ranges["name"], TRAINING_RANGE).any():
         return True
     k = kt.rows[kt.rows["kind"] == "kernel"]
     if k.empty:
         return False
-    return bool(k["name"].str.contains(BACKWARD_KERNEL.pattern, regex=True).any() or (k["category"] == "optimizer").any())
+    return bool(name_mask(k["name"], BACKWARD_KERNEL).any() or (k["category"] == "optimizer").any())

@@ -20,11 +20,10 @@ import pandas as pd
 
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
+from .timeline_names import name_mask, optimizer_ranges
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 NVTX_STEP = re.compile(r"^(?:train[_ ]?|training[_ ]?|eval[_ ]?|infer(?:ence)?[_ ]?)?(?:step|iter|iteration)[ _#:.-]?(\d+)$", re.I)
-OPTIMIZER_ANNOTATION = re.compile(r"^Optimizer\.step#")
-OPTIMIZER_NVTX = re.compile(r"^(?:optimizer|optim|optimizer[_ .]step|opt[_ .]step)$", re.I)
 COMM_KERNEL = re.compile(r"nccl", re.I)
 
 # Phases a step is cut into when the code annotates them (NVTX names, torch annotations, ops).
@@ -96,20 +95,17 @@ def launch_times(tl: Timeline, known: bool = False):
 
 def _marker_steps(tl: Timeline) -> tuple[str, pd.DataFrame] | None:
     r = tl.ranges
-    prof = r[(r["kind"] == "annotation") & r["name"].str.match(PROFILER_STEP.pattern)]
+    prof = r[(r["kind"] == "annotation").to_numpy() & name_mask(r["name"], PROFILER_STEP)]
     if len(prof) >= 1:
         return "profiler_step", _non_nested(prof)
-    nvtx = r[(r["kind"] == "nvtx") & r["name"].str.match(NVTX_STEP.pattern, case=False)]
+    nvtx = r[(r["kind"] == "nvtx").to_numpy() & name_mask(r["name"], NVTX_STEP)]
     if len(nvtx) >= 1:
         return "nvtx", _non_nested(nvtx)
     return None
 
 
 def _optimizer_steps(tl: Timeline) -> pd.DataFrame | None:
-    r = tl.ranges
-    opt = r[((r["kind"] == "annotation") & r["name"].str.match(OPTIMIZER_ANNOTATION.pattern))
-            | ((r["kind"] == "nvtx") & r["name"].str.match(OPTIMIZER_NVTX.pattern, case=False))]
-    opt = _non_nested(opt)
+    opt = _non_nested(optimizer_ranges(tl))
     if len(opt) < 2:
         return None
     ends = opt["end_ns"].to_numpy()
@@ -131,7 +127,7 @@ def _kernel_pattern_steps(tl: Timeline) -> pd.DataFrame | None:
     GPU executes at a steady pace); the cuts are the anchor kernel's launch calls on the host.
     """
     gpu = tl.gpu
-    kern = (gpu["kind"] == "kernel").to_numpy() & ~gpu["name"].astype(str).str.contains(COMM_KERNEL.pattern, case=False).to_numpy()
+    kern = (gpu["kind"] == "kernel").to_numpy() & ~name_mask(gpu["name"], COMM_KERNEL)
     if not kern.any():
         return None
     launched, known = launch_times(tl, known=True)
@@ -210,8 +206,8 @@ def phase_ms(tl: Timeline, steps: Steps) -> dict[str, float]:
     r = tl.ranges
     idx = steps.steady
     for phase, pat in PHASE_PATTERNS.items():
-        sel = r[r["name"].str.contains(pat.pattern, case=False, regex=True)
-                & r["kind"].isin(["nvtx", "annotation"] if phase != "backward" else ["nvtx", "annotation", "op"])]
+        kinds = ["nvtx", "annotation"] if phase != "backward" else ["nvtx", "annotation", "op"]
+        sel = r[name_mask(r["name"], pat) & r["kind"].isin(kinds).to_numpy()]
         if sel.empty:
             continue
         ivs = IntervalSet.of(sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
