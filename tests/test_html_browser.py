@@ -134,6 +134,23 @@ def test_report_has_dark_mode_and_a_print_layout(browser, tmp_path):
         light.close()
 
 
+def test_report_and_handbook_fit_a_phone_screen(browser, tmp_path):
+    """Wide tables, code and charts scroll inside their boxes; the page itself never scrolls sideways."""
+    pages = {"report.html": render_html(synthetic_report()), "playbooks.html": render_playbook_html(load_pack())}
+    for name, html in pages.items():
+        context = browser.new_context(viewport={"width": 420, "height": 900})
+        try:
+            page = context.new_page()
+            page.goto(_write(tmp_path, name, html).as_uri())
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 420, f"{name} is {width}px wide on a 420px screen"
+            if name == "report.html":
+                page.screenshot(path=str(tmp_path / "report-phone.png"), full_page=True)
+                print(f"screenshot: {tmp_path / 'report-phone.png'}")
+        finally:
+            context.close()
+
+
 @pytest.mark.parametrize("inputs, charts", [
     (["torch/host_sync.pt.trace.json.gz"], ["steps", "kernel_categories"]),
     (["ncu/small_kernels.ncu-rep.gz"], ["kernel_sol"]),
