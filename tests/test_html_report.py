@@ -159,9 +159,13 @@ def synthetic_charts() -> dict:
         "kernel_categories": [{"category": "gemm", "time_ms": 120.0, "share_pct": 55.0},
                               {"category": "elementwise", "time_ms": 60.0, "share_pct": 27.5},
                               {"category": "other", "time_ms": 8.0, "share_pct": 3.7}],
-        "kernel_sol": [{"id": "0", "name": "nvjet_tst_128x256", "sm_pct": 93.0, "mem_pct": 94.0, "time_share_pct": 40.0, "category": "near_speed_of_light"},
-                       {"id": "7", "name": EVIL_KERNEL, "sm_pct": 5.0, "mem_pct": 99.0, "time_share_pct": 10.0, "category": "memory_bound"},
-                       {"id": "3", "name": "tiny_grid", "sm_pct": 0.05, "mem_pct": 0.01, "time_share_pct": 0.1, "category": "latency_bound"}],
+        "kernel_sol": [
+            {"id": "0", "name": "nvjet_tst_128x256", "sm_pct": 93.0, "mem_pct": 94.0, "time_share_pct": 40.0,
+             "category": "near_speed_of_light"},
+            {"id": "7", "name": EVIL_KERNEL, "sm_pct": 5.0, "mem_pct": 99.0, "time_share_pct": 10.0,
+             "category": "memory_bound"},
+            {"id": "3", "name": "tiny_grid", "sm_pct": 0.05, "mem_pct": 0.01, "time_share_pct": 0.1,
+             "category": "latency_bound"}],
         "memory_composition": [{"owner": "activations", "bytes": 6 << 30, "share_pct": 60.0},
                                {"owner": "parameters", "bytes": 4 << 30, "share_pct": 40.0}],
         "memory_timeline": [{"t_ms": 10.0 * i, "allocated_bytes": (i % 40) * 200_000_000,
@@ -206,7 +210,9 @@ def test_synthetic_report_is_well_formed_and_self_contained():
 
 def test_kernel_names_and_messages_with_markup_render_as_text():
     """A C++ kernel name and a message carrying <script> are escaped, never interpreted."""
-    html = render_html(synthetic_report())
+    report = synthetic_report()
+    report.findings[1].fix = "Pad `f<int>`'s array; see [docs](https://evil.example/x) or <https://evil.example/y>."
+    html = render_html(report)
     checker = check_html(html)  # a raw `<int>` or `<b>` would unbalance the tags
     assert checker.tags["script"] == 0 and checker.tags["i"] == 0 and checker.tags["b"] == 0
     assert "void f&lt;int&gt;(float*, int const&amp;) [with T = &lt;b&gt;int&lt;/b&gt;]" in html
@@ -216,8 +222,10 @@ def test_kernel_names_and_messages_with_markup_render_as_text():
     assert "void f<int>(...) replays accesses <script>alert('x')</script> 1.05e9 times" in text
     assert "Bank conflicts in <b>shared</b> memory" in text
     assert "runs/<b>trace</b>.pt.trace.json" in text and "a note with <i>markup</i> & an ampersand" in text
-    # a dangerous reference is shown, not linked
+    # a dangerous reference is shown, not linked; a link in text built from trace data stays text
     assert "javascript:alert(1)" in text
+    assert "see [docs](https://evil.example/x) or <https://evil.example/y>." in text
+    assert not any("evil" in h for h in checker.attr_values(name="href"))
     assert not any(h.startswith("javascript") for h in checker.attr_values(name="href"))
 
 
@@ -330,7 +338,7 @@ def test_memory_timeline_scales_bytes_to_gib_ticks():
     chart = charts_mod.memory_timeline_chart(pts)
     ticks = [t["text"] for t in chart.texts if t["cls"] == "tick" and t["anchor"] == "end"]
     assert ticks == ["0", "1", "2", "3", "4"]
-    top_tick_y = min(l["y1"] for l in chart.lines if l["cls"] == "grid")
+    top_tick_y = min(line["y1"] for line in chart.lines if line["cls"] == "grid")
     last = chart.polylines[0]["points"].split()[-1]  # reserved line ends at 4 GiB = the top tick
     assert float(last.split(",")[1]) == pytest.approx(top_tick_y, abs=0.11)
 

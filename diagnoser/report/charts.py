@@ -311,7 +311,8 @@ def kernel_sol_chart(rows: list[dict], colours: dict[str, str] | None = None) ->
         chart.texts.append({"x": px(t), "y": top + size + 16, "text": str(t), "anchor": "middle", "cls": "tick"})
         chart.texts.append({"x": left - 6, "y": _r(py(t) + 4), "text": str(t), "anchor": "end", "cls": "tick"})
     chart.texts += [
-        {"x": _r(left + size / 2), "y": height - 6, "text": "memory throughput, % of peak", "anchor": "middle", "cls": "axis-label"},
+        {"x": _r(left + size / 2), "y": height - 6, "text": "memory throughput, % of peak", "anchor": "middle",
+         "cls": "axis-label"},
         {"x": 14, "y": _r(top + size / 2), "text": "SM %", "anchor": "middle", "cls": "axis-label"},
     ]
     colours = colours or palette(str(r.get("category")) for r in sorted(rows, key=lambda r: -_num(r.get("time_share_pct"))))
@@ -341,7 +342,8 @@ def kernel_sol_chart(rows: list[dict], colours: dict[str, str] | None = None) ->
                      {"label": f"latency-bound: both under {SOL_KNEE_PCT:.0f}% of peak", "cls": "r-latency"}]
     table_rows = sorted(rows, key=lambda r: -_num(r.get("time_share_pct")))
     chart.table = {
-        "caption": "Kernels by share of GPU time" + (f" (top {MAX_KERNEL_ROWS} of {len(rows)})" if len(rows) > MAX_KERNEL_ROWS else ""),
+        "caption": "Kernels by share of GPU time"
+                   + (f" (top {MAX_KERNEL_ROWS} of {len(rows)})" if len(rows) > MAX_KERNEL_ROWS else ""),
         "headers": ["id", "kernel", "SM %", "memory %", "time share", "category"],
         "numeric": [False, False, True, True, True, False],
         "mono": [False, True, False, False, False, False],
@@ -392,7 +394,8 @@ def memory_timeline_chart(points: list[dict]) -> Chart | None:
     chart.polygons.append({"points": f"{px(points[0].get('t_ms'))},{base} {alloc} {px(points[-1].get('t_ms'))},{base}",
                            "cls": "area-allocated", "tip": ""})
     chart.polylines.append({"points": " ".join(f"{px(p.get('t_ms'))},{py(p.get('reserved_bytes'))}" for p in points),
-                            "cls": "line-reserved", "tip": f"reserved, peak {fmt_bytes(max(_num(p.get('reserved_bytes')) for p in points))}"})
+                            "cls": "line-reserved",
+                            "tip": f"reserved, peak {fmt_bytes(max(_num(p.get('reserved_bytes')) for p in points))}"})
     chart.polylines.append({"points": alloc, "cls": "line-allocated",
                             "tip": f"allocated, peak {fmt_bytes(max(_num(p.get('allocated_bytes')) for p in points))}"})
     chart.lines.append({"x1": left, "y1": base, "x2": width - right, "y2": base, "cls": "axis"})

@@ -117,7 +117,7 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> Fin
         gain=gain_text(f.estimated_gain),
         subject_short=short_subject_name(name) if name else "",
         evidence=_evidence(f, meanings),
-        fix=render_inline(f.fix or ""), verify=render_inline(f.verify or ""),
+        fix=render_inline(f.fix or "", links=False), verify=render_inline(f.verify or "", links=False),
         meaning=part("meaning"), fix_detail=part("fix"), verify_detail=part("verify"),
         refs=[(r, safe_href(r)) for r in f.refs], playbook_ref=playbook_ref(f),
     )
@@ -138,7 +138,7 @@ def report_view(report) -> dict:
         "findings": findings,
         "top": top,
         "charts": charts,
-        "not_evaluated": [{"n": n, "collect": render_inline(n.collect or "")} for n in report.not_evaluated],
+        "not_evaluated": [{"n": n, "collect": render_inline(n.collect or "", links=False)} for n in report.not_evaluated],
         "notes": report.notes,
     }
 

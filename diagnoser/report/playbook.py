@@ -134,8 +134,11 @@ def safe_href(href: str) -> bool:
     return bool(_SAFE_HREF.match(href)) and not re.match(r"^\s*(javascript|data|vbscript):", href, re.I)
 
 
-def render_inline(text: str) -> Markup:
-    """Inline Markdown (code, links, bold, emphasis, backslash escapes) as escaped HTML."""
+def render_inline(text: str, links: bool = True) -> Markup:
+    """Inline Markdown (code, links, bold, emphasis, backslash escapes) as escaped HTML.
+
+    links=False for text that may carry trace strings (a finding's fix): links stay plain text.
+    """
     out, pos = [], 0
     for m in _INLINE.finditer(text):
         out.append(escape(text[pos:m.start()]))
@@ -144,16 +147,20 @@ def render_inline(text: str) -> Markup:
             out.append(escape(m.group("esc")[1]))
         elif m.group("code"):
             out.append(Markup("<code>%s</code>") % m.group("codetext").strip())
+        elif m.group("link") and not links:
+            out.append(escape(m.group("link")))
         elif m.group("link"):
             href, label = m.group("href"), render_inline(m.group("label"))
             out.append(Markup('<a href="%s">%s</a>') % (href, label) if safe_href(href)
                        else label + escape(f" ({href})"))
+        elif m.group("auto") and not links:
+            out.append(escape(m.group("auto")))
         elif m.group("auto"):
             out.append(Markup('<a href="%s">%s</a>') % (m.group("autohref"), m.group("autohref")))
         elif m.group("strong"):
-            out.append(Markup("<strong>%s</strong>") % render_inline(m.group("strongtext")))
+            out.append(Markup("<strong>%s</strong>") % render_inline(m.group("strongtext"), links))
         else:
-            out.append(Markup("<em>%s</em>") % render_inline(m.group("emtext") or m.group("emtext2")))
+            out.append(Markup("<em>%s</em>") % render_inline(m.group("emtext") or m.group("emtext2"), links))
     out.append(escape(text[pos:]))
     return Markup("").join(out)
 
