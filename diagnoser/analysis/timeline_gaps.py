@@ -7,7 +7,8 @@ says why the GPU had nothing to do, judged from the host side:
   data           the host is loading/preprocessing input: NVTX/annotation data ranges, DataLoader,
                  or CPU operators that launch no GPU work (ops on host tensors)
   sync           the host is blocked in a host-device synchronization when the GPU runs dry
-                 (cudaStreamSynchronize, blocking or device-to-host/pageable copies, .item())
+                 (cudaStreamSynchronize / cudaDeviceSynchronize, blocking, device-to-host or pageable
+                 copies; `.item()` shows up as its device-to-host copy plus stream sync)
   launch         short gaps while the host is launching work: the GPU waits for the next launch
   unexplained    long gaps with no recognized host activity (Python work, sleeps, other threads)
 """
