@@ -52,6 +52,11 @@ class EvidenceItem:
     numeric: bool
 
     @property
+    def wide(self) -> bool:
+        """Long text values (kernel names, regexes) get a double-width card."""
+        return not self.numeric and len(self.value) > 28
+
+    @property
     def name_parts(self) -> list[str]:
         """The fact name split at underscores, so long names break there (`_<wbr>`)."""
         return self.name.split("_")
