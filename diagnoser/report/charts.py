@@ -217,7 +217,8 @@ def _hbars(key: str, title: str, caption: str, rows: list[tuple[str, list[tuple[
 
 def kernel_categories_chart(rows: list[dict], colours: dict[str, str] | None = None) -> Chart | None:
     """GPU time by kernel category, largest first (the rest folded into `other`)."""
-    rows = sorted((r for r in rows or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_ms")))
+    rows = sorted((r for r in rows or [] if isinstance(r, dict) and _num(r.get("time_ms")) > 0),
+                  key=lambda r: -_num(r.get("time_ms")))
     if not rows:
         return None
     if len(rows) > MAX_BARS:
