@@ -44,6 +44,18 @@ rows = len(tl.gpu) + len(tl.host) + len(tl.ranges)
 print(dt, dc, peak_rss(), rows)
 """
 
+END_TO_END = PEAK_RSS + """
+import sys, time
+from diagnoser.pipeline import diagnose
+from diagnoser.report.render import render_json
+t, c = time.perf_counter(), time.process_time()
+report = diagnose([sys.argv[1]], progress=True)
+text = render_json(report)
+dt, dc = time.perf_counter() - t, time.process_time() - c
+print(dt, dc, peak_rss(), len(report.findings))
+print("first:", next((f.category for f in report.findings if f.severity != "info"), "none"), file=sys.stderr)
+"""
+
 FLOOR = PEAK_RSS + """
 import sys, time
 import msgspec
@@ -80,7 +92,7 @@ print(dt, dc, peak_rss(), len(trace.traceEvents))
 def measure(script: str, path: Path) -> tuple[float, float, int, int]:
     """Run script on path in a fresh interpreter: (wall s, CPU s, peak RSS bytes, count)."""
     out = subprocess.run([sys.executable, "-c", script, str(path)], cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout.split()
+                         stdout=subprocess.PIPE, text=True).stdout.split()
     return float(out[0]), float(out[1]), int(out[2]), int(out[3])
 
 
@@ -118,10 +130,11 @@ def replicate(src: Path, dst: Path, target_bytes: int) -> int:
 def report(label: str, path: Path, repeat: int) -> None:
     """Best of `repeat` runs each, floor and reader alternating (other load on the box adds noise)."""
     size = path.stat().st_size
-    floors, ours = [], []
+    floors, ours, e2e = [], [], []
     for _ in range(repeat):
         floors.append(measure(FLOOR, path))
         ours.append(measure(READER, path))
+        e2e.append(measure(END_TO_END, path))
     mb = size / 1e6
     floor_t, floor_c = min(f[0] for f in floors), min(f[1] for f in floors)
     ours_t, ours_c = min(o[0] for o in ours), min(o[1] for o in ours)
@@ -132,6 +145,11 @@ def report(label: str, path: Path, repeat: int) -> None:
     print(f"  read_torch_trace: {ours_t:6.2f} s wall {ours_c:6.2f} s CPU  {mb / ours_t:5.0f} MB/s"
           f"  peak RSS {ours_rss / 2**20:6,.0f} MiB ({ours_rss / size:.2f}x file size)")
     print(f"  ratio to floor  : {ours_t / floor_t:.2f}x wall, {ours_c / floor_c:.2f}x CPU")
+    e2e_t, e2e_c, e2e_rss = min(e[0] for e in e2e), min(e[1] for e in e2e), max(e[2] for e in e2e)
+    print(f"  diagnose (end to end, read+analyse+rules+JSON): {e2e_t:6.2f} s wall {e2e_c:6.2f} s CPU"
+          f"  {mb / e2e_t:5.0f} MB/s  peak RSS {e2e_rss / 2**20:6,.0f} MiB ({e2e_rss / size:.2f}x file size)")
+    print(f"  end-to-end ratio to floor: {e2e_t / floor_t:.2f}x wall, {e2e_c / floor_c:.2f}x CPU (target <= 3x;"
+          f" RSS target <= 1.5x file size)")
 
 
 def main() -> None:

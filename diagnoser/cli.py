@@ -28,6 +28,9 @@ def write_output(text: str, output: str | None) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
@@ -50,6 +53,10 @@ class DefaultGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:  # `diagnose ... | head`: the reader left; stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
         except DiagnoserError as e:
             raise OneLineError(str(e)) from None
         except Exception as e:  # noqa: BLE001 - never a traceback for the user

@@ -1,27 +1,29 @@
-"""Where the shipped rule packs, playbooks and templates live (inside the installed package)."""
+"""Where the shipped rule packs, playbooks and templates live.
+
+Installed, `rules/` and `playbooks/` ship inside the package as `diagnoser/_rules` and
+`diagnoser/_playbooks` (see pyproject.toml); in a source checkout they are the top-level folders.
+"""
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
+_PACKAGE = Path(__file__).resolve().parent
 
-def _package_dir(package: str, fallback: str) -> Path:
-    try:
-        p = Path(str(resources.files(package)))
-        if p.is_dir() and any(p.iterdir()):
-            return p
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parent.parent / fallback
+
+def _shipped(installed: str, checkout: str) -> Path:
+    inside = _PACKAGE / installed
+    if inside.is_dir():
+        return inside
+    return _PACKAGE.parent / checkout
 
 
 def rules_dir() -> Path:
-    return _package_dir("diagnoser._rules", "rules")
+    return _shipped("_rules", "rules")
 
 
 def playbooks_dir() -> Path:
-    return _package_dir("diagnoser._playbooks", "playbooks")
+    return _shipped("_playbooks", "playbooks")
 
 
 def templates_dir() -> Path:
-    return Path(__file__).resolve().parent / "report" / "templates"
+    return _PACKAGE / "report" / "templates"
