@@ -32,7 +32,7 @@ def fmt_value(value, unit: str = "") -> str:
         text = str(value)
     if unit in ("%", "pct"):
         return text + "%"
-    return f"{text} {unit}".strip() if unit and unit not in ("count", "bool", "") else text
+    return f"{text} {unit}".strip() if unit and unit not in ("count", "bool", "ratio", "") else text
 
 
 def playbook_ref(finding) -> str:
