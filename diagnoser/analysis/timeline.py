@@ -81,7 +81,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     for phase, ms in phase_ms(tl, steps).items():
         v[f"phase_{phase}_ms"] = ms
     lo, hi = steps.steady_span
-    span = max(hi - lo, 1)
+    windows = steps.steady_windows
+    span = max(windows.total, 1)
 
     act = host_activity(tl)
     devices = device_busy(tl)
@@ -96,8 +97,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
     gaps = idle_gaps(dev, steps, act)
     idle_ns = {c: int((gaps.end - gaps.start)[gaps.cls == c].sum()) for c in IDLE_CLASSES}
-    busy_ns = int(dev.compute.overlap(lo, hi))
-    comm_ns = int(dev.comm.overlap(lo, hi))
+    busy_ns = int(dev.compute.overlap(windows.starts, windows.ends).sum())
+    comm_ns = int(dev.comm.overlap(windows.starts, windows.ends).sum())
     steps_chart = [{
         "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
         "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,

@@ -172,30 +172,37 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     """Spans of the steady steps with no compute work on the device, classified."""
     lo, hi = steps.steady_span
     gs, ge = dev.compute.gaps(lo, hi)
+    windows = steps.steady_windows
     nxt = np.searchsorted(dev.compute_start, ge, side="left")
     launched = dev.compute_launched[np.minimum(nxt, max(dev.compute_start.size - 1, 0))] if dev.compute_start.size else np.full(ge.size, -1)
     queued = (nxt < dev.compute_start.size) & (launched >= 0) & (launched <= gs)
     cls = classify_gaps(gs, ge, act, dev.comm, queued)
-    # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact
-    cuts = steps.start[steps.steady][1:]
-    if cuts.size and gs.size:
-        edges = np.unique(np.concatenate((gs, ge, cuts)))
+    # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,
+    # keeping only the pieces inside steady step windows
+    cuts = np.concatenate((windows.starts, windows.ends))
+    if gs.size:
+        edges = np.sort(np.concatenate((gs, ge, cuts)))
+        edges = edges[np.concatenate(([True], edges[1:] != edges[:-1]))]
         mids = edges[:-1] + (edges[1:] - edges[:-1]) // 2
         owner = np.searchsorted(gs, mids, side="right") - 1
-        inside = (owner >= 0) & (mids < ge[np.maximum(owner, 0)])
+        inside = (owner >= 0) & (mids < ge[np.maximum(owner, 0)]) & windows.contains(mids)
         gs, ge, cls = edges[:-1][inside], edges[1:][inside], cls[owner[inside]]
     return Gaps(dev.device, gs, ge, cls)
 
 
 def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps) -> list[dict]:
     """For each steady step: window, busy time, idle time by class (ns)."""
-    rows = []
-    step_idx = np.searchsorted(steps.start, gaps.start, side="right") - 1
-    for i in steps.steady:
-        s, e = int(steps.start[i]), int(steps.end[i])
-        busy = int(dev.busy.overlap(s, e))
-        sel = step_idx == i
-        by_cls = {c: int((gaps.end[sel & (gaps.cls == c)] - gaps.start[sel & (gaps.cls == c)]).sum()) for c in IDLE_CLASSES}
-        rows.append({"index": int(i), "label": steps.labels[i], "start_ns": s, "end_ns": e,
-                     "busy_ns": busy, "compute_ns": int(dev.compute.overlap(s, e)), "idle_ns_by_class": by_cls})
-    return rows
+    idx = steps.steady
+    s, e = steps.start[idx], steps.end[idx]
+    busy = dev.busy.overlap(s, e)
+    compute = dev.compute.overlap(s, e)
+    step_of_gap = np.searchsorted(s, gaps.start, side="right") - 1
+    dur = gaps.end - gaps.start
+    by_cls = {}
+    for c in IDLE_CLASSES:
+        sel = (gaps.cls == c) & (step_of_gap >= 0)
+        by_cls[c] = np.bincount(step_of_gap[sel], weights=dur[sel], minlength=idx.size)
+    return [{"index": int(i), "label": steps.labels[i], "start_ns": int(s[k]), "end_ns": int(e[k]),
+             "busy_ns": int(busy[k]), "compute_ns": int(compute[k]),
+             "idle_ns_by_class": {c: int(by_cls[c][k]) for c in IDLE_CLASSES}}
+            for k, i in enumerate(idx.tolist())]

@@ -53,29 +53,35 @@ TRAINING_RANGE = re.compile(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^
 SHORT_KERNEL_NS = 10_000
 
 
+def _per_name(names: pd.Series, label) -> pd.Series:
+    """Apply `label(name)` once per distinct name and spread the result over the rows."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes, uniques = names.cat.codes.to_numpy(), names.cat.categories
+    else:
+        codes, uniques = pd.factorize(names.astype(object), use_na_sentinel=True)
+    labels = np.array([label(str(u)) for u in uniques] + [label("")], dtype=object)
+    return pd.Series(labels[codes], index=names.index, dtype=object)
+
+
+def _category(name: str) -> str:
+    for label, pat in CATEGORY_PATTERNS:
+        if pat.search(name):
+            return label
+    return "other"
+
+
+def _tensor_core(name: str) -> str:
+    return "no" if NO_TENSOR_CORE.search(name) else ("yes" if TENSOR_CORE.search(name) else "unknown")
+
+
 def categorize(names: pd.Series) -> pd.Series:
     """Category of each kernel name (see CATEGORY_PATTERNS)."""
-    names = names.astype(str)
-    uniq = pd.unique(names)
-    cat = {}
-    for n in uniq:
-        c = "other"
-        for label, pat in CATEGORY_PATTERNS:
-            if pat.search(n):
-                c = label
-                break
-        cat[n] = c
-    return names.map(cat).astype(object)
+    return _per_name(names, _category)
 
 
 def tensor_core_use(names: pd.Series) -> pd.Series:
     """'no' | 'yes' | 'unknown' for each GEMM kernel name."""
-    names = names.astype(str)
-    uniq = pd.unique(names)
-    use = {}
-    for n in uniq:
-        use[n] = "no" if NO_TENSOR_CORE.search(n) else ("yes" if TENSOR_CORE.search(n) else "unknown")
-    return names.map(use).astype(object)
+    return _per_name(names, _tensor_core)
 
 
 @dataclass
@@ -88,10 +94,10 @@ class KernelTable:
 
 
 def kernel_table(tl: Timeline, steps: Steps) -> KernelTable:
-    lo, hi = steps.steady_span
+    windows = steps.steady_windows
     gpu = tl.gpu.copy()
     gpu["launch_ns"] = launch_times(tl)
-    gpu = gpu[(gpu["start_ns"] >= lo) & (gpu["start_ns"] < hi)].copy()
+    gpu = gpu[windows.contains(gpu["start_ns"].to_numpy())].copy()
     gpu["dur_ns"] = (gpu["end_ns"] - gpu["start_ns"]).clip(lower=0)
     cat = categorize(gpu["name"])
     cat[gpu["kind"] != "kernel"] = "copy"
@@ -100,7 +106,7 @@ def kernel_table(tl: Timeline, steps: Steps) -> KernelTable:
     gpu["in_optimizer"] = in_opt
     gpu["category"] = np.where(in_opt & (gpu["kind"] == "kernel").to_numpy() & (cat != "communication").to_numpy(),
                                "optimizer", cat)
-    return KernelTable(gpu.reset_index(drop=True), hi - lo, len(steps.steady))
+    return KernelTable(gpu.reset_index(drop=True), windows.total, len(steps.steady))
 
 
 def category_times(kt: KernelTable) -> pd.DataFrame:
@@ -159,25 +165,31 @@ def attention_stats(kt: KernelTable) -> dict[str, float]:
     fused = rows[rows["category"] == "attention"]
     out["fused_attention_pct"] = 100.0 * float(fused["dur_ns"].sum()) / kernel_total
     blocks, block_ns = 0, 0
-    for _, s in rows.groupby(["device", "stream"], sort=True):
-        s = s.sort_values("start_ns", kind="stable")
-        cats = s["category"].to_numpy()
-        names = s["name"].to_numpy()
-        dur = s["dur_ns"].to_numpy()
-        is_gemm = cats == "gemm"
-        covered = np.zeros(len(s), dtype=bool)
-        for i in np.flatnonzero(cats == "softmax"):
-            if LOG_SOFTMAX.search(names[i]):
-                continue
-            lo = max(0, i - ATTENTION_WINDOW_KERNELS)
-            before = np.flatnonzero(is_gemm[lo:i])
-            after = np.flatnonzero(is_gemm[i + 1:i + 1 + ATTENTION_WINDOW_KERNELS])
-            if before.size == 0 or after.size == 0:
-                continue
-            a, b = lo + before[-1], i + 1 + after[0]
-            blocks += 1
-            covered[a:b + 1] = True
-        block_ns += int(dur[covered].sum())
+    attention_softmax = (rows["category"] == "softmax").to_numpy() & ~name_mask(rows["name"], LOG_SOFTMAX)
+    rows = rows.assign(_softmax=attention_softmax)
+    for _, g in rows.groupby(["device", "stream"], sort=True):
+        if not g["_softmax"].any():
+            continue
+        g = g.sort_values("start_ns", kind="stable")
+        pos = np.arange(len(g))
+        is_gemm = (g["category"] == "gemm").to_numpy()
+        # nearest GEMM before / after each kernel on this stream
+        prev = np.maximum.accumulate(np.where(is_gemm, pos, -1))
+        prev = np.concatenate(([-1], prev[:-1]))
+        nxt = np.minimum.accumulate(np.where(is_gemm, pos, len(g))[::-1])[::-1]
+        nxt = np.concatenate((nxt[1:], [len(g)]))
+        soft = np.flatnonzero(g["_softmax"].to_numpy())
+        ok = ((prev[soft] >= 0) & (soft - prev[soft] <= ATTENTION_WINDOW_KERNELS)
+              & (nxt[soft] < len(g)) & (nxt[soft] - soft <= ATTENTION_WINDOW_KERNELS))
+        soft = soft[ok]
+        if soft.size == 0:
+            continue
+        blocks += int(soft.size)
+        edges = np.zeros(len(g) + 1, dtype=np.int64)  # mark kernels from the score GEMM to the value GEMM
+        np.add.at(edges, prev[soft], 1)
+        np.add.at(edges, nxt[soft] + 1, -1)
+        covered = np.cumsum(edges[:-1]) > 0
+        block_ns += int(g["dur_ns"].to_numpy()[covered].sum())
     out["unfused_attention_blocks_per_step"] = blocks / max(kt.steady_steps, 1)
     out["unfused_attention_pct"] = 100.0 * block_ns / max(kt.steady_ns, 1)
     out["unfused_attention_kernel_pct"] = 100.0 * block_ns / kernel_total

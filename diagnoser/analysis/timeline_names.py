@@ -17,7 +17,10 @@ def name_mask(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
     """Boolean mask: `pattern.search(name)` for each row (anchor the pattern with ^ to match a prefix)."""
     if len(names) == 0:
         return np.zeros(0, dtype=bool)
-    codes, uniques = pd.factorize(names.astype(object), use_na_sentinel=True)
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes, uniques = names.cat.codes.to_numpy(), names.cat.categories
+    else:
+        codes, uniques = pd.factorize(names.astype(object), use_na_sentinel=True)
     hit = np.array([bool(pattern.search(str(u))) for u in uniques] + [False], dtype=bool)
     return hit[codes]  # code -1 (missing name) picks the trailing False
 

@@ -63,8 +63,15 @@ class Steps:
 
     @property
     def steady_span(self) -> tuple[int, int]:
+        """From the first steady step's start to the last one's end."""
         idx = self.steady
         return int(self.start[idx[0]]), int(self.end[idx[-1]])
+
+    @property
+    def steady_windows(self) -> IntervalSet:
+        """The steady steps' windows; time between step ranges (start-up, evaluation) is not in them."""
+        idx = self.steady
+        return IntervalSet.of(self.start[idx], self.end[idx])
 
 
 def _non_nested(df: pd.DataFrame) -> pd.DataFrame:

@@ -11,9 +11,8 @@ SAME_SYNC_NS = 20_000  # a DtoH copy and the stream sync right after it are one 
 
 
 def sync_stats(tl: Timeline, steps: Steps, act: HostActivity, kernels_per_step: float | None) -> dict[str, float]:
-    lo, hi = steps.steady_span
     n = max(len(steps.steady), 1)
-    span = max(hi - lo, 1)
+    span = max(steps.steady_windows.total, 1)
     # synchronizations made inside the steady steps' host ranges (not the final one after the loop)
     idx = steps.steady
     steps_host = IntervalSet.of(steps.host_start[idx], steps.host_end[idx])
@@ -36,11 +35,11 @@ def sync_stats(tl: Timeline, steps: Steps, act: HostActivity, kernels_per_step: 
 
 
 def memcpy_stats(tl: Timeline, steps: Steps, act: HostActivity) -> dict[str, float]:
-    lo, hi = steps.steady_span
+    windows = steps.steady_windows
     n = max(len(steps.steady), 1)
-    span = max(hi - lo, 1)
+    span = max(windows.total, 1)
     g = tl.gpu
-    c = g[(g["kind"] == "memcpy") & (g["start_ns"] >= lo) & (g["start_ns"] < hi)]
+    c = g[(g["kind"] == "memcpy").to_numpy() & windows.contains(g["start_ns"].to_numpy())]
     out: dict[str, float] = {}
     total = float(c["bytes"].sum())
     out["memcpy_mb_per_step"] = total / 1e6 / n
@@ -49,7 +48,7 @@ def memcpy_stats(tl: Timeline, steps: Steps, act: HostActivity) -> dict[str, flo
         out["pageable_memcpy_bytes_pct"] = 100.0 * float(c.loc[c["pageable"], "bytes"].sum()) / total
     pageable_gpu = IntervalSet.of(c.loc[c["pageable"], "start_ns"], c.loc[c["pageable"], "end_ns"])
     # cost of pageable copies: host blocked in the copy call, or the copy itself where calls are unknown
-    host_ns = act.pageable_copy.clip(lo, hi).total
+    host_ns = int(act.pageable_copy.overlap(windows.starts, windows.ends).sum())
     out["pageable_memcpy_ms_per_step"] = max(host_ns, pageable_gpu.total) / 1e6 / n
     out["pageable_memcpy_pct"] = 100.0 * max(host_ns, pageable_gpu.total) / span
     dtoh = c[c["copy_kind"] == "DtoH"]
