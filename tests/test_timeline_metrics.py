@@ -358,3 +358,18 @@ def test_synthetic_trace_without_api_calls_is_cut_on_the_gpu_clock():
     assert f["step_detection"] == "kernel_pattern"
     assert f["step_time_ms_p50"] == pytest.approx(0.1)
     assert f["gpu_busy_pct"] == pytest.approx(50.0)
+
+
+def test_synthetic_time_between_step_ranges_is_not_part_of_any_step():
+    """Synthetic: 4 annotated steps of 1 ms, busy half of each, with 50 ms of un-annotated idle
+    (evaluation, checkpointing) between steps 2 and 3."""
+    kernels, host, ranges = [], [], []
+    for i in range(4):
+        t0 = i * 1000 + (50_000 if i >= 2 else 0)
+        ranges.append((f"ProfilerStep#{i}", t0, t0 + 1000, "annotation"))
+        host.append(("cudaLaunchKernel", t0 + 1, t0 + 5, 10 * i))
+        kernels.append(("void gemm_bf16_kernel", t0 + 500, t0 + 1000, 10 * i))
+    f = facts_of(synthetic_timeline(kernels, host, ranges))
+    assert f["step_count"] == 3
+    assert f["step_time_ms_p50"] == pytest.approx(1.0)
+    assert f["gpu_busy_pct"] == pytest.approx(50.0)
