@@ -214,6 +214,63 @@ def test_small_chunks_give_the_same_tables(fixtures_dir, monkeypatch, timelines)
     pd.testing.assert_frame_equal(whole.host, chunked.host)
 
 
+def test_worker_processes_give_the_same_tables(fixtures_dir, monkeypatch, timelines):
+    """Big exports are read by a pool of worker processes; force it on a small real one."""
+    whole = timelines(fixtures_dir, "launch_bound")
+    monkeypatch.setattr(nsys_sqlite, "CHUNK_ROWS", 1000)
+    monkeypatch.setattr(nsys_sqlite, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(nsys_sqlite, "_cpus", lambda: 3)
+    ran = []
+    real_pool = nsys_sqlite._fetch_in_pool
+    monkeypatch.setattr(nsys_sqlite, "_fetch_in_pool", lambda *a: ran.append(real_pool(*a)) or ran[-1])
+    pooled = read_nsys_sqlite(export_path(fixtures_dir, "launch_bound"))
+    assert ran and ran[0] == 12 + 1 + 1 + 25  # every chunk of kernels, copies, sets, API calls
+    pd.testing.assert_frame_equal(whole.gpu, pooled.gpu)
+    pd.testing.assert_frame_equal(whole.host, pooled.host)
+
+
+def test_worker_pool_that_cannot_start_falls_back_to_one_process(fixtures_dir, monkeypatch, timelines):
+    whole = timelines(fixtures_dir, "sdpa_attention")
+    monkeypatch.setattr(nsys_sqlite, "CHUNK_ROWS", 1000)
+    monkeypatch.setattr(nsys_sqlite, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(nsys_sqlite, "_cpus", lambda: 2)
+
+    monkeypatch.setattr(nsys_sqlite, "WORKER_MAIN", "import sys; sys.exit(3)")  # dies at once
+    pd.testing.assert_frame_equal(whole.gpu, read_nsys_sqlite(export_path(fixtures_dir, "sdpa_attention")).gpu)
+
+
+def test_worker_that_dies_midway_leaves_the_rest_to_the_reader(fixtures_dir, monkeypatch, timelines):
+    whole = timelines(fixtures_dir, "launch_bound")
+    monkeypatch.setattr(nsys_sqlite, "CHUNK_ROWS", 1000)
+    monkeypatch.setattr(nsys_sqlite, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(nsys_sqlite, "_cpus", lambda: 2)
+    # each worker answers three chunks, then exits
+    monkeypatch.setattr(nsys_sqlite, "WORKER_MAIN", (
+        "import sys, pickle; from diagnoser.ingest import nsys_sqlite as m\n"
+        "real = pickle.load\n"
+        "calls = []\n"
+        "def load(f):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) > 3: raise EOFError\n"
+        "    return real(f)\n"
+        "m.pickle.load = load\n"
+        "m._serve(sys.argv[1])"))
+    got = read_nsys_sqlite(export_path(fixtures_dir, "launch_bound"))
+    pd.testing.assert_frame_equal(whole.gpu, got.gpu)
+    pd.testing.assert_frame_equal(whole.host, got.host)
+
+
+def test_corrupt_data_found_by_a_worker_is_an_input_error(fixtures_dir, tmp_path, monkeypatch):
+    db = plain_copy(fixtures_dir, "launch_bound", tmp_path)
+    with sqlite3.connect(db) as conn:  # text where an integer id belongs
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 'oops' WHERE rowid = 20000")
+    monkeypatch.setattr(nsys_sqlite, "CHUNK_ROWS", 1000)
+    monkeypatch.setattr(nsys_sqlite, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(nsys_sqlite, "_cpus", lambda: 2)
+    with pytest.raises(InputError, match="corrupt Nsight Systems export"):
+        read_nsys_sqlite(db)
+
+
 def test_export_without_nvtx_still_loads(fixtures_dir, tmp_path, timelines):
     db = plain_copy(fixtures_dir, "healthy", tmp_path)
     with sqlite3.connect(db) as conn:

@@ -3,20 +3,30 @@
 Only normalizes: CUPTI kernel/memcpy/memset rows become `gpu`, CUDA runtime/driver API calls
 become `host`, NVTX ranges become `ranges`; no metric is computed here. Every table is optional.
 
-Speed: a 10M-kernel export must load in seconds, and the cost of Python's sqlite3 cursor is one
-tuple plus one object per value. So numeric columns are pulled a million rows at a time as one
-`group_concat` string per column (SQLite does the int->text work in C) and parsed by numpy.
-Strings stay as integer ids until the end and become categoricals, looked up once per distinct id.
+Speed: a 10M-kernel export must load in seconds, and Python's sqlite3 cursor costs one tuple plus
+one object per value. So integer columns come CHUNK_ROWS rows at a time as one `group_concat` text
+per column (SQLite does the int->text work in C), parsed by numpy; big exports spread the chunks
+over worker processes (SQLite's per-value work dominates and threads contend inside it). Strings
+stay integer ids until the end and become categoricals, each distinct id looked up once in SQL.
 """
 from __future__ import annotations
 
 import gzip
+import os
+import pickle
+import queue
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
+import warnings
 import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -25,11 +35,13 @@ import pandas as pd
 
 from ..errors import InputError
 from ..progress import NULL_PROGRESS, Progress
-from ..timeline.tables import (GPU_COLUMNS, HOST_COLUMNS, RANGE_COLUMNS, Timeline,
-                               empty_table)
+from ..timeline.tables import (GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, RANGE_COLUMNS, RANGE_KINDS,
+                               Timeline, empty_table)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-CHUNK_ROWS = 1_000_000
+CHUNK_ROWS = 500_000           # rows per group_concat query
+PARALLEL_MIN_ROWS = 3_000_000  # below this, worker start-up costs more than it saves
+MAX_WORKERS = 16
 TID_MOD = 0x1000000  # globalTid = ... | pid << 24 | tid
 # Tables whose presence marks a file as an Nsight Systems export.
 NSYS_MARKERS = ("StringIds", "META_DATA_EXPORT", "TARGET_INFO_SESSION_START_TIME")
@@ -68,7 +80,7 @@ def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
             _check_header(shown, db_file)
             conn = _connect(db_file)
             try:
-                return _read_timeline(shown, conn, bar)
+                return _read_timeline(shown, db_file, conn, bar)
             except sqlite3.DatabaseError as e:
                 raise InputError(shown, f"corrupt or truncated SQLite database ({e})") from None
             except _Corrupt as e:
@@ -122,29 +134,218 @@ def _connect(db_file: Path) -> sqlite3.Connection:
     return conn
 
 
-def _read_timeline(shown: Path, conn: sqlite3.Connection, bar: Progress) -> Timeline:
+def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Progress) -> Timeline:
     tables = {_text(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not any(t in tables for t in NSYS_MARKERS) and not any(
             t.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX_", "TARGET_INFO_")) for t in tables):
         raise InputError(shown, "an SQLite database, but not an Nsight Systems export "
                                 "(no StringIds, CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS tables)")
-    reader = _Reader(conn, tables, bar)
-    bar.total = sum(reader.row_span(t) for t in (*GPU_TABLES.values(), RUNTIME_TABLE))
-    gpu = reader.gpu()
-    if len(gpu) == 0 and RUNTIME_TABLE not in tables:
+    reader = _Reader(conn, tables)
+    plans = {"kernel": reader.kernel_plan(), "memcpy": reader.memcpy_plan(),
+             "memset": reader.memset_plan(), "host": reader.host_plan()}
+    plans = {k: v for k, v in plans.items() if v is not None}
+    fetched = _fetch(db_file, conn, list(plans.values()), bar)
+    data = dict(zip(plans, fetched))
+    gpu = reader.gpu(data)
+    if len(gpu) == 0 and "host" not in data:
         raise InputError(shown, "no CUDA activity: the export has no kernel, memcpy or memset rows "
                                 "and no CUDA API table; profile with `nsys profile -t cuda,nvtx ...`")
-    timeline = Timeline(path=str(shown), source="nsys", gpu=gpu, host=reader.host(),
+    timeline = Timeline(path=str(shown), source="nsys", gpu=gpu, host=reader.host(data.get("host")),
                         ranges=reader.ranges(), devices=reader.devices())
     return timeline.validate()
+
+
+# -- bulk integer columns ------------------------------------------------------------------------
+
+@dataclass
+class _Plan:
+    """Integer columns to pull from one table: output name -> NOT NULL SQL expression."""
+
+    table: str
+    exprs: dict[str, str]
+    lo: int = 0   # rowid range, inclusive; empty when hi < lo
+    hi: int = -1
+
+    @property
+    def sql(self) -> str:
+        select = ", ".join(f"group_concat({e})" for e in self.exprs.values())
+        return f'SELECT count(*), {select} FROM "{self.table}" WHERE rowid >= ? AND rowid < ?'
+
+
+def _fetch(db_file: Path, conn: sqlite3.Connection, plans: list[_Plan], bar: Progress) -> list[dict]:
+    """Run every plan in rowid chunks (over worker processes for big exports) into int64 arrays."""
+    for plan in plans:  # two subqueries: SQLite answers a lone min() or max() from the b-tree
+        lo, hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{plan.table}"), '
+                              f'(SELECT max(rowid) FROM "{plan.table}")').fetchone()
+        plan.lo, plan.hi = (lo, hi) if lo is not None else (0, -1)
+    spans = [plan.hi - plan.lo + 1 for plan in plans]
+    out = [{name: np.empty(span, np.int64) for name in plan.exprs} for plan, span in zip(plans, spans)]
+    filled = [0] * len(plans)
+    tasks = [(k, first, min(first + CHUNK_ROWS, plan.hi + 1))
+             for k, plan in enumerate(plans) for first in range(plan.lo, plan.hi + 1, CHUNK_ROWS)]
+    bar.total = sum(spans)
+
+    def store(k: int, count: int, arrays: list[np.ndarray]) -> None:
+        for name, values in zip(plans[k].exprs, arrays):
+            out[k][name][filled[k]:filled[k] + count] = values
+        filled[k] += count
+        bar.update(sum(filled))
+
+    workers = min(_cpus(), MAX_WORKERS, len(tasks)) if sum(spans) >= PARALLEL_MIN_ROWS else 1
+    done = 0
+    if workers > 1:
+        done = _fetch_in_pool(str(db_file), plans, tasks, workers, store)
+    for k, first, stop in tasks[done:]:
+        store(k, *_query_chunk(conn, plans[k].sql, first, stop))
+    results = []
+    for cols, n in zip(out, filled):
+        cols = {name: a[:n] if n < len(a) else a for name, a in cols.items()}  # rowid gaps
+        if "dur_ns" in cols:  # durations travel as fewer digits than end times
+            cols["end_ns"] = cols["start_ns"] + cols.pop("dur_ns")
+        results.append(cols)
+    return results
+
+
+def _fetch_in_pool(db: str, plans: list[_Plan], tasks: list, workers: int, store) -> int:
+    """Run tasks over worker processes, stored in order with a bounded number in flight.
+
+    Returns how many tasks were stored; a pool that cannot start or loses a worker leaves the
+    rest to the caller. Workers are fresh interpreters (`python -c`), not multiprocessing's:
+    fork is unsafe in a threaded process and spawn would re-run the caller's __main__ script.
+    """
+    done = 0
+    idle: queue.Queue = queue.Queue()
+    procs = []
+    try:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p))
+        for _ in range(workers):
+            procs.append(subprocess.Popen([sys.executable, "-c", WORKER_MAIN, db], env=env,
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL))
+            idle.put(procs[-1])
+
+        failed = []
+
+        def run(k: int, first: int, stop: int):
+            proc = idle.get()
+            try:
+                if failed:
+                    raise _PoolFailed()
+                pickle.dump((plans[k].sql, first, stop), proc.stdin)
+                proc.stdin.flush()
+                reply = pickle.load(proc.stdout)
+            except (OSError, EOFError, pickle.UnpicklingError):
+                failed.append(proc)
+                raise _PoolFailed() from None
+            finally:
+                idle.put(proc)  # back even if dead, so no other task waits for it forever
+            if reply[0] == "sqlite":
+                raise sqlite3.DatabaseError(reply[1])
+            if reply[0] == "corrupt":
+                raise _Corrupt(reply[1])
+            return reply[1:]
+
+        with ThreadPoolExecutor(workers) as threads:
+            pending: deque = deque()
+            for k, first, stop in tasks:
+                pending.append((k, threads.submit(run, k, first, stop)))
+                while pending and (len(pending) > 2 * workers or pending[0][1].done()):
+                    k0, future = pending.popleft()
+                    store(k0, *future.result())
+                    done += 1
+            while pending:
+                k0, future = pending.popleft()
+                store(k0, *future.result())
+                done += 1
+    except (OSError, _PoolFailed):
+        pass
+    finally:
+        for proc in procs:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return done
+
+
+class _PoolFailed(Exception):
+    """A worker process could not start or died; the caller reads the rest itself."""
+
+
+WORKER_MAIN = "import sys; from diagnoser.ingest.nsys_sqlite import _serve; _serve(sys.argv[1])"
+
+
+def _serve(db: str) -> None:
+    """Worker loop: read (sql, first, stop) from stdin, answer with the narrowed column arrays."""
+    conn = _connect(Path(db))
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            sql, first, stop = pickle.load(source)
+        except EOFError:
+            return
+        try:
+            count, arrays = _query_chunk(conn, sql, first, stop)
+            reply = ("ok", count, [_narrowest(a) for a in arrays])
+        except sqlite3.DatabaseError as e:
+            reply = ("sqlite", str(e))
+        except _Corrupt as e:
+            reply = ("corrupt", str(e))
+        pickle.dump(reply, sink, protocol=pickle.HIGHEST_PROTOCOL)
+        sink.flush()
+
+
+def _narrowest(values: np.ndarray) -> np.ndarray:
+    """The smallest integer dtype holding `values` (results cross a pipe: fewer bytes)."""
+    if len(values) == 0:
+        return values
+    lo, hi = values.min(), values.max()
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return values.astype(dtype)
+    return values
+
+
+def _query_chunk(conn: sqlite3.Connection, sql: str, first: int, stop: int) -> tuple[int, list[np.ndarray]]:
+    """Rows first <= rowid < stop: one group_concat text per column, parsed by numpy.
+
+    group_concat skips NULLs, so every expression is NOT NULL; the row count checks alignment.
+    """
+    count, *texts = conn.execute(sql, (first, stop)).fetchone()
+    arrays = []
+    for text in texts:
+        try:
+            with warnings.catch_warnings():  # numpy < 2.3 warns on unparsable text, later raises
+                warnings.simplefilter("ignore", DeprecationWarning)
+                values = np.fromstring(text, dtype=np.int64, sep=",") if count else np.empty(0, np.int64)
+        except ValueError:
+            values = None
+        if values is None or len(values) != count:
+            raise _Corrupt(f"a column holds something other than {count} integers")
+        arrays.append(values)
+    return count, arrays
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 class _Reader:
     """Per-table readers over one open export."""
 
-    def __init__(self, conn: sqlite3.Connection, tables: set[str], bar: Progress):
-        self.conn, self.tables, self.bar = conn, tables, bar
-        self.done = 0
+    def __init__(self, conn: sqlite3.Connection, tables: set[str]):
+        self.conn, self.tables = conn, tables
         self._columns: dict[str, set[str]] = {}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -163,38 +364,9 @@ class _Reader:
         if missing:
             raise _Corrupt(f"table {table} lacks column(s) {', '.join(missing)}")
 
-    def row_span(self, table: str) -> int:
-        if table not in self.tables:
-            return 0
-        lo, hi = self.conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-        return 0 if lo is None else hi - lo + 1
-
-    def int_columns(self, table: str, exprs: dict[str, str], where: str = "") -> dict[str, np.ndarray]:
-        """Stream integer SQL expressions of `table` into int64 arrays, CHUNK_ROWS rows per query.
-
-        Every expression must be NOT NULL (group_concat skips NULLs); each chunk's row count
-        checks that the parsed columns line up.
-        """
-        names = list(exprs)
-        parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
-        lo, hi = self.conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-        select = ", ".join(f"group_concat({exprs[n]})" for n in names)
-        cond = f" AND ({where})" if where else ""
-        sql = f'SELECT count(*), {select} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
-        for first in range(lo if lo is not None else 0, (hi if hi is not None else -1) + 1, CHUNK_ROWS):
-            count, *texts = self.conn.execute(sql, (first, first + CHUNK_ROWS)).fetchone()
-            for name, text in zip(names, texts):
-                values = np.fromstring(text, dtype=np.int64, sep=",") if count else np.empty(0, np.int64)
-                if len(values) != count:
-                    raise _Corrupt(f"{table}: column {exprs[name]} has {len(values)} of {count} values")
-                parts[name].append(values)
-            self.done += min(CHUNK_ROWS, hi - first + 1)
-            self.bar.update(self.done)
-        return {n: np.concatenate(p) if p else np.empty(0, np.int64) for n, p in parts.items()}
-
     def strings(self, ids: np.ndarray) -> dict[int, str]:
-        """StringIds values for the distinct ids given (looked up once each, in SQL)."""
-        wanted = [int(i) for i in pd.unique(ids)]
+        """StringIds values for the given distinct ids (each looked up once, in SQL)."""
+        wanted = [int(i) for i in ids]
         found: dict[int, str] = {}
         if "StringIds" in self.tables:
             for k in range(0, len(wanted), 500):
@@ -206,14 +378,8 @@ class _Reader:
         return {i: found.get(i, f"<unknown string {i}>") for i in wanted}
 
     # -- tables ----------------------------------------------------------------------------
-    def gpu(self) -> pd.DataFrame:
-        parts = [p for p in (self.kernels(), self.memcpys(), self.memsets()) if p is not None]
-        if not parts:
-            return empty_table(GPU_COLUMNS)
-        cols = {c: _concat([p[c] for p in parts]) for c in GPU_COLUMNS}
-        return _frame(cols, GPU_COLUMNS)
-
-    def kernels(self) -> dict | None:
+    # -- gpu -------------------------------------------------------------------------------
+    def kernel_plan(self) -> _Plan | None:
         t = GPU_TABLES["kernel"]
         if t not in self.tables:
             return None
@@ -222,60 +388,56 @@ class _Reader:
         self.require(t, name_col)
         grid = " * ".join(self.col(t, c, "0") for c in ("gridX", "gridY", "gridZ"))
         block = " * ".join(self.col(t, c, "0") for c in ("blockX", "blockY", "blockZ"))
-        a = self.int_columns(t, {
-            "start_ns": "start", "end_ns": "end", "device": self.col(t, "deviceId"),
-            "stream": self.col(t, "streamId"), "correlation": self.col(t, "correlationId"),
-            "name": name_col, "grid": grid, "block": block})
-        n = len(a["start_ns"])
-        names = self.strings(a["name"])
-        a["name"] = _categorical(a["name"], names)
-        a["kind"] = _constant_categorical("kernel", n)
-        a["bytes"] = np.zeros(n, np.int64)
-        a["copy_kind"] = _constant_categorical("", n)
-        a["pageable"] = np.zeros(n, bool)
-        return a
+        return _Plan(t, {**self._common(t), "name": name_col, "grid": grid, "block": block})
 
-    def memcpys(self) -> dict | None:
+    def memcpy_plan(self) -> _Plan | None:
         t = GPU_TABLES["memcpy"]
         if t not in self.tables:
             return None
         self.require(t, "start", "end")
-        a = self.int_columns(t, {
-            "start_ns": "start", "end_ns": "end", "device": self.col(t, "deviceId"),
-            "stream": self.col(t, "streamId"), "correlation": self.col(t, "correlationId"),
-            "bytes": self.col(t, "bytes", "0"), "copy": self.col(t, "copyKind", "0"),
-            "src": self.col(t, "srcKind"), "dst": self.col(t, "dstKind")})
-        n = len(a["start_ns"])
-        kind_by_id = self.copy_kinds()
-        lookup = np.array([COPY_LABELS.index(kind_by_id.get(i, "")) for i in range(256)], np.int8)
-        codes = lookup[np.clip(a.pop("copy"), 0, 255)]
-        a["copy_kind"] = pd.Categorical.from_codes(codes, categories=list(COPY_LABELS))
-        labels = [f"Memcpy {k}" if k else "Memcpy" for k in COPY_LABELS]
-        a["name"] = pd.Categorical.from_codes(codes, categories=labels)
-        pageable = self.pageable_kind()
-        a["pageable"] = (a.pop("src") == pageable) | (a.pop("dst") == pageable)
-        a["kind"] = _constant_categorical("memcpy", n)
-        a["grid"] = np.zeros(n, np.int64)
-        a["block"] = np.zeros(n, np.int64)
-        return a
+        return _Plan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0"),
+                         "copy": self.col(t, "copyKind", "0"), "src": self.col(t, "srcKind"),
+                         "dst": self.col(t, "dstKind")})
 
-    def memsets(self) -> dict | None:
+    def memset_plan(self) -> _Plan | None:
         t = GPU_TABLES["memset"]
         if t not in self.tables:
             return None
         self.require(t, "start", "end")
-        a = self.int_columns(t, {
-            "start_ns": "start", "end_ns": "end", "device": self.col(t, "deviceId"),
-            "stream": self.col(t, "streamId"), "correlation": self.col(t, "correlationId"),
-            "bytes": self.col(t, "bytes", "0")})
-        n = len(a["start_ns"])
-        a["name"] = _constant_categorical("Memset", n)
-        a["kind"] = _constant_categorical("memset", n)
-        a["copy_kind"] = _constant_categorical("", n)
-        a["pageable"] = np.zeros(n, bool)
-        a["grid"] = np.zeros(n, np.int64)
-        a["block"] = np.zeros(n, np.int64)
-        return a
+        return _Plan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0")})
+
+    def _common(self, t: str) -> dict[str, str]:
+        return {"start_ns": "start", "dur_ns": "end - start", "device": self.col(t, "deviceId"),
+                "stream": self.col(t, "streamId"), "correlation": self.col(t, "correlationId")}
+
+    def gpu(self, data: dict[str, dict]) -> pd.DataFrame:
+        """Kernels, copies and sets in one table; names and enums as categorical codes."""
+        labels = _Labels()
+        parts = []  # columns a kind does not record are scalars: 0 / "" / False
+        blank = {"bytes": 0, "copy_kind": COPY_LABELS.index(""), "pageable": False, "grid": 0,
+                 "block": 0}
+        if "kernel" in data:
+            a = data.pop("kernel")
+            codes, uniques = pd.factorize(a["name"])
+            names = self.strings(uniques)
+            a["name"] = labels.codes([names[int(i)] for i in uniques])[codes]
+            parts.append({**blank, **a, "kind": GPU_KINDS.index("kernel")})
+        if "memcpy" in data:
+            a = data.pop("memcpy")
+            kind_by_id = self.copy_kinds()
+            lookup = np.array([COPY_LABELS.index(kind_by_id.get(i, "")) for i in range(256)], np.int8)
+            a["copy_kind"] = lookup[np.clip(a.pop("copy"), 0, 255)]
+            a["name"] = labels.codes([f"Memcpy {k}" if k else "Memcpy" for k in COPY_LABELS])[a["copy_kind"]]
+            pageable = self.pageable_kind()
+            a["pageable"] = (a.pop("src") == pageable) | (a.pop("dst") == pageable)
+            parts.append({**blank, **a, "kind": GPU_KINDS.index("memcpy")})
+        if "memset" in data:
+            a = data.pop("memset")
+            parts.append({**blank, **a, "name": labels.code("Memset"), "kind": GPU_KINDS.index("memset")})
+        if not parts:
+            return empty_table(GPU_COLUMNS)
+        cats = {"kind": list(GPU_KINDS), "copy_kind": list(COPY_LABELS), "name": labels.labels}
+        return _frame(parts, GPU_COLUMNS, cats)
 
     def copy_kinds(self) -> dict[int, str]:
         """copyKind id -> normalized label, from ENUM_CUDA_MEMCPY_OPER when the export has it."""
@@ -295,18 +457,25 @@ class _Reader:
                     return i
         return PAGEABLE_MEM_KIND
 
-    def host(self) -> pd.DataFrame:
+    # -- host ------------------------------------------------------------------------------
+    def host_plan(self) -> _Plan | None:
         t = RUNTIME_TABLE
         if t not in self.tables:
-            return empty_table(HOST_COLUMNS)
+            return None
         self.require(t, "start", "end", "nameId")
-        a = self.int_columns(t, {
-            "start_ns": "start", "end_ns": "end",
-            "thread": f"coalesce(globalTid % {TID_MOD}, -1)" if "globalTid" in self.columns(t) else "-1",
-            "correlation": self.col(t, "correlationId"), "name": "nameId"})
-        names = {i: API_VERSION_SUFFIX.sub("", s) for i, s in self.strings(a["name"]).items()}
-        a["name"] = _categorical(a["name"], names)
-        return _frame(a, HOST_COLUMNS)
+        thread = f"coalesce(globalTid % {TID_MOD}, -1)" if "globalTid" in self.columns(t) else "-1"
+        return _Plan(t, {"start_ns": "start", "dur_ns": "end - start", "thread": thread,
+                         "correlation": self.col(t, "correlationId"), "name": "nameId"})
+
+    def host(self, data: dict | None) -> pd.DataFrame:
+        if data is None:
+            return empty_table(HOST_COLUMNS)
+        a = data
+        codes, uniques = pd.factorize(a["name"])
+        names = self.strings(uniques)
+        labels = _Labels()
+        a["name"] = labels.codes([API_VERSION_SUFFIX.sub("", names[int(i)]) for i in uniques])[codes]
+        return _frame([a], HOST_COLUMNS, {"name": labels.labels})
 
     def ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; names of non-default domains get `Domain:`."""
@@ -340,14 +509,15 @@ class _Reader:
             prefix = domains.get((gtid // TID_MOD, dom)) if dom else None
             names.append(f"{prefix}:{name}" if prefix else name)
         n = len(rows)
+        labels = _Labels()
         data = {
-            "name": pd.Categorical(names, categories=sorted(set(names))),
+            "name": labels.codes(names),
             "start_ns": np.fromiter((r[0] for r in rows), np.int64, n),
             "end_ns": np.fromiter((r[1] for r in rows), np.int64, n),
             "thread": np.fromiter((r[2] % TID_MOD if r[2] >= 0 else -1 for r in rows), np.int64, n),
-            "kind": _constant_categorical("nvtx", n),
+            "kind": np.full(n, RANGE_KINDS.index("nvtx"), np.int64),
         }
-        return _frame(data, RANGE_COLUMNS)
+        return _frame([data], RANGE_COLUMNS, {"name": labels.labels, "kind": list(RANGE_KINDS)})
 
     def nvtx_range_types(self) -> list[int]:
         if "ENUM_NSYS_EVENT_TYPE" in self.tables:
@@ -391,36 +561,58 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _categorical(ids: np.ndarray, names: dict[int, str]) -> pd.Categorical:
-    """Integer string ids -> Categorical with lexically sorted categories (sorts like str)."""
-    codes, uniques = pd.factorize(ids)
-    labels = [names[int(i)] for i in uniques]
-    categories = sorted(set(labels))
-    position = {c: k for k, c in enumerate(categories)}
-    remap = np.array([position[s] for s in labels], dtype=np.int32)
-    return pd.Categorical.from_codes(remap[codes] if len(codes) else codes.astype(np.int32),
-                                     categories=categories)
+class _Labels:
+    """Distinct strings in first-seen order; codes index `labels`."""
+
+    def __init__(self):
+        self.labels: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def code(self, label: str) -> int:
+        if label not in self._index:
+            self._index[label] = len(self.labels)
+            self.labels.append(label)
+        return self._index[label]
+
+    def codes(self, labels: list[str]) -> np.ndarray:
+        return np.array([self.code(s) for s in labels], dtype=np.int64)
 
 
-def _constant_categorical(value: str, n: int) -> pd.Categorical:
-    return pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[value])
+def _frame(parts: list[dict], schema: dict[str, str], categories: dict[str, list[str]]) -> pd.DataFrame:
+    """One schema-ordered frame from row groups, sorted by start_ns (stable: ties keep order).
 
-
-def _concat(parts: list) -> np.ndarray | pd.Categorical:
-    if isinstance(parts[0], pd.Categorical):
-        from pandas.api.types import union_categoricals
-        return union_categoricals(parts, sort_categories=True)
-    return np.concatenate(parts)
-
-
-def _frame(cols: dict, schema: dict[str, str]) -> pd.DataFrame:
-    """Build a schema-ordered frame sorted by start_ns (stable, so ties keep table order)."""
-    start = cols["start_ns"]
-    if len(start) > 1 and not bool(np.all(start[1:] >= start[:-1])):
+    A part's column is an array or a scalar for all its rows; each column is written once,
+    straight to its sorted place, and dropped from the parts as it goes (peak memory). Columns in
+    `categories` hold codes into that list and become Categoricals with sorted categories, so
+    they compare and sort like the strings they stand for.
+    """
+    sizes = [len(p["start_ns"]) for p in parts]
+    bounds = np.cumsum([0] + sizes)
+    n = int(bounds[-1])
+    start = np.concatenate([p["start_ns"] for p in parts]) if len(parts) > 1 else parts[0]["start_ns"]
+    dest = None  # row i of the concatenated parts goes to dest[i]
+    if n > 1 and not bool(np.all(start[1:] >= start[:-1])):
         order = np.argsort(start, kind="stable")
-        cols = {c: v[order] for c, v in cols.items()}
-    frame = pd.DataFrame({c: cols[c] for c in schema}, copy=False)
+        dest = np.empty(n, np.int64)
+        dest[order] = np.arange(n, dtype=np.int64)
+    data = {}
     for c, dtype in schema.items():
-        if dtype in ("int64", "bool") and str(frame[c].dtype) != dtype:
-            frame[c] = frame[c].astype(dtype)
-    return frame
+        position = sorted_labels = None
+        if c in categories:
+            labels = categories[c]
+            rank = sorted(range(len(labels)), key=labels.__getitem__)
+            sorted_labels = [labels[i] for i in rank]
+            position = np.empty(len(labels), np.int32)
+            position[rank] = np.arange(len(labels), dtype=np.int32)
+            dtype = np.int32
+        out = np.empty(n, dtype)
+        for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+            values = p.pop(c)
+            if position is not None:
+                values = position[values]
+            if dest is None:
+                out[lo:hi] = values
+            else:
+                out[dest[lo:hi]] = values
+        data[c] = out if position is None else pd.Categorical.from_codes(out, categories=sorted_labels)
+    return pd.DataFrame(data, copy=False)
