@@ -49,6 +49,7 @@ class Group:
     paths: list[str]
     kinds: list[str]
     models: list
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -92,6 +93,11 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
             g.models.append(model)
         else:
             singles.append(Group(family, [str(path)], [kind], [model]))
+    for world, g in ranked.items():
+        if len({m.rank for m in g.models}) < world:
+            missing = sorted(set(range(world)) - {m.rank for m in g.models})
+            g.notes.append(f"the traces cover {len(g.models)} of {world} ranks (missing rank(s) "
+                           f"{', '.join(map(str, missing))}): pass every rank's trace to compare ranks and find stragglers")
     for g in ranked.values():
         order = sorted(range(len(g.models)), key=lambda i: g.models[i].rank)
         g.paths = [g.paths[i] for i in order]
@@ -120,7 +126,7 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
         result = analyse(group)
         all_inputs += result.inputs
         records, warnings = build_records(result.facts)
-        notes += result.notes + warnings
+        notes += group.notes + result.notes + warnings
         got, missing = evaluate(pack.rules, records, cat, matcher)
         findings += got
         for ne in missing:

@@ -110,3 +110,11 @@ def test_compiled_synthetic_pack_matches_golden():
     if not golden.exists():  # first run writes it; review it, then it pins the compiler
         golden.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     assert got == json.loads(golden.read_text())
+
+
+def test_optional_template_segment_drops_when_a_fact_is_absent():
+    from diagnoser.rulespec.expr import render_template
+    tpl = "busy {b:.0f}%.[[ Nsight Compute: {v} ({s:.0f}% est.).]] done"
+    assert render_template(tpl, {"b": 12.3, "v": "X", "s": 40.0}) == "busy 12%. Nsight Compute: X (40% est.). done"
+    assert render_template(tpl, {"b": 12.3, "v": "X"}) == "busy 12%. done"
+    assert render_template("{missing}", {}) == "n/a"

@@ -54,7 +54,12 @@ def durable_matcher(rules: list[Rule], records: list[Record], fired: Fired, all_
 
 
 def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str, FactSpec]):
-    """Split rules into (to evaluate, not evaluated). A tree with none of its facts present is skipped."""
+    """Split rules into (to evaluate, not evaluated).
+
+    A tree with none of its facts present is skipped (an OOM tree says nothing about a kernel
+    report), and so is a rule scoped to a subject kind the input has none of (a straggler rule on
+    a one-process trace); a rule whose required facts are absent is "not evaluated".
+    """
     present_by_scope: dict[str, set[str]] = {}
     for rec in records:
         present_by_scope.setdefault(rec.scope, set()).update(rec.values)
@@ -69,6 +74,8 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
         if not (tree_facts & all_present):
             continue
         for r in sorted(tree_rules, key=lambda r: r.id):
+            if r.scope not in present_by_scope:
+                continue  # no subject of this kind here (no ranks in a one-process run): not applicable
             present = present_by_scope.get(r.scope, set())
             missing = tuple(f for f in r.requires if f not in present)
             if missing:

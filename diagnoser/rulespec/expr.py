@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import string
 
 _ALLOWED_FUNCS = {"min": min, "max": max, "abs": abs}
@@ -101,5 +102,13 @@ class _SafeFormatter(string.Formatter):
             return str(value)
 
 
+_OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
+
+
 def render_template(template: str, env: dict) -> str:
-    return _SafeFormatter().format(template or "", **env)
+    """Format with facts/params; an `[[ ... ]]` segment is dropped when a name inside it is absent."""
+    def optional(m):
+        inner = m.group(1)
+        return "" if any(f not in env for f in template_fields(inner)) else inner
+    text = _OPTIONAL.sub(optional, template or "")
+    return _SafeFormatter().format(text, **env)
