@@ -56,7 +56,9 @@ COPY_KIND_BY_ENUM_NAME = {"HTOD": "HtoD", "DTOH": "DtoH", "HTOA": "HtoD", "ATOH"
                           "ATOA": "DtoD", "ATOD": "DtoD", "DTOA": "DtoD", "DTOD": "DtoD",
                           "HTOH": "HtoH", "PTOP": "PtoP", "UVM_HTOD": "HtoD", "UVM_DTOH": "DtoH",
                           "UVM_DTOD": "DtoD"}
-COPY_LABELS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "")
+COPY_CATEGORIES = sorted(("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", ""))
+RANGE_CATEGORIES = sorted(RANGE_KINDS)
+SMALL_IDS = 1 << 24  # string ids below this are mapped through a lookup table
 PAGEABLE_MEM_KIND = 0  # ENUM_CUDA_MEM_KIND CUDA_MEMOPR_MEMORY_KIND_PAGEABLE
 NVTX_RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}
 NVTX_DOMAIN_CREATE = 75
@@ -412,31 +414,36 @@ class _Reader:
 
     def gpu(self, data: dict[str, dict]) -> pd.DataFrame:
         """Kernels, copies and sets in one table; names and enums as categorical codes."""
-        labels = _Labels()
         parts = []  # columns a kind does not record are scalars: 0 / "" / False
-        blank = {"bytes": 0, "copy_kind": COPY_LABELS.index(""), "pageable": False, "grid": 0,
+        blank = {"bytes": 0, "copy_kind": COPY_CATEGORIES.index(""), "pageable": False, "grid": 0,
                  "block": 0}
+        copy_names = [f"Memcpy {k}" if k else "Memcpy" for k in COPY_CATEGORIES]
+        kernel_ids, kernel_names = np.empty(0, np.int64), []
+        if "kernel" in data:
+            kernel_ids = _distinct(data["kernel"]["name"])
+            strings = self.strings(kernel_ids)
+            kernel_names = [strings[int(i)] for i in kernel_ids]
+        names = sorted({*kernel_names, *copy_names, "Memset"})
+        position = {name: k for k, name in enumerate(names)}
         if "kernel" in data:
             a = data.pop("kernel")
-            codes, uniques = pd.factorize(a["name"])
-            names = self.strings(uniques)
-            a["name"] = labels.codes([names[int(i)] for i in uniques])[codes]
+            a["name"] = _codes(a["name"], kernel_ids, [position[n] for n in kernel_names])
             parts.append({**blank, **a, "kind": GPU_KINDS.index("kernel")})
         if "memcpy" in data:
             a = data.pop("memcpy")
             kind_by_id = self.copy_kinds()
-            lookup = np.array([COPY_LABELS.index(kind_by_id.get(i, "")) for i in range(256)], np.int8)
+            lookup = np.array([COPY_CATEGORIES.index(kind_by_id.get(i, "")) for i in range(256)], np.int8)
             a["copy_kind"] = lookup[np.clip(a.pop("copy"), 0, 255)]
-            a["name"] = labels.codes([f"Memcpy {k}" if k else "Memcpy" for k in COPY_LABELS])[a["copy_kind"]]
+            a["name"] = np.array([position[n] for n in copy_names], np.int32)[a["copy_kind"]]
             pageable = self.pageable_kind()
             a["pageable"] = (a.pop("src") == pageable) | (a.pop("dst") == pageable)
             parts.append({**blank, **a, "kind": GPU_KINDS.index("memcpy")})
         if "memset" in data:
             a = data.pop("memset")
-            parts.append({**blank, **a, "name": labels.code("Memset"), "kind": GPU_KINDS.index("memset")})
+            parts.append({**blank, **a, "name": position["Memset"], "kind": GPU_KINDS.index("memset")})
         if not parts:
             return empty_table(GPU_COLUMNS)
-        cats = {"kind": list(GPU_KINDS), "copy_kind": list(COPY_LABELS), "name": labels.labels}
+        cats = {"kind": list(GPU_KINDS), "copy_kind": COPY_CATEGORIES, "name": names}
         return _frame(parts, GPU_COLUMNS, cats)
 
     def copy_kinds(self) -> dict[int, str]:
@@ -470,12 +477,13 @@ class _Reader:
     def host(self, data: dict | None) -> pd.DataFrame:
         if data is None:
             return empty_table(HOST_COLUMNS)
-        a = data
-        codes, uniques = pd.factorize(a["name"])
-        names = self.strings(uniques)
-        labels = _Labels()
-        a["name"] = labels.codes([API_VERSION_SUFFIX.sub("", names[int(i)]) for i in uniques])[codes]
-        return _frame([a], HOST_COLUMNS, {"name": labels.labels})
+        ids = _distinct(data["name"])
+        strings = self.strings(ids)
+        labels = [API_VERSION_SUFFIX.sub("", strings[int(i)]) for i in ids]
+        names = sorted(set(labels))
+        position = {name: k for k, name in enumerate(names)}
+        data["name"] = _codes(data["name"], ids, [position[n] for n in labels])
+        return _frame([data], HOST_COLUMNS, {"name": names})
 
     def ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; names of non-default domains get `Domain:`."""
@@ -509,15 +517,16 @@ class _Reader:
             prefix = domains.get((gtid // TID_MOD, dom)) if dom else None
             names.append(f"{prefix}:{name}" if prefix else name)
         n = len(rows)
-        labels = _Labels()
+        categories = sorted(set(names))
+        position = {name: k for k, name in enumerate(categories)}
         data = {
-            "name": labels.codes(names),
+            "name": np.array([position[name] for name in names], np.int32),
             "start_ns": np.fromiter((r[0] for r in rows), np.int64, n),
             "end_ns": np.fromiter((r[1] for r in rows), np.int64, n),
             "thread": np.fromiter((r[2] % TID_MOD if r[2] >= 0 else -1 for r in rows), np.int64, n),
-            "kind": np.full(n, RANGE_KINDS.index("nvtx"), np.int64),
+            "kind": RANGE_CATEGORIES.index("nvtx"),
         }
-        return _frame([data], RANGE_COLUMNS, {"name": labels.labels, "kind": list(RANGE_KINDS)})
+        return _frame([data], RANGE_COLUMNS, {"name": categories, "kind": RANGE_CATEGORIES})
 
     def nvtx_range_types(self) -> list[int]:
         if "ENUM_NSYS_EVENT_TYPE" in self.tables:
@@ -561,30 +570,30 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-class _Labels:
-    """Distinct strings in first-seen order; codes index `labels`."""
+def _distinct(ids: np.ndarray) -> np.ndarray:
+    """Sorted distinct ids (a bitmap when ids are small, as StringIds ids are)."""
+    if len(ids) and ids.min() >= 0 and ids.max() < SMALL_IDS:
+        return np.flatnonzero(np.bincount(ids))
+    return np.unique(ids)
 
-    def __init__(self):
-        self.labels: list[str] = []
-        self._index: dict[str, int] = {}
 
-    def code(self, label: str) -> int:
-        if label not in self._index:
-            self._index[label] = len(self.labels)
-            self.labels.append(label)
-        return self._index[label]
-
-    def codes(self, labels: list[str]) -> np.ndarray:
-        return np.array([self.code(s) for s in labels], dtype=np.int64)
+def _codes(ids: np.ndarray, distinct: np.ndarray, code_of_distinct: list[int]) -> np.ndarray:
+    """Per row, the code given to its id (distinct[k] -> code_of_distinct[k]), as int32."""
+    codes = np.array(code_of_distinct, np.int32)
+    if len(distinct) and distinct[0] >= 0 and distinct[-1] < SMALL_IDS:
+        lookup = np.zeros(int(distinct[-1]) + 1, np.int32)
+        lookup[distinct] = codes
+        return lookup[ids]
+    return codes[np.searchsorted(distinct, ids)]
 
 
 def _frame(parts: list[dict], schema: dict[str, str], categories: dict[str, list[str]]) -> pd.DataFrame:
     """One schema-ordered frame from row groups, sorted by start_ns (stable: ties keep order).
 
-    A part's column is an array or a scalar for all its rows; each column is written once,
+    A part's column is an array or one scalar for all its rows; each column is written once,
     straight to its sorted place, and dropped from the parts as it goes (peak memory). Columns in
-    `categories` hold codes into that list and become Categoricals with sorted categories, so
-    they compare and sort like the strings they stand for.
+    `categories` hold codes into that sorted list and become Categoricals, which compare and sort
+    like the strings they stand for.
     """
     sizes = [len(p["start_ns"]) for p in parts]
     bounds = np.cumsum([0] + sizes)
@@ -597,22 +606,19 @@ def _frame(parts: list[dict], schema: dict[str, str], categories: dict[str, list
         dest[order] = np.arange(n, dtype=np.int64)
     data = {}
     for c, dtype in schema.items():
-        position = sorted_labels = None
+        dtype = np.dtype(np.int32 if c in categories else dtype)
+        first = parts[0][c]
+        if len(parts) == 1 and dest is None and isinstance(first, np.ndarray) and first.dtype == dtype:
+            out = parts[0].pop(c)  # already in place
+        else:
+            out = np.empty(n, dtype)
+            for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+                if dest is None:
+                    out[lo:hi] = p.pop(c)
+                else:
+                    out[dest[lo:hi]] = p.pop(c)
         if c in categories:
-            labels = categories[c]
-            rank = sorted(range(len(labels)), key=labels.__getitem__)
-            sorted_labels = [labels[i] for i in rank]
-            position = np.empty(len(labels), np.int32)
-            position[rank] = np.arange(len(labels), dtype=np.int32)
-            dtype = np.int32
-        out = np.empty(n, dtype)
-        for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
-            values = p.pop(c)
-            if position is not None:
-                values = position[values]
-            if dest is None:
-                out[lo:hi] = values
-            else:
-                out[dest[lo:hi]] = values
-        data[c] = out if position is None else pd.Categorical.from_codes(out, categories=sorted_labels)
+            assert categories[c] == sorted(categories[c]), c
+            out = pd.Categorical.from_codes(out, categories=categories[c])
+        data[c] = out
     return pd.DataFrame(data, copy=False)
