@@ -35,13 +35,35 @@ def peak_rss():
             return int(line.split()[1]) * 1024
 """
 
-READER = PEAK_RSS + """
+# The reader's worker processes: sampled every 50 ms, the peak of their summed RSS.
+CHILDREN_RSS = """
+import os, threading
+children_peak = [0]
+def sample_children(stop):
+    me = str(os.getpid())
+    while not stop.wait(0.05):
+        total = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                status = open(f"/proc/{pid}/status").read()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if fields.get("PPid", "").strip() == me and "VmRSS" in fields:
+                total += int(fields["VmRSS"].split()[0]) * 1024
+        children_peak[0] = max(children_peak[0], total)
+stop = threading.Event()
+threading.Thread(target=sample_children, args=(stop,), daemon=True).start()
+"""
+
+READER = PEAK_RSS + CHILDREN_RSS + """
 import sys, time
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 t = time.perf_counter()
 tl = read_nsys_sqlite(sys.argv[1])
 dt = time.perf_counter() - t
-print(dt, peak_rss(), len(tl.gpu), len(tl.host), len(tl.ranges))
+stop.set()
+print(dt, peak_rss(), len(tl.gpu), len(tl.host), len(tl.ranges), children_peak[0])
 """
 
 DIAGNOSIS = PEAK_RSS + """
@@ -137,8 +159,8 @@ def main() -> None:
         best = min((measure(READER, big) for _ in range(args.repeat)), key=lambda m: m[0])
         dt, rss, counts, _ = best
         print(f"read_nsys_sqlite: {dt:6.2f} s  {total / dt / 1e6:5.2f} M rows/s  "
-              f"peak RSS {rss / 2**20:7,.0f} MiB  (gpu {counts[0]:,}, host {counts[1]:,}, "
-              f"ranges {counts[2]:,})")
+              f"peak RSS {rss / 2**20:7,.0f} MiB + workers {counts[3] / 2**20:,.0f} MiB  "
+              f"(gpu {counts[0]:,}, host {counts[1]:,}, ranges {counts[2]:,})")
         if args.no_diagnose:
             return
         try:

@@ -12,6 +12,7 @@ stay integer ids until the end and become categoricals, each distinct id looked 
 from __future__ import annotations
 
 import gzip
+import mmap
 import os
 import pickle
 import queue
@@ -39,7 +40,7 @@ from ..timeline.tables import (GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, RANGE_COLUM
                                Timeline, empty_table)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-CHUNK_ROWS = 500_000           # rows per group_concat query
+CHUNK_ROWS = 250_000           # rows per group_concat query
 PARALLEL_MIN_ROWS = 3_000_000  # below this, worker start-up costs more than it saves
 MAX_WORKERS = 16
 TID_MOD = 0x1000000  # globalTid = ... | pid << 24 | tid
@@ -108,6 +109,8 @@ def _plain_sqlite(path: Path) -> Iterator[Path]:
                 shutil.copyfileobj(src, dst, 4 << 20)
         except (EOFError, gzip.BadGzipFile, zlib.error) as e:
             raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
+        except OSError as e:  # the temporary folder is full or unwritable
+            raise InputError(path, f"cannot decompress into {tmp}: {e.strerror}") from None
         yield plain
 
 
@@ -181,7 +184,7 @@ def _fetch(db_file: Path, conn: sqlite3.Connection, plans: list[_Plan], bar: Pro
                               f'(SELECT max(rowid) FROM "{plan.table}")').fetchone()
         plan.lo, plan.hi = (lo, hi) if lo is not None else (0, -1)
     spans = [plan.hi - plan.lo + 1 for plan in plans]
-    out = [{name: np.empty(span, np.int64) for name in plan.exprs} for plan, span in zip(plans, spans)]
+    out = [{name: _empty(span, np.int64) for name in plan.exprs} for plan, span in zip(plans, spans)]
     filled = [0] * len(plans)
     tasks = [(k, first, min(first + CHUNK_ROWS, plan.hi + 1))
              for k, plan in enumerate(plans) for first in range(plan.lo, plan.hi + 1, CHUNK_ROWS)]
@@ -203,7 +206,7 @@ def _fetch(db_file: Path, conn: sqlite3.Connection, plans: list[_Plan], bar: Pro
     for cols, n in zip(out, filled):
         cols = {name: a[:n] if n < len(a) else a for name, a in cols.items()}  # rowid gaps
         if "dur_ns" in cols:  # durations travel as fewer digits than end times
-            cols["end_ns"] = cols["start_ns"] + cols.pop("dur_ns")
+            cols["end_ns"] = _in_place_add(cols.pop("dur_ns"), cols["start_ns"])
         results.append(cols)
     return results
 
@@ -215,7 +218,7 @@ def _fetch_in_pool(db: str, plans: list[_Plan], tasks: list, workers: int, store
     rest to the caller. Workers are fresh interpreters (`python -c`), not multiprocessing's:
     fork is unsafe in a threaded process and spawn would re-run the caller's __main__ script.
     """
-    done = 0
+    done, finished, threads = 0, False, None
     idle: queue.Queue = queue.Queue()
     procs = []
     try:
@@ -248,26 +251,31 @@ def _fetch_in_pool(db: str, plans: list[_Plan], tasks: list, workers: int, store
                 raise _Corrupt(reply[1])
             return reply[1:]
 
-        with ThreadPoolExecutor(workers) as threads:
-            pending: deque = deque()
-            for k, first, stop in tasks:
-                pending.append((k, threads.submit(run, k, first, stop)))
-                while pending and (len(pending) > 2 * workers or pending[0][1].done()):
-                    k0, future = pending.popleft()
-                    store(k0, *future.result())
-                    done += 1
-            while pending:
+        threads = ThreadPoolExecutor(workers)
+        pending: deque = deque()
+        for k, first, stop in tasks:
+            pending.append((k, threads.submit(run, k, first, stop)))
+            while pending and (len(pending) > 2 * workers or pending[0][1].done()):
                 k0, future = pending.popleft()
                 store(k0, *future.result())
                 done += 1
+        while pending:
+            k0, future = pending.popleft()
+            store(k0, *future.result())
+            done += 1
+        finished = True
     except (OSError, _PoolFailed):
         pass
     finally:
         for proc in procs:
+            if not finished:  # an error or an interrupt: stop the workers now
+                proc.kill()
             try:
                 proc.stdin.close()
             except OSError:
                 pass
+        if threads is not None:
+            threads.shutdown(wait=True, cancel_futures=True)
         for proc in procs:
             try:
                 proc.wait(timeout=5)
@@ -570,6 +578,21 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def _empty(n: int, dtype) -> np.ndarray:
+    """np.empty for the big columns, on an anonymous mmap: numpy advises transparent huge pages
+    for large arrays, and on the VMs measured the first touch of those pages (compaction) made
+    filling 1.5 GB of columns take 2.9 s instead of 0.5 s (benchmarks/bench_nsys.py)."""
+    dtype = np.dtype(dtype)
+    if n * dtype.itemsize < 1 << 22:
+        return np.empty(n, dtype)
+    return np.frombuffer(mmap.mmap(-1, n * dtype.itemsize), dtype=dtype, count=n)
+
+
+def _in_place_add(values: np.ndarray, other: np.ndarray) -> np.ndarray:
+    np.add(values, other, out=values)
+    return values
+
+
 def _distinct(ids: np.ndarray) -> np.ndarray:
     """Sorted distinct ids (a bitmap when ids are small, as StringIds ids are)."""
     if len(ids) and ids.min() >= 0 and ids.max() < SMALL_IDS:
@@ -611,7 +634,7 @@ def _frame(parts: list[dict], schema: dict[str, str], categories: dict[str, list
         if len(parts) == 1 and dest is None and isinstance(first, np.ndarray) and first.dtype == dtype:
             out = parts[0].pop(c)  # already in place
         else:
-            out = np.empty(n, dtype)
+            out = _empty(n, dtype)
             for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
                 if dest is None:
                     out[lo:hi] = p.pop(c)
