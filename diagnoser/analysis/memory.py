@@ -6,157 +6,27 @@ gaps at the peak and at the OOM, who owns the live memory (from allocation stack
 the top allocation sites, and the memory that survives every iteration (a leak).
 Charts: `memory_composition` [{owner, bytes, share_pct}], `memory_timeline` [{t_ms,
 allocated_bytes, reserved_bytes}] (<= 500 points), `top_sites` [{site, bytes, count, owner}].
+The fact catalogue is in memory_catalogue.py; owner, phase and site of a stack in memory_owners.py.
 """
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from ..facts import AnalysisResult, Fact, FactSpec, Subject
+from ..facts import AnalysisResult, Fact, Subject
+from .memory_catalogue import CATALOGUE, COLLECT_SNAPSHOT
+from .memory_owners import DURABLE_OWNER, OWNERS, describe_stack, phase_of_stack, site_of_stack
+
+__all__ = ["memory_analysis", "analyze_snapshot", "analyze_stats", "CATALOGUE", "OWNERS", "phase_of_stack",
+           "site_of_stack"]
 
 GIB, MIB = float(1 << 30), float(1 << 20)
 TIMELINE_POINTS = 500
 TOP_SITES = 10
 SMALL_SEGMENT = 2 << 20  # the allocator's small pool uses 2 MiB segments; requests <= 1 MiB go there
-OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
-COLLECT_SNAPSHOT = ("record allocation history before the failing code and dump it after the OOM: "
-                    "`torch.cuda.memory._record_memory_history(max_entries=100000)` ... "
-                    "`torch.cuda.memory._dump_snapshot(\"snap.pickle\")`")
-COLLECT_STATS = ("`json.dump(torch.cuda.memory_stats(), open(\"memory_stats.json\", \"w\"))` after the OOM, "
-                 "or a snapshot: " + COLLECT_SNAPSHOT)
-
-# ------------------------------------------------------------------------------------ catalogue
-_SNAP = ("mem-snapshot",)
-_ALL = ("mem-snapshot", "mem-stats", "mem-summary")
-_STATS = ("mem-stats", "mem-summary")
-
-
-def _spec(name, unit, meaning, sources=_SNAP, type="number", subject="run"):
-    return FactSpec(name, type, unit, meaning, subject, sources,
-                    COLLECT_SNAPSHOT if sources == _SNAP else COLLECT_STATS)
-
-
-_OWNER_MEANING = {
-    "parameters": "model weights (allocated by module construction or .to())",
-    "gradients": "gradients and other tensors made by backward that outlive it",
-    "optimizer_state": "optimizer state (e.g. Adam exp_avg/exp_avg_sq from optimizer.step/_init_group)",
-    "activations": "activations and saved tensors: made in forward and kept past it",
-    "temporaries": "tensors freed before the phase (forward/backward/step) that made them ended",
-    "unknown": "allocations with no telling stack (user code outside modules, or before the trace)",
-}
-
-CATALOGUE: list[FactSpec] = [
-    _spec("num_ooms", "count", "out-of-memory events recorded", _ALL),
-    _spec("num_alloc_retries", "count", "cudaMalloc retries after freeing the cache (allocator counter)", _STATS),
-    _spec("peak_allocated_gib", "GiB", "peak bytes allocated to tensors", _ALL),
-    _spec("peak_reserved_gib", "GiB", "peak bytes reserved by the caching allocator", _ALL),
-    _spec("peak_reserved_free_gib", "GiB", "reserved but free bytes at the allocated peak (counters: peak reserved "
-          "- peak allocated)", _ALL),
-    _spec("current_allocated_gib", "GiB", "bytes allocated when the counters were read", _STATS),
-    _spec("current_reserved_gib", "GiB", "bytes reserved when the counters were read", _STATS),
-    _spec("inactive_split_peak_gib", "GiB", "peak bytes in free pieces of split blocks (fragmentation proxy)",
-          _STATS),
-    _spec("peak_fragmentation_pct", "%", "at the peak: share of reserved-free memory outside the largest free "
-          "block (0 = one contiguous free block)"),
-    _spec("trace_entries", "count", "allocator trace entries on the analysed device"),
-    _spec("oom_request_mib", "MiB", "size of the allocation that failed"),
-    _spec("oom_allocated_gib", "GiB", "bytes allocated to tensors when the OOM happened"),
-    _spec("oom_reserved_gib", "GiB", "bytes reserved by the allocator when the OOM happened"),
-    _spec("oom_reserved_free_gib", "GiB", "free blocks in the reserved segments of the request's pool at the OOM "
-          "(unsplittable remainders count as used, as the allocator counts them)"),
-    _spec("oom_reserved_free_pct", "%", "oom_reserved_free_gib as a share of the memory limit"),
-    _spec("oom_largest_free_block_mib", "MiB", "largest free block in reserved segments of the request's pool"),
-    _spec("oom_fragmentation_pct", "%", "share of reserved-free memory in blocks too small for the failing request"),
-    _spec("oom_reserved_free_to_request_ratio", "ratio", "oom_reserved_free_gib / failing request bytes"),
-    _spec("oom_device_free_gib", "GiB", "free device memory the driver reported at the OOM"),
-    _spec("memory_limit_gib", "GiB", "estimated limit hit: the reserved bytes under a per-process cap "
-          "(device still had free memory), else reserved + device free"),
-    _spec("memory_limit_is_cap", "", "the OOM hit a per-process cap (set_per_process_memory_fraction), "
-          "not the device's memory", type="bool"),
-    _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit"),
-    _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM"),
-    _spec("expandable_segments", "", "allocator setting expandable_segments was on", type="bool"),
-    _spec("composition_at", "", "when the owner composition was taken: oom | peak", type="string"),
-    _spec("composition_allocated_gib", "GiB", "allocated bytes at the composition point"),
-    _spec("dominant_owner", "", "owner holding the most live memory: " + " | ".join(OWNERS), type="string"),
-    _spec("dominant_owner_gib", "GiB", "live memory of the dominant owner"),
-    _spec("dominant_owner_share_pct", "%", "dominant owner's share of live memory"),
-    _spec("iterations_seen", "count", "training iterations seen in the trace (optimizer steps or backward passes)"),
-    _spec("iteration_growth_mib_per_iter", "MiB", "slope of allocated memory at iteration starts"),
-    _spec("iteration_growth_r2", "ratio", "how linear that growth is (R^2 of the fit, 0..1)"),
-    _spec("leak_site", "", "allocation site whose tensors survive the most iterations", type="string"),
-    _spec("leak_owner", "", "owner class of the leak site's allocations", type="string"),
-    _spec("leak_iterations", "count", "distinct iterations whose allocations from leak_site are still live"),
-    _spec("leak_gib", "GiB", "live bytes from leak_site at the composition point"),
-    _spec("leak_share_pct", "%", "leak_gib as a share of live memory"),
-    _spec("leak_mib_per_iter", "MiB", "bytes leak_site keeps per iteration"),
-    _spec("allocated_without_leak_gib", "GiB", "live memory minus leak_gib: the point a fix returns to"),
-    _spec("site_gib", "GiB", "live bytes allocated at this site", subject="site"),
-    _spec("site_share_pct", "%", "this site's share of live memory", subject="site"),
-    _spec("site_alloc_count", "count", "live allocations made at this site", subject="site"),
-    _spec("site_owner", "", "owner class of most of this site's bytes", type="string", subject="site"),
-]
-for _o in OWNERS:
-    CATALOGUE += [
-        _spec(f"{_o}_gib", "GiB", f"live memory of {_o}: {_OWNER_MEANING[_o]}"),
-        _spec(f"{_o}_share_pct", "%", f"{_o}' share of live memory at the composition point"),
-        _spec(f"allocated_without_{_o}_gib", "GiB", f"live memory minus {_o}: the floor a fix of {_o} reaches"),
-    ]
-
-# ------------------------------------------------------------------------------------ owners
-_LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ")
-_PARAM_FUNCS = {"_apply", "convert", "to", "cuda", "reset_parameters", "to_empty", "_load_from_state_dict"}
-_OPT_STATE_FUNCS = {"_init_group", "_init_state", "load_state_dict", "__setstate__"}
-_ENGINE = "torch::autograd::Engine::"
-
-
-def _py(stack):
-    return [f for f in stack if f.filename.endswith(".py")]
-
-
-def phase_of_stack(stack) -> str:
-    """Training phase visible in an allocation stack: parameters | backward | optimizer | forward | unknown."""
-    if any(f.name.startswith(_ENGINE) for f in stack):
-        return "backward"  # autograd's engine thread carries no Python frames
-    pys = [(f.filename.replace("\\", "/"), f.name) for f in _py(stack)]
-    if any(("/torch/autograd/" in fn and name in ("backward", "_engine_run_backward", "grad"))
-           or (fn.endswith("torch/_tensor.py") and name == "backward") for fn, name in pys):
-        return "backward"
-    if any("/torch/optim/" in fn for fn, _ in pys):
-        return "optimizer"
-    if any("/torch/nn/" in fn and (name in _PARAM_FUNCS or fn.endswith(("nn/init.py", "nn/parameter.py"))
-                                   or ("/nn/modules/" in fn and name == "__init__")) for fn, name in pys):
-        return "parameters"
-    if any(name == "forward" or (fn.endswith("nn/modules/module.py") and "call_impl" in name) for fn, name in pys):
-        return "forward"
-    return "unknown"
-
-
-def creates_optimizer_state(stack) -> bool:
-    return any("/torch/optim/" in f.filename.replace("\\", "/") and f.name in _OPT_STATE_FUNCS for f in _py(stack))
-
-
-def site_of_stack(stack) -> str:
-    """`file:line in func` of the innermost user (non-library) Python frame, else the innermost one."""
-    pys = _py(stack)
-    if not pys:
-        return "<autograd engine>" if any(f.name.startswith(_ENGINE) for f in stack) else "<no Python frames>"
-    user = [f for f in pys if not any(m in f.filename.replace("\\", "/") for m in _LIBRARY_MARKERS)]
-    f = (user or pys)[0]
-    return f"{f.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.line} in {f.name}"
-
-
-@lru_cache(maxsize=4096)
-def _describe(stack):
-    return phase_of_stack(stack), creates_optimizer_state(stack), site_of_stack(stack)
-
-
-_DURABLE = {"parameters": "parameters", "backward": "gradients", "optimizer": "optimizer_state",
-            "forward": "activations", "unknown": "unknown"}
 
 
 # ------------------------------------------------------------------------------------ replay
@@ -240,7 +110,7 @@ def _owners_of_allocs(rep, stacks, cut):
     """Owner of every alloc event: the durable owner of its phase unless freed before the phase ended."""
     alloc = rep.alloc_idx.tolist()
     stack_ids = rep.tr.stack[rep.alloc_idx].tolist()
-    desc = [_describe(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
+    desc = [describe_stack(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
     run_end = [rep.n] * len(alloc)
     nxt_end, nxt_phase = rep.n, None  # start of the next run of a different known phase
     run_phase, run_start = None, rep.n
@@ -255,7 +125,7 @@ def _owners_of_allocs(rep, stacks, cut):
     free_at = rep.free_at[rep.alloc_idx].tolist()
     owners = []
     for j, (ph, state, _site) in enumerate(desc):
-        owner = _DURABLE[ph]
+        owner = DURABLE_OWNER[ph]
         if ph in ("forward", "backward", "optimizer") and free_at[j] < min(run_end[j], cut) \
                 and not (ph == "optimizer" and state):
             owner = "temporaries"
@@ -390,12 +260,12 @@ def _composition(sink, out, rep, snap, ref, owners, sites):
         rec[1] += 1
         rec[2][owners[p]] += sz
     for _addr, sz, stack in older:
-        ph, _state, site = _describe(snap.stacks[stack]) if stack >= 0 else ("unknown", False, "<before trace>")
-        by_owner[_DURABLE[ph]] += sz
+        ph, _state, site = describe_stack(snap.stacks[stack]) if stack >= 0 else ("unknown", False, "<before trace>")
+        by_owner[DURABLE_OWNER[ph]] += sz
         rec = by_site[site]
         rec[0] += sz
         rec[1] += 1
-        rec[2][_DURABLE[ph]] += sz
+        rec[2][DURABLE_OWNER[ph]] += sz
     total = sum(by_owner.values())
     sink.add("composition_allocated_gib", total / GIB, "GiB")
     out.charts["memory_composition"] = [

@@ -1,0 +1,89 @@
+"""The vocabulary of memory facts: every fact memory analysis can emit, with unit and meaning,
+and how to collect the input that yields it (shown when a rule is "not evaluated")."""
+from __future__ import annotations
+
+from ..facts import FactSpec
+from .memory_owners import OWNERS
+
+COLLECT_SNAPSHOT = ("record allocation history before the failing code and dump it after the OOM: "
+                    "`torch.cuda.memory._record_memory_history(max_entries=100000)` ... "
+                    "`torch.cuda.memory._dump_snapshot(\"snap.pickle\")`")
+COLLECT_STATS = ("`json.dump(torch.cuda.memory_stats(), open(\"memory_stats.json\", \"w\"))` after the OOM, "
+                 "or a snapshot: " + COLLECT_SNAPSHOT)
+
+_SNAP = ("mem-snapshot",)
+_ALL = ("mem-snapshot", "mem-stats", "mem-summary")
+_STATS = ("mem-stats", "mem-summary")
+
+
+def _spec(name, unit, meaning, sources=_SNAP, type="number", subject="run"):
+    return FactSpec(name, type, unit, meaning, subject, sources,
+                    COLLECT_SNAPSHOT if sources == _SNAP else COLLECT_STATS)
+
+
+_OWNER_MEANING = {
+    "parameters": "model weights (allocated by module construction or .to())",
+    "gradients": "gradients and other tensors made by backward that outlive it",
+    "optimizer_state": "optimizer state (e.g. Adam exp_avg/exp_avg_sq from optimizer.step/_init_group)",
+    "activations": "activations and saved tensors: made in forward and kept past it",
+    "temporaries": "tensors freed before the phase (forward/backward/step) that made them ended",
+    "unknown": "allocations with no telling stack (user code outside modules, or before the trace)",
+}
+
+CATALOGUE: list[FactSpec] = [
+    _spec("num_ooms", "count", "out-of-memory events recorded", _ALL),
+    _spec("num_alloc_retries", "count", "cudaMalloc retries after freeing the cache (allocator counter)", _STATS),
+    _spec("peak_allocated_gib", "GiB", "peak bytes allocated to tensors", _ALL),
+    _spec("peak_reserved_gib", "GiB", "peak bytes reserved by the caching allocator", _ALL),
+    _spec("peak_reserved_free_gib", "GiB", "reserved but free bytes at the allocated peak (counters: peak reserved "
+          "- peak allocated)", _ALL),
+    _spec("current_allocated_gib", "GiB", "bytes allocated when the counters were read", _STATS),
+    _spec("current_reserved_gib", "GiB", "bytes reserved when the counters were read", _STATS),
+    _spec("inactive_split_peak_gib", "GiB", "peak bytes in free pieces of split blocks (fragmentation proxy)",
+          _STATS),
+    _spec("peak_fragmentation_pct", "%", "at the peak: share of reserved-free memory outside the largest free "
+          "block (0 = one contiguous free block)"),
+    _spec("trace_entries", "count", "allocator trace entries on the analysed device"),
+    _spec("oom_request_mib", "MiB", "size of the allocation that failed"),
+    _spec("oom_allocated_gib", "GiB", "bytes allocated to tensors when the OOM happened"),
+    _spec("oom_reserved_gib", "GiB", "bytes reserved by the allocator when the OOM happened"),
+    _spec("oom_reserved_free_gib", "GiB", "free blocks in the reserved segments of the request's pool at the OOM "
+          "(unsplittable remainders count as used, as the allocator counts them)"),
+    _spec("oom_reserved_free_pct", "%", "oom_reserved_free_gib as a share of the memory limit"),
+    _spec("oom_largest_free_block_mib", "MiB", "largest free block in reserved segments of the request's pool"),
+    _spec("oom_fragmentation_pct", "%", "share of reserved-free memory in blocks too small for the failing request"),
+    _spec("oom_reserved_free_to_request_ratio", "ratio", "oom_reserved_free_gib / failing request bytes"),
+    _spec("oom_device_free_gib", "GiB", "free device memory the driver reported at the OOM"),
+    _spec("memory_limit_gib", "GiB", "estimated limit hit: the reserved bytes under a per-process cap "
+          "(device still had free memory), else reserved + device free"),
+    _spec("memory_limit_is_cap", "", "the OOM hit a per-process cap (set_per_process_memory_fraction), "
+          "not the device's memory", type="bool"),
+    _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit"),
+    _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM"),
+    _spec("expandable_segments", "", "allocator setting expandable_segments was on", type="bool"),
+    _spec("composition_at", "", "when the owner composition was taken: oom | peak", type="string"),
+    _spec("composition_allocated_gib", "GiB", "allocated bytes at the composition point"),
+    _spec("dominant_owner", "", "owner holding the most live memory: " + " | ".join(OWNERS), type="string"),
+    _spec("dominant_owner_gib", "GiB", "live memory of the dominant owner"),
+    _spec("dominant_owner_share_pct", "%", "dominant owner's share of live memory"),
+    _spec("iterations_seen", "count", "training iterations seen in the trace (optimizer steps or backward passes)"),
+    _spec("iteration_growth_mib_per_iter", "MiB", "slope of allocated memory at iteration starts"),
+    _spec("iteration_growth_r2", "ratio", "how linear that growth is (R^2 of the fit, 0..1)"),
+    _spec("leak_site", "", "allocation site whose tensors survive the most iterations", type="string"),
+    _spec("leak_owner", "", "owner class of the leak site's allocations", type="string"),
+    _spec("leak_iterations", "count", "distinct iterations whose allocations from leak_site are still live"),
+    _spec("leak_gib", "GiB", "live bytes from leak_site at the composition point"),
+    _spec("leak_share_pct", "%", "leak_gib as a share of live memory"),
+    _spec("leak_mib_per_iter", "MiB", "bytes leak_site keeps per iteration"),
+    _spec("allocated_without_leak_gib", "GiB", "live memory minus leak_gib: the point a fix returns to"),
+    _spec("site_gib", "GiB", "live bytes allocated at this site", subject="site"),
+    _spec("site_share_pct", "%", "this site's share of live memory", subject="site"),
+    _spec("site_alloc_count", "count", "live allocations made at this site", subject="site"),
+    _spec("site_owner", "", "owner class of most of this site's bytes", type="string", subject="site"),
+]
+for _o in OWNERS:
+    CATALOGUE += [
+        _spec(f"{_o}_gib", "GiB", f"live memory of {_o}: {_OWNER_MEANING[_o]}"),
+        _spec(f"{_o}_share_pct", "%", f"{_o}' share of live memory at the composition point"),
+        _spec(f"allocated_without_{_o}_gib", "GiB", f"live memory minus {_o}: the floor a fix of {_o} reaches"),
+    ]
