@@ -80,8 +80,8 @@ for f in report.findings[:5]:
 
 def measure(script: str, path: Path) -> tuple[float, int, list[int], list[str]]:
     """Run script on path in a fresh interpreter; (seconds, peak RSS bytes, counts, notes)."""
-    done = subprocess.run([sys.executable, "-c", script, str(path)], cwd=REPO, capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-c", script, str(path)], cwd=REPO, check=False,
+                          capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed")
     lines = done.stdout.splitlines()

@@ -141,7 +141,7 @@ def test_dataloader_bound_run_has_pageable_host_to_device_copies(fixtures_dir, t
     assert len(pageable) == 142
     assert (pageable["copy_kind"] == "HtoD").all()
     assert not copies.loc[copies["copy_kind"] == "DtoD", "pageable"].any()
-    assert (gpu.loc[gpu["kind"] != "memcpy", "pageable"] == False).all()  # noqa: E712
+    assert (gpu.loc[gpu["kind"] != "memcpy", "pageable"] == False).all()
 
 
 def test_pinned_host_copies_are_not_pageable(fixtures_dir, timelines):

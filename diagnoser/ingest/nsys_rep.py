@@ -46,7 +46,7 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
         out = Path(tmp) / "export.sqlite"
         cmd = [nsys, "export", "--type", "sqlite", "-o", str(out), str(report)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+            done = subprocess.run(cmd, check=False, capture_output=True, text=True, errors="replace",
                                   timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise InputError(p, f"`nsys export` did not finish in {EXPORT_TIMEOUT_S} s") from None
@@ -70,7 +70,7 @@ def _plain_report(path: Path, tmp: Path) -> Path:
     with open(path, "rb") as f:
         if f.read(2) != b"\x1f\x8b":
             return path
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    name = path.name.removesuffix(".gz")
     plain = tmp / (name if name.endswith(".nsys-rep") else name + ".nsys-rep")
     try:
         with gzip.open(path, "rb") as src, open(plain, "wb") as dst:

@@ -25,19 +25,26 @@ import tempfile
 import warnings
 import zlib
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
 from ..progress import NULL_PROGRESS, Progress
-from ..timeline.tables import (GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, RANGE_COLUMNS, RANGE_KINDS,
-                               Timeline, empty_table)
+from ..timeline.tables import (
+    GPU_COLUMNS,
+    GPU_KINDS,
+    HOST_COLUMNS,
+    RANGE_COLUMNS,
+    RANGE_KINDS,
+    Timeline,
+    empty_table,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CHUNK_ROWS = 250_000           # rows per group_concat query
@@ -387,7 +394,6 @@ class _Reader:
                     found[i] = _text(value)
         return {i: found.get(i, f"<unknown string {i}>") for i in wanted}
 
-    # -- tables ----------------------------------------------------------------------------
     # -- gpu -------------------------------------------------------------------------------
     def kernel_plan(self) -> _Plan | None:
         t = GPU_TABLES["kernel"]
@@ -398,7 +404,8 @@ class _Reader:
         self.require(t, name_col)
         grid = " * ".join(self.col(t, c, "0") for c in ("gridX", "gridY", "gridZ"))
         block = " * ".join(self.col(t, c, "0") for c in ("blockX", "blockY", "blockZ"))
-        return _Plan(t, {**self._common(t), "name": name_col, "grid": grid, "block": block})
+        return _Plan(t, {**self._common(t), "name": self.col(t, name_col), "grid": grid,
+                         "block": block})
 
     def memcpy_plan(self) -> _Plan | None:
         t = GPU_TABLES["memcpy"]
@@ -417,7 +424,7 @@ class _Reader:
         return _Plan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0")})
 
     def _common(self, t: str) -> dict[str, str]:
-        return {"start_ns": "start", "dur_ns": "end - start", "device": self.col(t, "deviceId"),
+        return {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "device": self.col(t, "deviceId"),
                 "stream": self.col(t, "streamId"), "correlation": self.col(t, "correlationId")}
 
     def gpu(self, data: dict[str, dict]) -> pd.DataFrame:
@@ -479,8 +486,8 @@ class _Reader:
             return None
         self.require(t, "start", "end", "nameId")
         thread = f"coalesce(globalTid % {TID_MOD}, -1)" if "globalTid" in self.columns(t) else "-1"
-        return _Plan(t, {"start_ns": "start", "dur_ns": "end - start", "thread": thread,
-                         "correlation": self.col(t, "correlationId"), "name": "nameId"})
+        return _Plan(t, {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "thread": thread,
+                         "correlation": self.col(t, "correlationId"), "name": self.col(t, "nameId")})
 
     def host(self, data: dict | None) -> pd.DataFrame:
         if data is None:
