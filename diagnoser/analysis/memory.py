@@ -226,7 +226,11 @@ def _oom_facts(sink, rep, oom):
     free = rep.free_blocks_at(k, request > SMALL_SEGMENT // 2)
     free_sum = int(free.sum())
     is_cap = oom.device_free >= request
-    limit = reserved if is_cap else reserved + max(oom.device_free, 0)
+    # Under a cap (set_per_process_memory_fraction) the snapshot does not store the cap itself; the
+    # most the allocator ever held before the OOM is a lower bound of it (it may have released cached
+    # blocks and retried just before failing, so the reserved size at the OOM alone is too low).
+    held = int(rep.reserved[:k + 1].max()) if k >= 0 else reserved
+    limit = max(reserved, held) if is_cap else reserved + max(oom.device_free, 0)
     sink.add("oom_request_mib", request / MIB, "MiB")
     sink.add("oom_allocated_gib", allocated / GIB, "GiB")
     sink.add("oom_reserved_gib", reserved / GIB, "GiB")

@@ -54,11 +54,12 @@ CATALOGUE: list[FactSpec] = [
     _spec("oom_fragmentation_pct", "%", "share of reserved-free memory in blocks too small for the failing request"),
     _spec("oom_reserved_free_to_request_ratio", "ratio", "oom_reserved_free_gib / failing request bytes"),
     _spec("oom_device_free_gib", "GiB", "free device memory the driver reported at the OOM"),
-    _spec("memory_limit_gib", "GiB", "estimated limit hit: the reserved bytes under a per-process cap "
-          "(device still had free memory), else reserved + device free"),
+    _spec("memory_limit_gib", "GiB", "estimated limit hit: under a per-process cap (device still had free "
+          "memory) the most the allocator reserved up to the OOM, a lower bound of the cap; else reserved + device free"),
     _spec("memory_limit_is_cap", "", "the OOM hit a per-process cap (set_per_process_memory_fraction), "
           "not the device's memory", type="bool"),
-    _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit"),
+    _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit "
+          "(an upper bound under a cap, whose exact size the snapshot does not record)"),
     _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM"),
     _spec("expandable_segments", "", "allocator setting expandable_segments was on", type="bool"),
     _spec("composition_at", "", "when the owner composition was taken: oom | peak", type="string"),
