@@ -78,12 +78,35 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
                 continue  # no subject of this kind here (no ranks in a one-process run): not applicable
             present = present_by_scope.get(r.scope, set())
             missing = tuple(f for f in r.requires if f not in present)
+            if missing and all(_known_false(r.when, rec.values) for rec in records if rec.scope == r.scope):
+                continue  # facts that are present already rule it out (a training rule on inference)
             if missing:
                 hints = sorted({catalogue[f].collect for f in missing if f in catalogue and catalogue[f].collect})
                 skipped.append(NotEvaluated(r.id, r.title, r.tree, missing, "; ".join(hints)))
             else:
                 todo.append(r)
     return todo, skipped
+
+
+def _known_false(c, values: dict) -> bool:
+    """Kleene logic over a record with gaps: is the condition false whatever the absent facts are?"""
+    return _kleene(c, values) is False
+
+
+def _kleene(c, values: dict):
+    """True / False / None (unknown: depends on absent facts or on other rules' findings)."""
+    if c.kind in ("all", "any", "none"):
+        vals = [_kleene(i, values) for i in c.items]
+        if c.kind == "all":
+            return False if False in vals else (None if None in vals else True)
+        hit = True if True in vals else (None if None in vals else False)
+        return hit if c.kind == "any" else (None if hit is None else not hit)
+    if c.kind == "finding" or c.fact not in values:
+        return None
+    if c.op in ("eq", "neq") and c.param is None and isinstance(c.value, (str, bool)):
+        same = type(values[c.fact]) is type(c.value) and values[c.fact] == c.value
+        return same if c.op == "eq" else not same
+    return None  # numeric comparisons: leave to the engine (only used to prune, never to fire)
 
 
 def run_rules(rules: dict[str, Rule], records: list[Record], matcher: Matcher = durable_matcher) -> Fired:
