@@ -35,6 +35,11 @@ def fmt_value(value, unit: str = "") -> str:
     return f"{text} {unit}".strip() if unit and unit not in ("count", "bool", "ratio", "") else text
 
 
+def share_pct(x: float) -> str:
+    """A 0..1 share as a whole percent; a real but tiny share reads "<1%", never "0%"."""
+    return "<1%" if 0 < x < 0.005 else f"{100 * x:.0f}%"
+
+
 def playbook_ref(finding) -> str:
     return f"playbooks/{TREE_FILES.get(finding.tree, finding.tree.replace('-', '_'))}.md#{finding.rule.lower()}"
 
@@ -47,7 +52,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
     )
     env.filters["value"] = fmt_value
     env.filters["kind"] = display_kind
-    env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
+    env.filters["pct"] = share_pct
     env.globals["playbook_ref"] = playbook_ref
     return env
 
