@@ -3,32 +3,22 @@
 Only normalizes: CUPTI kernel/memcpy/memset rows become `gpu`, CUDA runtime/driver API calls
 become `host`, NVTX ranges become `ranges`; no metric is computed here. Every table is optional.
 
-Speed: a 10M-kernel export must load in seconds, and Python's sqlite3 cursor costs one tuple plus
-one object per value. So integer columns come CHUNK_ROWS rows at a time as one `group_concat` text
-per column (SQLite does the int->text work in C), parsed by numpy; big exports spread the chunks
-over worker processes (SQLite's per-value work dominates and threads contend inside it). Strings
-stay integer ids until the end and become categoricals, each distinct id looked up once in SQL.
+Speed: a 10M-kernel export must load in seconds. Each table's integer columns are pulled in bulk
+by `sqlite_columns` (group_concat chunks parsed by numpy, worker processes for big exports); this
+module only says which columns and maps them. Strings stay integer ids until the end and become
+categoricals, each distinct id looked up once in SQL.
 """
 from __future__ import annotations
 
 import gzip
-import mmap
-import os
-import pickle
-import queue
+import pickle  # noqa: F401  (tests patch pickle.load through this module; see _serve below)
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 import tempfile
-import warnings
 import zlib
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,11 +35,22 @@ from ..timeline.tables import (
     Timeline,
     empty_table,
 )
+from .sqlite_columns import (
+    CHUNK_ROWS,
+    MAX_WORKERS,
+    PARALLEL_MIN_ROWS,
+    WORKER_MAIN,
+    ColumnPlan,
+    CorruptColumnError,
+    connect_readonly,
+    cpus,
+    empty_column,
+    fetch_in_pool,
+    read_columns,
+    serve,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-CHUNK_ROWS = 250_000           # rows per group_concat query
-PARALLEL_MIN_ROWS = 3_000_000  # below this, worker start-up costs more than it saves
-MAX_WORKERS = 16
 TID_MOD = 0x1000000  # globalTid = ... | pid << 24 | tid
 # Tables whose presence marks a file as an Nsight Systems export.
 NSYS_MARKERS = ("StringIds", "META_DATA_EXPORT", "TARGET_INFO_SESSION_START_TIME")
@@ -74,7 +75,8 @@ API_VERSION_SUFFIX = re.compile(r"_v\d+$")  # cudaLaunchKernel_v7000 -> cudaLaun
 
 
 class _Corrupt(Exception):
-    """Data that SQLite accepted but that cannot be a valid export (misaligned columns...)."""
+    """Data that SQLite accepted but that cannot be a valid export (a required column missing);
+    misaligned or non-integer columns raise sqlite_columns.CorruptColumnError."""
 
 
 def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
@@ -88,12 +90,12 @@ def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
     try:
         with _plain_sqlite(shown) as db_file:
             _check_header(shown, db_file)
-            conn = _connect(db_file)
+            conn = connect_readonly(db_file)
             try:
                 return _read_timeline(shown, db_file, conn, bar)
             except sqlite3.DatabaseError as e:
                 raise InputError(shown, f"corrupt or truncated SQLite database ({e})") from None
-            except _Corrupt as e:
+            except (_Corrupt, CorruptColumnError) as e:
                 raise InputError(shown, f"corrupt Nsight Systems export ({e})") from None
             finally:
                 conn.close()
@@ -139,13 +141,6 @@ def _check_header(shown: Path, db_file: Path) -> None:
         raise InputError(shown, f"truncated SQLite database ({size} of {pages * page_size} bytes)")
 
 
-def _connect(db_file: Path) -> sqlite3.Connection:
-    """Open read-only and immutable: no journal, no lock, the input is never written."""
-    conn = sqlite3.connect(f"{db_file.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-    conn.text_factory = bytes  # decoded explicitly where text is wanted
-    return conn
-
-
 def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Progress) -> Timeline:
     tables = {_text(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not any(t in tables for t in NSYS_MARKERS) and not any(
@@ -169,193 +164,22 @@ def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Pr
 
 # -- bulk integer columns ------------------------------------------------------------------------
 
-@dataclass
-class _Plan:
-    """Integer columns to pull from one table: output name -> NOT NULL SQL expression."""
-
-    table: str
-    exprs: dict[str, str]
-    lo: int = 0   # rowid range, inclusive; empty when hi < lo
-    hi: int = -1
-
-    @property
-    def sql(self) -> str:
-        select = ", ".join(f"group_concat({e})" for e in self.exprs.values())
-        return f'SELECT count(*), {select} FROM "{self.table}" WHERE rowid >= ? AND rowid < ?'
+# The pool's tuning and seams, read from this module at each call so they can be set here
+# (tests/test_nsys_reader.py forces the worker pool on small exports and breaks its workers
+# through these names and `pickle`).
+_cpus, _fetch_in_pool, _serve = cpus, fetch_in_pool, serve
 
 
-def _fetch(db_file: Path, conn: sqlite3.Connection, plans: list[_Plan], bar: Progress) -> list[dict]:
-    """Run every plan in rowid chunks (over worker processes for big exports) into int64 arrays."""
-    for plan in plans:  # two subqueries: SQLite answers a lone min() or max() from the b-tree
-        lo, hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{plan.table}"), '
-                              f'(SELECT max(rowid) FROM "{plan.table}")').fetchone()
-        plan.lo, plan.hi = (lo, hi) if lo is not None else (0, -1)
-    spans = [plan.hi - plan.lo + 1 for plan in plans]
-    out = [{name: _empty(span, np.int64) for name in plan.exprs} for plan, span in zip(plans, spans)]
-    filled = [0] * len(plans)
-    tasks = [(k, first, min(first + CHUNK_ROWS, plan.hi + 1))
-             for k, plan in enumerate(plans) for first in range(plan.lo, plan.hi + 1, CHUNK_ROWS)]
-    bar.total = sum(spans)
-
-    def store(k: int, count: int, arrays: list[np.ndarray]) -> None:
-        for name, values in zip(plans[k].exprs, arrays):
-            out[k][name][filled[k]:filled[k] + count] = values
-        filled[k] += count
-        bar.update(sum(filled))
-
-    workers = min(_cpus(), MAX_WORKERS, len(tasks)) if sum(spans) >= PARALLEL_MIN_ROWS else 1
-    done = 0
-    if workers > 1:
-        done = _fetch_in_pool(str(db_file), plans, tasks, workers, store)
-    for k, first, stop in tasks[done:]:
-        store(k, *_query_chunk(conn, plans[k].sql, first, stop))
-    results = []
-    for cols, n in zip(out, filled):
-        cols = {name: a[:n] if n < len(a) else a for name, a in cols.items()}  # rowid gaps
+def _fetch(db_file: Path, conn: sqlite3.Connection, plans: list[ColumnPlan], bar: Progress) -> list[dict]:
+    """Every plan's columns as int64 arrays; a `dur_ns` column comes back as `end_ns`."""
+    results = read_columns(db_file, conn, plans, bar, chunk_rows=CHUNK_ROWS,
+                           parallel_min_rows=PARALLEL_MIN_ROWS, max_workers=min(_cpus(), MAX_WORKERS),
+                           worker_main=WORKER_MAIN, pool=_fetch_in_pool)
+    for cols in results:
         if "dur_ns" in cols:  # durations travel as fewer digits than end times
-            cols["end_ns"] = _in_place_add(cols.pop("dur_ns"), cols["start_ns"])
-        results.append(cols)
+            dur = cols.pop("dur_ns")
+            cols["end_ns"] = np.add(dur, cols["start_ns"], out=dur)
     return results
-
-
-def _fetch_in_pool(db: str, plans: list[_Plan], tasks: list, workers: int, store) -> int:
-    """Run tasks over worker processes, stored in order with a bounded number in flight.
-
-    Returns how many tasks were stored; a pool that cannot start or loses a worker leaves the
-    rest to the caller. Workers are fresh interpreters (`python -c`), not multiprocessing's:
-    fork is unsafe in a threaded process and spawn would re-run the caller's __main__ script.
-    """
-    done, finished, threads = 0, False, None
-    idle: queue.Queue = queue.Queue()
-    procs = []
-    try:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p))
-        for _ in range(workers):
-            procs.append(subprocess.Popen([sys.executable, "-c", WORKER_MAIN, db], env=env,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL))
-            idle.put(procs[-1])
-
-        failed = []
-
-        def run(k: int, first: int, stop: int):
-            proc = idle.get()
-            try:
-                if failed:
-                    raise _PoolFailed()
-                pickle.dump((plans[k].sql, first, stop), proc.stdin)
-                proc.stdin.flush()
-                reply = pickle.load(proc.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError):
-                failed.append(proc)
-                raise _PoolFailed() from None
-            finally:
-                idle.put(proc)  # back even if dead, so no other task waits for it forever
-            if reply[0] == "sqlite":
-                raise sqlite3.DatabaseError(reply[1])
-            if reply[0] == "corrupt":
-                raise _Corrupt(reply[1])
-            return reply[1:]
-
-        threads = ThreadPoolExecutor(workers)
-        pending: deque = deque()
-        for k, first, stop in tasks:
-            pending.append((k, threads.submit(run, k, first, stop)))
-            while pending and (len(pending) > 2 * workers or pending[0][1].done()):
-                k0, future = pending.popleft()
-                store(k0, *future.result())
-                done += 1
-        while pending:
-            k0, future = pending.popleft()
-            store(k0, *future.result())
-            done += 1
-        finished = True
-    except (OSError, _PoolFailed):
-        pass
-    finally:
-        for proc in procs:
-            if not finished:  # an error or an interrupt: stop the workers now
-                proc.kill()
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-        if threads is not None:
-            threads.shutdown(wait=True, cancel_futures=True)
-        for proc in procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    return done
-
-
-class _PoolFailed(Exception):
-    """A worker process could not start or died; the caller reads the rest itself."""
-
-
-WORKER_MAIN = "import sys; from diagnoser.ingest.nsys_sqlite import _serve; _serve(sys.argv[1])"
-
-
-def _serve(db: str) -> None:
-    """Worker loop: read (sql, first, stop) from stdin, answer with the narrowed column arrays."""
-    conn = _connect(Path(db))
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        try:
-            sql, first, stop = pickle.load(source)
-        except EOFError:
-            return
-        try:
-            count, arrays = _query_chunk(conn, sql, first, stop)
-            reply = ("ok", count, [_narrowest(a) for a in arrays])
-        except sqlite3.DatabaseError as e:
-            reply = ("sqlite", str(e))
-        except _Corrupt as e:
-            reply = ("corrupt", str(e))
-        pickle.dump(reply, sink, protocol=pickle.HIGHEST_PROTOCOL)
-        sink.flush()
-
-
-def _narrowest(values: np.ndarray) -> np.ndarray:
-    """The smallest integer dtype holding `values` (results cross a pipe: fewer bytes)."""
-    if len(values) == 0:
-        return values
-    lo, hi = values.min(), values.max()
-    for dtype in (np.int8, np.int16, np.int32):
-        info = np.iinfo(dtype)
-        if info.min <= lo and hi <= info.max:
-            return values.astype(dtype)
-    return values
-
-
-def _query_chunk(conn: sqlite3.Connection, sql: str, first: int, stop: int) -> tuple[int, list[np.ndarray]]:
-    """Rows first <= rowid < stop: one group_concat text per column, parsed by numpy.
-
-    group_concat skips NULLs, so every expression is NOT NULL; the row count checks alignment.
-    """
-    count, *texts = conn.execute(sql, (first, stop)).fetchone()
-    arrays = []
-    for text in texts:
-        try:
-            with warnings.catch_warnings():  # numpy < 2.3 warns on unparsable text, later raises
-                warnings.simplefilter("ignore", DeprecationWarning)
-                values = np.fromstring(text, dtype=np.int64, sep=",") if count else np.empty(0, np.int64)
-        except ValueError:
-            values = None
-        if values is None or len(values) != count:
-            raise _Corrupt(f"a column holds something other than {count} integers")
-        arrays.append(values)
-    return count, arrays
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 class _Reader:
@@ -395,7 +219,7 @@ class _Reader:
         return {i: found.get(i, f"<unknown string {i}>") for i in wanted}
 
     # -- gpu -------------------------------------------------------------------------------
-    def kernel_plan(self) -> _Plan | None:
+    def kernel_plan(self) -> ColumnPlan | None:
         t = GPU_TABLES["kernel"]
         if t not in self.tables:
             return None
@@ -404,24 +228,24 @@ class _Reader:
         self.require(t, name_col)
         grid = " * ".join(self.col(t, c, "0") for c in ("gridX", "gridY", "gridZ"))
         block = " * ".join(self.col(t, c, "0") for c in ("blockX", "blockY", "blockZ"))
-        return _Plan(t, {**self._common(t), "name": self.col(t, name_col), "grid": grid,
+        return ColumnPlan(t, {**self._common(t), "name": self.col(t, name_col), "grid": grid,
                          "block": block})
 
-    def memcpy_plan(self) -> _Plan | None:
+    def memcpy_plan(self) -> ColumnPlan | None:
         t = GPU_TABLES["memcpy"]
         if t not in self.tables:
             return None
         self.require(t, "start", "end")
-        return _Plan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0"),
+        return ColumnPlan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0"),
                          "copy": self.col(t, "copyKind", "0"), "src": self.col(t, "srcKind"),
                          "dst": self.col(t, "dstKind")})
 
-    def memset_plan(self) -> _Plan | None:
+    def memset_plan(self) -> ColumnPlan | None:
         t = GPU_TABLES["memset"]
         if t not in self.tables:
             return None
         self.require(t, "start", "end")
-        return _Plan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0")})
+        return ColumnPlan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0")})
 
     def _common(self, t: str) -> dict[str, str]:
         return {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "device": self.col(t, "deviceId"),
@@ -480,13 +304,13 @@ class _Reader:
         return PAGEABLE_MEM_KIND
 
     # -- host ------------------------------------------------------------------------------
-    def host_plan(self) -> _Plan | None:
+    def host_plan(self) -> ColumnPlan | None:
         t = RUNTIME_TABLE
         if t not in self.tables:
             return None
         self.require(t, "start", "end", "nameId")
         thread = f"coalesce(globalTid % {TID_MOD}, -1)" if "globalTid" in self.columns(t) else "-1"
-        return _Plan(t, {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "thread": thread,
+        return ColumnPlan(t, {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "thread": thread,
                          "correlation": self.col(t, "correlationId"), "name": self.col(t, "nameId")})
 
     def host(self, data: dict | None) -> pd.DataFrame:
@@ -585,21 +409,6 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _empty(n: int, dtype) -> np.ndarray:
-    """np.empty for the big columns, on an anonymous mmap: numpy advises transparent huge pages
-    for large arrays, and on the VMs measured the first touch of those pages (compaction) made
-    filling 1.5 GB of columns take 2.9 s instead of 0.5 s (benchmarks/bench_nsys.py)."""
-    dtype = np.dtype(dtype)
-    if n * dtype.itemsize < 1 << 22:
-        return np.empty(n, dtype)
-    return np.frombuffer(mmap.mmap(-1, n * dtype.itemsize), dtype=dtype, count=n)
-
-
-def _in_place_add(values: np.ndarray, other: np.ndarray) -> np.ndarray:
-    np.add(values, other, out=values)
-    return values
-
-
 def _distinct(ids: np.ndarray) -> np.ndarray:
     """Sorted distinct ids (a bitmap when ids are small, as StringIds ids are)."""
     if len(ids) and ids.min() >= 0 and ids.max() < SMALL_IDS:
@@ -641,7 +450,7 @@ def _frame(parts: list[dict], schema: dict[str, str], categories: dict[str, list
         if len(parts) == 1 and dest is None and isinstance(first, np.ndarray) and first.dtype == dtype:
             out = parts[0].pop(c)  # already in place
         else:
-            out = _empty(n, dtype)
+            out = empty_column(n, dtype)
             for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
                 if dest is None:
                     out[lo:hi] = p.pop(c)
