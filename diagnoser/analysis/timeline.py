@@ -19,11 +19,12 @@ from ..facts import AnalysisResult, Fact, Subject
 from ..timeline.tables import Timeline
 from .timeline_catalogue import CATALOGUE, SPECS
 from .timeline_gaps import IDLE_CLASSES, device_busy, host_activity, idle_gaps, per_step_breakdown
-from .timeline_kernels import (attention_stats, category_times, is_training, kernel_table,
+from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .timeline_ranks import RankSummary, straggler_analysis
 from .timeline_steps import find_steps, phase_ms
 from .timeline_sync import memcpy_stats, sync_stats
+from .timeline_view import TimelineView
 
 __all__ = ["timeline_analysis", "CATALOGUE", "analyze_timeline"]
 
@@ -69,7 +70,8 @@ def _kernel_short_name(name: str) -> str:
 
 def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     """All single-timeline metrics (see the catalogue for their meaning)."""
-    steps = find_steps(tl)
+    tv = TimelineView(tl)
+    steps = find_steps(tv)
     notes = list(steps.notes)
     v: dict = {"step_detection": steps.method}
     idx = steps.steady
@@ -84,8 +86,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     windows = steps.steady_windows
     span = max(windows.total, 1)
 
-    act = host_activity(tl)
-    devices = device_busy(tl)
+    act = host_activity(tv)
+    devices = device_busy(tv)
     if not devices:
         notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
                      "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
@@ -96,7 +98,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     if len(devices) > 1:
         notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
     gaps = idle_gaps(dev, steps, act)
-    idle_ns = {c: int((gaps.end - gaps.start)[gaps.cls == c].sum()) for c in IDLE_CLASSES}
+    idle_ns = gaps.ns_by_class()
     busy_ns = int(dev.compute.overlap(windows.starts, windows.ends).sum())
     comm_ns = int(dev.comm.overlap(windows.starts, windows.ends).sum())
     steps_chart = [{
@@ -112,7 +114,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(idx.size, 1)
 
-    kt = kernel_table(tl, steps)
+    kt = kernel_table(tv, steps)
     cats = category_times(kt)
     categories_chart = [{"category": r.category, "time_ms": float(r.time_ms), "share_pct": float(r.share_pct)}
                         for r in cats.itertuples()]
@@ -120,18 +122,18 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v[f"kernel_{r.category}_pct"] = float(r.share_pct)
     if cats["time_ms"].sum() > 0:
         v["top_kernel_category"] = str(cats.sort_values(["time_ms", "category"], ascending=[False, True]).iloc[0].category)
-    kernels = kt.rows[(kt.rows["kind"] == "kernel") & (kt.rows["category"] != "communication")]
-    if len(kernels):  # NCCL kernels mostly wait for peers: Nsight Compute has nothing to say on them
-        by_name = kernels.groupby("name")["dur_ns"].sum().sort_values(ascending=False, kind="stable")
-        total = max(float(kt.rows["dur_ns"].sum()), 1.0)
+    kernels = kt.is_kernel & (kt.category != KERNEL_CATEGORIES.index("communication"))
+    if kernels.any():  # NCCL kernels mostly wait for peers: Nsight Compute has nothing to say on them
+        by_name = kt.names.subset(kernels).sum_by_name(kt.dur_ns[kernels]).sort_values(ascending=False, kind="stable")
+        total = max(float(kt.dur_ns.sum()), 1.0)
         v["top_kernel_name"] = _kernel_short_name(str(by_name.index[0]))
         v["top_kernel_pct"] = 100.0 * float(by_name.iloc[0]) / total
         shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
         v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
-    ls = launch_stats(tl, kt)
+    ls = launch_stats(tv, kt)
     v.update(ls)
     v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
-    v.update(memcpy_stats(tl, steps, act))
+    v.update(memcpy_stats(tv, steps, act))
     v.update(tensor_core_stats(kt))
     att = attention_stats(kt)
     v.update(att)

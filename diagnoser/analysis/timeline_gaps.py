@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
 from .timeline_names import name_mask
 from .timeline_steps import PHASE_PATTERNS, Steps
+from .timeline_view import Names, TimelineView, is_sorted
 
 IDLE_CLASSES = ("data", "sync", "launch", "communication", "unexplained")
 
@@ -66,45 +66,59 @@ def _top_level_ops(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out) if out else ops
 
 
-def _calls_inside(ops: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+def _calls_inside(ops: pd.DataFrame, tv: TimelineView, host_thread: np.ndarray) -> np.ndarray:
     """How many host API calls start inside each op, on the op's own thread."""
     counts = np.zeros(len(ops), dtype=np.int64)
     for thread, g in ops.groupby("thread", sort=False):
-        calls = np.sort(host.loc[host["thread"] == thread, "start_ns"].to_numpy())
+        calls = np.sort(tv.host_start[host_thread == thread])
         lo = np.searchsorted(calls, g["start_ns"].to_numpy(), side="left")
         hi = np.searchsorted(calls, g["end_ns"].to_numpy(), side="right")
         counts[ops.index.get_indexer(g.index)] = hi - lo
     return counts
 
 
-def host_activity(tl: Timeline) -> HostActivity:
-    host, ranges, gpu = tl.host, tl.ranges, tl.gpu
-    copies = gpu[gpu["kind"] == "memcpy"]
-    blocking_corr = set(copies.loc[(copies["copy_kind"] == "DtoH") | copies["pageable"], "correlation"].tolist())
-    pageable_corr = set(copies.loc[copies["pageable"], "correlation"].tolist())
-    is_copy_call = name_mask(host["name"], MEMCPY_API)
-    sync_calls = host[name_mask(host["name"], SYNC_API) | (is_copy_call & host["correlation"].isin(blocking_corr).to_numpy())]
-    ops = ranges[ranges["kind"] == "op"]
-    sync = IntervalSet.of(sync_calls["start_ns"], sync_calls["end_ns"])
+def _calls_with_corr(tv: TimelineView, calls: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """Of the host rows `calls` (a mask), those whose correlation id is one of `corr` (a mask)."""
+    rows = np.flatnonzero(calls)
+    out = np.zeros(calls.size, dtype=bool)
+    out[rows[np.isin(tv.host_corr[rows], np.unique(corr))]] = True
+    return out
+
+
+def host_activity(tv: TimelineView) -> HostActivity:
+    tl = tv.tl
+    ranges = tl.ranges
+    copies = np.flatnonzero(tv.is_memcpy)
+    pageable = tl.gpu["pageable"].to_numpy()[copies]
+    dtoh = Names.of(tl.gpu["copy_kind"].iloc[copies]).equals("DtoH")
+    blocking_corr = tv.gpu_corr[copies][dtoh | pageable]
+    pageable_corr = tv.gpu_corr[copies][pageable]
+    hs, he = tv.host_start, tv.host_end
+    is_copy_call = tv.host_names.mask(MEMCPY_API)
+    sync_mask = tv.host_names.mask(SYNC_API) | _calls_with_corr(tv, is_copy_call, blocking_corr)
+    ops = ranges[(ranges["kind"] == "op").to_numpy()]
+    sync = IntervalSet.of(hs[sync_mask], he[sync_mask])
 
     marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(ranges["name"], DATA_RANGE)]
     top = _top_level_ops(ops.reset_index(drop=True))
-    cpu_only = top[_calls_inside(top, host) == 0] if len(top) else top
+    calls_inside = _calls_inside(top, tv, tl.host["thread"].to_numpy()) if len(top) else np.zeros(0, np.int64)
+    cpu_only = top[calls_inside == 0] if len(top) else top
     cpu_only = cpu_only[~name_mask(cpu_only["name"], SYNC_OPS)]
     data = IntervalSet.of(np.concatenate((marked_data["start_ns"], cpu_only["start_ns"])),
                           np.concatenate((marked_data["end_ns"], cpu_only["end_ns"])))
 
-    launch_calls = host[name_mask(host["name"], LAUNCH_API)]
-    launching_ops = top[_calls_inside(top, host) > 0] if len(top) else top
-    launch = IntervalSet.of(np.concatenate((launch_calls["start_ns"], launching_ops["start_ns"])),
-                            np.concatenate((launch_calls["end_ns"], launching_ops["end_ns"])))
+    launch_mask = tv.host_names.mask(LAUNCH_API)
+    launching_ops = top[calls_inside > 0] if len(top) else top
+    launch = IntervalSet.of(np.concatenate((hs[launch_mask], launching_ops["start_ns"].to_numpy(np.int64))),
+                            np.concatenate((he[launch_mask], launching_ops["end_ns"].to_numpy(np.int64))))
+    del launch_mask
 
     comm_r = ranges[name_mask(ranges["name"], COMM_RANGES)]
-    comm_calls = host[name_mask(host["name"], NCCL_API)]
-    comm = IntervalSet.of(np.concatenate((comm_r["start_ns"], comm_calls["start_ns"])),
-                          np.concatenate((comm_r["end_ns"], comm_calls["end_ns"])))
-    pc = host[is_copy_call & host["correlation"].isin(pageable_corr)]
-    return HostActivity(data, sync, launch, comm, IntervalSet.of(pc["start_ns"], pc["end_ns"]))
+    comm_calls = tv.host_names.mask(NCCL_API)
+    comm = IntervalSet.of(np.concatenate((comm_r["start_ns"], hs[comm_calls])),
+                          np.concatenate((comm_r["end_ns"], he[comm_calls])))
+    pc = _calls_with_corr(tv, is_copy_call, pageable_corr)
+    return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]))
 
 
 @dataclass
@@ -117,19 +131,27 @@ class DeviceBusy:
     compute_launched: np.ndarray   # when its launch call returned on the host (-1: unknown)
 
 
-def device_busy(tl: Timeline) -> list[DeviceBusy]:
+def device_busy(tv: TimelineView) -> list[DeviceBusy]:
     out = []
-    gpu = tl.gpu
-    calls = tl.host[tl.host["correlation"] >= 0].drop_duplicates("correlation")
-    returned = pd.Series(calls["end_ns"].to_numpy(), index=calls["correlation"].to_numpy())
-    for dev, g in gpu.groupby("device", sort=True):
-        is_comm = (g["kind"] == "kernel").to_numpy() & name_mask(g["name"], COMM_KERNEL)
-        s, e = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
-        launched = g["correlation"].map(returned).fillna(-1).to_numpy(dtype=np.int64)
-        cs, cl = s[~is_comm], launched[~is_comm]
-        order = np.argsort(cs, kind="stable")
-        out.append(DeviceBusy(int(dev), IntervalSet.of(s, e), IntervalSet.of(s[~is_comm], e[~is_comm]),
-                              IntervalSet.of(s[is_comm], e[is_comm]), cs[order], cl[order]))
+    dev_col = tv.tl.gpu["device"].to_numpy()
+    if dev_col.size == 0:
+        return out
+    one = int(dev_col.min()) == int(dev_col.max())
+    comm_all = tv.is_kernel & tv.gpu_names.mask(COMM_KERNEL)
+    for dev in ([int(dev_col[0])] if one else np.unique(dev_col).tolist()):
+        rows = slice(None) if one else np.flatnonzero(dev_col == dev)
+        s, e, is_comm = tv.gpu_start[rows], tv.gpu_end[rows], comm_all[rows]
+        launched = tv.returned_ns[rows]
+        busy = IntervalSet.of(s, e)
+        if is_comm.any():
+            cs, ce, cl = s[~is_comm], e[~is_comm], launched[~is_comm]
+            compute, comm = IntervalSet.of(cs, ce), IntervalSet.of(s[is_comm], e[is_comm])
+        else:  # no NCCL kernels: compute is everything
+            cs, cl, compute, comm = s, launched, busy, IntervalSet.of([], [])
+        if not is_sorted(cs):
+            order = np.argsort(cs, kind="stable")
+            cs, cl = cs[order], cl[order]
+        out.append(DeviceBusy(int(dev), busy, compute, comm, cs, cl))
     return out
 
 
@@ -140,32 +162,71 @@ class Gaps:
     device: int
     start: np.ndarray
     end: np.ndarray
-    cls: np.ndarray  # one of IDLE_CLASSES per gap
+    cls: np.ndarray  # per gap, its class as an index into IDLE_CLASSES
+
+    def ns_by_class(self) -> dict[str, int]:
+        dur = self.end - self.start
+        return {c: int(dur[self.cls == i].sum()) for i, c in enumerate(IDLE_CLASSES)}
+
+
+DATA, SYNC, LAUNCH, COMM, UNEXPLAINED = (IDLE_CLASSES.index(c) for c in
+                                         ("data", "sync", "launch", "communication", "unexplained"))
+
+
+def _share(sets, starts: np.ndarray, ends: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
+    """Share of each gap the sets cover together; None when they are all empty (share 0)."""
+    sets = [s for s in sets if len(s)]
+    if not sets:
+        return None
+    covered = sets[0].overlap(starts, ends)
+    for s in sets[1:]:
+        covered = covered + s.overlap(starts, ends)
+    return covered / dur
 
 
 def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_kernels: IntervalSet,
                   queued: np.ndarray | None = None) -> np.ndarray:
-    """Class of each idle gap (see module doc), decided in order: communication, data, sync, launch.
+    """Class of each idle gap (see module doc; an index into IDLE_CLASSES), decided in order:
+    communication, data, sync, launch.
 
     `queued` marks gaps whose next work was already launched when the GPU went idle: the host did
     not hold the GPU up there, so whatever the host was doing, the gap is launch latency.
     """
     dur = np.maximum(ends - starts, 1)
-    comm = (comm_kernels.overlap(starts, ends) + act.comm.overlap(starts, ends)) / dur
-    data = act.data.overlap(starts, ends) / dur
-    sync_share = act.sync.overlap(starts, ends) / dur
-    sync_at_start = act.sync.contains(starts) | act.sync.contains(starts - 1)
-    launch_share = act.launch.overlap(starts, ends) / dur
-    cls = np.full(starts.size, "unexplained", dtype=object)
-    short = (ends - starts) <= LAUNCH_GAP_MAX_NS
-    launch = short | (launch_share >= MAJORITY)
-    cls[launch] = "launch"
+    cls = np.full(starts.size, UNEXPLAINED, dtype=np.int8)
+    launch = (ends - starts) <= LAUNCH_GAP_MAX_NS  # short gaps, and long ones the host spends launching
+    long_gaps = np.flatnonzero(~launch)
+    share = _share([act.launch], starts[long_gaps], ends[long_gaps], dur[long_gaps])
+    if share is not None:
+        launch[long_gaps] = share >= MAJORITY
+    cls[launch] = LAUNCH
     host_held = np.ones(starts.size, dtype=bool) if queued is None else ~queued
-    sync = (sync_at_start | (sync_share >= MAJORITY)) & host_held
-    cls[sync] = "sync"
-    cls[(data >= MAJORITY) & host_held] = "data"
-    cls[comm >= MAJORITY] = "communication"
+    if len(act.sync):
+        sync_at_start = act.sync.contains(starts) | act.sync.contains(starts - 1)
+        cls[(sync_at_start | (_share([act.sync], starts, ends, dur) >= MAJORITY)) & host_held] = SYNC
+    data = _share([act.data], starts, ends, dur)
+    if data is not None:
+        cls[(data >= MAJORITY) & host_held] = DATA
+    comm = _share([comm_kernels, act.comm], starts, ends, dur)
+    if comm is not None:
+        cls[comm >= MAJORITY] = COMM
     return cls
+
+
+def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split sorted disjoint gaps at the cut points strictly inside them: (starts, ends, gap of each piece)."""
+    cuts = np.unique(cuts)
+    first = np.searchsorted(cuts, gs, side="right")  # first cut after each gap's start
+    inner = np.searchsorted(cuts, ge, side="left") - first
+    if not inner.any():
+        return gs, ge, np.arange(gs.size)
+    gap = np.repeat(np.arange(gs.size), inner + 1)
+    offset = np.concatenate(([0], np.cumsum(inner + 1)[:-1]))
+    j = np.arange(gap.size) - offset[gap]  # piece number inside its gap
+    k = first[gap] + j  # the cut ending this piece (when it is not the gap's last)
+    ps = np.where(j == 0, gs[gap], cuts[np.minimum(k - 1, cuts.size - 1)])
+    pe = np.where(j == inner[gap], ge[gap], cuts[np.minimum(k, cuts.size - 1)])
+    return ps, pe, gap
 
 
 def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
@@ -179,14 +240,10 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     cls = classify_gaps(gs, ge, act, dev.comm, queued)
     # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,
     # keeping only the pieces inside steady step windows
-    cuts = np.concatenate((windows.starts, windows.ends))
     if gs.size:
-        edges = np.sort(np.concatenate((gs, ge, cuts)))
-        edges = edges[np.concatenate(([True], edges[1:] != edges[:-1]))]
-        mids = edges[:-1] + (edges[1:] - edges[:-1]) // 2
-        owner = np.searchsorted(gs, mids, side="right") - 1
-        inside = (owner >= 0) & (mids < ge[np.maximum(owner, 0)]) & windows.contains(mids)
-        gs, ge, cls = edges[:-1][inside], edges[1:][inside], cls[owner[inside]]
+        ps, pe, gap = _cut(gs, ge, np.concatenate((windows.starts, windows.ends)))
+        inside = windows.contains(ps + (pe - ps) // 2)
+        gs, ge, cls = ps[inside], pe[inside], cls[gap[inside]]
     return Gaps(dev.device, gs, ge, cls)
 
 
@@ -199,8 +256,8 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps) -> list[dict]:
     step_of_gap = np.searchsorted(s, gaps.start, side="right") - 1
     dur = gaps.end - gaps.start
     by_cls = {}
-    for c in IDLE_CLASSES:
-        sel = (gaps.cls == c) & (step_of_gap >= 0)
+    for i, c in enumerate(IDLE_CLASSES):
+        sel = (gaps.cls == i) & (step_of_gap >= 0)
         by_cls[c] = np.bincount(step_of_gap[sel], weights=dur[sel], minlength=idx.size)
     return [{"index": int(i), "label": steps.labels[i], "start_ns": int(s[k]), "end_ns": int(e[k]),
              "busy_ns": int(busy[k]), "compute_ns": int(compute[k]),

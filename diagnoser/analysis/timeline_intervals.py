@@ -6,6 +6,7 @@ disjoint) interval set answers that for many queries at once through a cumulativ
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -23,11 +24,13 @@ class IntervalSet:
         s = np.asarray(starts, dtype=np.int64)
         e = np.asarray(ends, dtype=np.int64)
         keep = e > s
-        s, e = s[keep], e[keep]
+        if not keep.all():
+            s, e = s[keep], e[keep]
         if s.size == 0:
             return cls(np.zeros(0, np.int64), np.zeros(0, np.int64))
-        order = np.argsort(s, kind="stable")
-        s, e = s[order], e[order]
+        if s.size > 1 and not (s[1:] >= s[:-1]).all():  # timeline rows usually come sorted
+            order = np.argsort(s, kind="stable")
+            s, e = s[order], e[order]
         run_end = np.maximum.accumulate(e)
         # a new merged interval begins where a start lies beyond every earlier end
         new = np.ones(s.size, dtype=bool)
@@ -45,16 +48,17 @@ class IntervalSet:
     def __len__(self) -> int:
         return int(self.starts.size)
 
+    @cached_property
+    def _cum(self) -> np.ndarray:
+        """Covered length before each interval (and in all, last)."""
+        return np.concatenate(([0], np.cumsum(self.ends - self.starts)))
+
     def _covered_before(self, t: np.ndarray) -> np.ndarray:
-        """Covered length in (-inf, t] for each t."""
-        lengths = self.ends - self.starts
-        cum = np.concatenate(([0], np.cumsum(lengths)))
+        """Covered length in (-inf, t] for each t (the set is not empty)."""
         i = np.searchsorted(self.starts, t, side="right")  # intervals starting at or before t
-        full = cum[np.maximum(i - 1, 0)]
-        last_start = self.starts[np.maximum(i - 1, 0)] if self.starts.size else np.zeros_like(t)
-        last_end = self.ends[np.maximum(i - 1, 0)] if self.ends.size else np.zeros_like(t)
-        partial = np.clip(np.minimum(t, last_end) - last_start, 0, None)
-        return np.where(i > 0, full + partial, 0)
+        j = np.maximum(i - 1, 0)
+        partial = np.maximum(np.minimum(t, self.ends[j]) - self.starts[j], 0)
+        return np.where(i > 0, self._cum[j] + partial, 0)
 
     def overlap(self, a, b) -> np.ndarray:
         """Covered length inside each [a, b) query (vectorized)."""

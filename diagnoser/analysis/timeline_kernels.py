@@ -15,7 +15,8 @@ import pandas as pd
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
 from .timeline_names import name_mask, optimizer_ranges
-from .timeline_steps import Steps, launch_times
+from .timeline_steps import Steps
+from .timeline_view import Names, TimelineView, is_sorted
 
 KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
                      "communication", "optimizer", "other")
@@ -84,112 +85,153 @@ def tensor_core_use(names: pd.Series) -> pd.Series:
     return _per_name(names, _tensor_core)
 
 
+CATEGORY_CODE = {c: i for i, c in enumerate(KERNEL_CATEGORIES)}
+GEMM, ATTENTION, SOFTMAX, COPY, COMMUNICATION, OPTIMIZER = (
+    CATEGORY_CODE[c] for c in ("gemm", "attention", "softmax", "copy", "communication", "optimizer"))
+MEMORY_BOUND = [CATEGORY_CODE[c] for c in ("elementwise", "copy", "normalization", "softmax", "reduction")]
+
+
 @dataclass
 class KernelTable:
-    """Steady-state GPU rows with their category, step and launch time."""
+    """Steady-state GPU rows (columns as arrays, one entry per row) with category and launch time."""
 
-    rows: pd.DataFrame  # gpu rows in the steady window + columns: category, dur_ns, launch_ns, in_optimizer
+    names: Names            # kernel/copy names
+    is_kernel: np.ndarray   # kind == "kernel" (else a copy or memset)
+    start_ns: np.ndarray
+    dur_ns: np.ndarray      # end - start, at least 0
+    device: np.ndarray
+    stream: np.ndarray
+    launch_row: np.ndarray  # host row of the launch call, -1 when unknown
+    category: np.ndarray    # index into KERNEL_CATEGORIES
+    in_optimizer: np.ndarray  # launched inside an optimizer step range
     steady_ns: int
     steady_steps: int
 
+    def __len__(self) -> int:
+        return int(self.dur_ns.size)
 
-def kernel_table(tl: Timeline, steps: Steps) -> KernelTable:
+
+def _rows(mask: np.ndarray):
+    """The rows a mask selects, as a slice when they are contiguous (no copy), else indices."""
+    rows = np.flatnonzero(mask)
+    if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
+
+
+def kernel_table(tv: TimelineView, steps: Steps) -> KernelTable:
     windows = steps.steady_windows
-    gpu = tl.gpu.copy()
-    gpu["launch_ns"] = launch_times(tl)
-    gpu = gpu[windows.contains(gpu["start_ns"].to_numpy())].copy()
-    gpu["dur_ns"] = (gpu["end_ns"] - gpu["start_ns"]).clip(lower=0)
-    cat = categorize(gpu["name"])
-    cat[gpu["kind"] != "kernel"] = "copy"
-    opt = optimizer_ranges(tl)
-    in_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(gpu["launch_ns"].to_numpy())
-    gpu["in_optimizer"] = in_opt
-    gpu["category"] = np.where(in_opt & (gpu["kind"] == "kernel").to_numpy() & (cat != "communication").to_numpy(),
-                               "optimizer", cat)
-    return KernelTable(gpu.reset_index(drop=True), windows.total, len(steps.steady))
+    rows = _rows(windows.contains(tv.gpu_start))
+    gpu = tv.tl.gpu
+    names = tv.gpu_names.subset(rows)
+    is_kernel = tv.is_kernel[rows]
+    start = tv.gpu_start[rows]
+    dur = np.maximum(tv.gpu_end[rows] - start, 0)
+    per_name = names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)], CATEGORY_CODE[_category("")])
+    cat = per_name.astype(np.int8)[names.codes]
+    cat[~is_kernel] = COPY
+    opt = optimizer_ranges(tv.tl)
+    in_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(tv.launch_ns[rows])
+    cat[in_opt & is_kernel & (cat != COMMUNICATION)] = OPTIMIZER
+    return KernelTable(names, is_kernel, start, dur, gpu["device"].to_numpy()[rows], gpu["stream"].to_numpy()[rows],
+                       tv.launch_row[rows], cat, in_opt, windows.total, len(steps.steady))
 
 
 def category_times(kt: KernelTable) -> pd.DataFrame:
     """Time per category (ms over the steady window) and share of GPU activity time (%)."""
-    g = kt.rows.groupby("category")["dur_ns"].sum()
-    total = max(int(g.sum()), 1)
+    g = np.bincount(kt.category, weights=kt.dur_ns, minlength=len(KERNEL_CATEGORIES))
+    total = max(int(kt.dur_ns.sum()), 1)
     out = pd.DataFrame({"category": list(KERNEL_CATEGORIES)})
-    out["time_ms"] = [float(g.get(c, 0)) / 1e6 for c in KERNEL_CATEGORIES]
-    out["share_pct"] = [100.0 * float(g.get(c, 0)) / total for c in KERNEL_CATEGORIES]
+    out["time_ms"] = [float(g[i]) / 1e6 for i in range(len(KERNEL_CATEGORIES))]
+    out["share_pct"] = [100.0 * float(g[i]) / total for i in range(len(KERNEL_CATEGORIES))]
     return out
 
 
-def launch_stats(tl: Timeline, kt: KernelTable) -> dict[str, float]:
-    k = kt.rows[kt.rows["kind"] == "kernel"]
-    n = len(k)
+def launch_stats(tv: TimelineView, kt: KernelTable) -> dict[str, float]:
+    k = kt.is_kernel
+    n = int(k.sum())
     out: dict[str, float] = {}
     if n == 0:
         return out
+    dur = kt.dur_ns[k]
     out["kernels_per_step"] = n / max(kt.steady_steps, 1)
-    out["kernel_median_us"] = float(np.median(k["dur_ns"])) / 1e3
-    out["short_kernel_pct"] = 100.0 * float((k["dur_ns"] < SHORT_KERNEL_NS).mean())
-    out["kernel_time_ms_per_step"] = float(k["dur_ns"].sum()) / 1e6 / max(kt.steady_steps, 1)
-    corr = set(k["correlation"][k["correlation"] >= 0].tolist())
-    calls = tl.host[tl.host["correlation"].isin(corr)]
-    if len(calls):
-        calls = calls.drop_duplicates("correlation")
-        out["launch_api_us_per_kernel"] = float((calls["end_ns"] - calls["start_ns"]).sum()) / len(calls) / 1e3
+    out["kernel_median_us"] = float(np.median(dur)) / 1e3
+    out["short_kernel_pct"] = 100.0 * float((dur < SHORT_KERNEL_NS).mean())
+    out["kernel_time_ms_per_step"] = float(dur.sum()) / 1e6 / max(kt.steady_steps, 1)
+    # the launch calls of these kernels, each call once (a graph launch starts many kernels)
+    launch = kt.launch_row[k]
+    called = np.zeros(tv.host_start.size, dtype=bool)
+    called[launch[launch >= 0]] = True
+    calls = np.flatnonzero(called)
+    if calls.size:
+        out["launch_api_us_per_kernel"] = float((tv.host_end[calls] - tv.host_start[calls]).sum()) / calls.size / 1e3
     return out
 
 
 def tensor_core_stats(kt: KernelTable) -> dict:
-    g = kt.rows[(kt.rows["category"] == "gemm") & (kt.rows["kind"] == "kernel")]
+    g = (kt.category == GEMM) & kt.is_kernel
     out: dict = {}
-    total = float(g["dur_ns"].sum())
-    kernel_total = float(kt.rows["dur_ns"].sum())
+    total = float(kt.dur_ns[g].sum())
+    kernel_total = float(kt.dur_ns.sum())
     if kernel_total <= 0:
         return out
     out["gemm_time_pct"] = 100.0 * total / kernel_total
     if total <= 0:
         return out
-    use = tensor_core_use(g["name"])
-    no_tc = g[use == "no"]
-    out["gemm_no_tensor_core_pct"] = 100.0 * float(no_tc["dur_ns"].sum()) / total
-    out["gemm_no_tensor_core_step_pct"] = 100.0 * float(no_tc["dur_ns"].sum()) / max(kt.steady_ns, 1)
-    if len(no_tc):
-        top = no_tc.groupby("name")["dur_ns"].sum().sort_values(ascending=False)
+    names = kt.names.subset(g)
+    use = names.per_unique("tensor_core", _tensor_core, _tensor_core(""))[names.codes]
+    no_tc = use == "no"
+    no_tc_ns = float(kt.dur_ns[g][no_tc].sum())
+    out["gemm_no_tensor_core_pct"] = 100.0 * no_tc_ns / total
+    out["gemm_no_tensor_core_step_pct"] = 100.0 * no_tc_ns / max(kt.steady_ns, 1)
+    if no_tc.any():
+        top = names.subset(no_tc).sum_by_name(kt.dur_ns[g][no_tc]).sort_values(ascending=False)
         out["top_no_tensor_core_kernel"] = str(top.index[0])
     return out
 
 
+def _unfused_blocks(is_gemm: np.ndarray, soft: np.ndarray, dur: np.ndarray) -> tuple[int, int]:
+    """Softmax kernels with a GEMM close before and after on one stream (kernels in time order):
+    how many, and the time of the kernels from each score GEMM to its value GEMM."""
+    n = is_gemm.size
+    pos = np.arange(n)
+    # nearest GEMM before / after each kernel on this stream
+    prev = np.maximum.accumulate(np.where(is_gemm, pos, -1))
+    prev = np.concatenate(([-1], prev[:-1]))
+    nxt = np.minimum.accumulate(np.where(is_gemm, pos, n)[::-1])[::-1]
+    nxt = np.concatenate((nxt[1:], [n]))
+    ok = ((prev[soft] >= 0) & (soft - prev[soft] <= ATTENTION_WINDOW_KERNELS)
+          & (nxt[soft] < n) & (nxt[soft] - soft <= ATTENTION_WINDOW_KERNELS))
+    soft = soft[ok]
+    if soft.size == 0:
+        return 0, 0
+    edges = np.zeros(n + 1, dtype=np.int64)  # mark kernels from the score GEMM to the value GEMM
+    np.add.at(edges, prev[soft], 1)
+    np.add.at(edges, nxt[soft] + 1, -1)
+    covered = np.cumsum(edges[:-1]) > 0
+    return int(soft.size), int(dur[covered].sum())
+
+
 def attention_stats(kt: KernelTable) -> dict[str, float]:
     """Fused attention kernel time, and softmax-between-GEMMs (hand-written) attention blocks."""
-    rows = kt.rows[kt.rows["kind"] == "kernel"]
-    kernel_total = max(float(kt.rows["dur_ns"].sum()), 1.0)
+    k = kt.is_kernel
+    kernel_total = max(float(kt.dur_ns.sum()), 1.0)
     out: dict[str, float] = {}
-    fused = rows[rows["category"] == "attention"]
-    out["fused_attention_pct"] = 100.0 * float(fused["dur_ns"].sum()) / kernel_total
+    out["fused_attention_pct"] = 100.0 * float(kt.dur_ns[k & (kt.category == ATTENTION)].sum()) / kernel_total
     blocks, block_ns = 0, 0
-    attention_softmax = (rows["category"] == "softmax").to_numpy() & ~name_mask(rows["name"], LOG_SOFTMAX)
-    rows = rows.assign(_softmax=attention_softmax)
-    for _, g in rows.groupby(["device", "stream"], sort=True):
-        if not g["_softmax"].any():
-            continue
-        g = g.sort_values("start_ns", kind="stable")
-        pos = np.arange(len(g))
-        is_gemm = (g["category"] == "gemm").to_numpy()
-        # nearest GEMM before / after each kernel on this stream
-        prev = np.maximum.accumulate(np.where(is_gemm, pos, -1))
-        prev = np.concatenate(([-1], prev[:-1]))
-        nxt = np.minimum.accumulate(np.where(is_gemm, pos, len(g))[::-1])[::-1]
-        nxt = np.concatenate((nxt[1:], [len(g)]))
-        soft = np.flatnonzero(g["_softmax"].to_numpy())
-        ok = ((prev[soft] >= 0) & (soft - prev[soft] <= ATTENTION_WINDOW_KERNELS)
-              & (nxt[soft] < len(g)) & (nxt[soft] - soft <= ATTENTION_WINDOW_KERNELS))
-        soft = soft[ok]
-        if soft.size == 0:
-            continue
-        blocks += int(soft.size)
-        edges = np.zeros(len(g) + 1, dtype=np.int64)  # mark kernels from the score GEMM to the value GEMM
-        np.add.at(edges, prev[soft], 1)
-        np.add.at(edges, nxt[soft] + 1, -1)
-        covered = np.cumsum(edges[:-1]) > 0
-        block_ns += int(g["dur_ns"].to_numpy()[covered].sum())
+    softmax = k & (kt.category == SOFTMAX)
+    if softmax.any():
+        softmax &= ~kt.names.mask(LOG_SOFTMAX)
+    if softmax.any():
+        # each (device, stream) holding a softmax: its kernels in time order
+        for dev, stream in sorted(set(zip(kt.device[softmax].tolist(), kt.stream[softmax].tolist()))):
+            rows = np.flatnonzero(k & (kt.device == dev) & (kt.stream == stream))
+            start = kt.start_ns[rows]
+            if not is_sorted(start):
+                rows = rows[np.argsort(start, kind="stable")]
+            b, ns = _unfused_blocks(kt.category[rows] == GEMM, np.flatnonzero(softmax[rows]), kt.dur_ns[rows])
+            blocks += b
+            block_ns += ns
     out["unfused_attention_blocks_per_step"] = blocks / max(kt.steady_steps, 1)
     out["unfused_attention_pct"] = 100.0 * block_ns / max(kt.steady_ns, 1)
     out["unfused_attention_kernel_pct"] = 100.0 * block_ns / kernel_total
@@ -198,9 +240,9 @@ def attention_stats(kt: KernelTable) -> dict[str, float]:
 
 def memory_bound_stats(kt: KernelTable) -> dict[str, float]:
     """Share of kernel time in bandwidth-bound categories (elementwise, copy, norm, softmax, reduction)."""
-    total = max(float(kt.rows["dur_ns"].sum()), 1.0)
-    mem = kt.rows["category"].isin(["elementwise", "copy", "normalization", "softmax", "reduction"])
-    pct = 100.0 * float(kt.rows.loc[mem, "dur_ns"].sum()) / total
+    total = max(float(kt.dur_ns.sum()), 1.0)
+    mem = np.isin(kt.category, MEMORY_BOUND)
+    pct = 100.0 * float(kt.dur_ns[mem].sum()) / total
     busy_share = min(total / max(kt.steady_ns, 1), 1.0)
     return {"memory_bound_kernel_pct": pct,
             "memory_bound_step_pct": pct * busy_share}
@@ -208,17 +250,18 @@ def memory_bound_stats(kt: KernelTable) -> dict[str, float]:
 
 def optimizer_stats(tl: Timeline, kt: KernelTable, steps: Steps) -> dict:
     """Optimizer kernels per step and whether they are per-parameter, foreach or fused."""
-    rows = kt.rows[(kt.rows["kind"] == "kernel") & (kt.rows["category"] == "optimizer")]
+    sel = kt.is_kernel & (kt.category == OPTIMIZER)
     out: dict = {}
-    if rows.empty:
+    n = int(sel.sum())
+    if n == 0:
         return out
-    n = len(rows)
-    multi = name_mask(rows["name"], MULTI_TENSOR)
-    fused = multi & name_mask(rows["name"], FUSED_OPTIMIZER)
+    names = kt.names.subset(sel)
+    multi = names.mask(MULTI_TENSOR)
+    fused = multi & names.mask(FUSED_OPTIMIZER)
     out["optimizer_kernels_per_step"] = n / max(kt.steady_steps, 1)
     out["optimizer_single_tensor_pct"] = 100.0 * float((~multi).sum()) / n
     out["optimizer_style"] = ("fused" if fused.mean() >= 0.5 else "foreach" if multi.mean() >= 0.5 else "single_tensor")
-    out["optimizer_gpu_pct"] = 100.0 * float(rows["dur_ns"].sum()) / max(kt.steady_ns, 1)
+    out["optimizer_gpu_pct"] = 100.0 * float(kt.dur_ns[sel].sum()) / max(kt.steady_ns, 1)
     opt = optimizer_ranges(tl)
     if len(opt):
         iv = IntervalSet.of(opt["start_ns"], opt["end_ns"])
@@ -232,7 +275,7 @@ def is_training(tl: Timeline, kt: KernelTable) -> bool:
     """Training if the trace shows backward or optimizer work (ranges, annotations or kernels)."""
     if name_mask(tl.ranges["name"], TRAINING_RANGE).any():
         return True
-    k = kt.rows[kt.rows["kind"] == "kernel"]
-    if k.empty:
+    k = kt.is_kernel
+    if not k.any():
         return False
-    return bool(name_mask(k["name"], BACKWARD_KERNEL).any() or (k["category"] == "optimizer").any())
+    return bool((kt.names.mask(BACKWARD_KERNEL) & k).any() or (kt.category[k] == OPTIMIZER).any())

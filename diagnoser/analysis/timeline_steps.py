@@ -21,6 +21,7 @@ import pandas as pd
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
 from .timeline_names import name_mask, optimizer_ranges
+from .timeline_view import TimelineView
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 NVTX_STEP = re.compile(r"^(?:train[_ ]?|training[_ ]?|eval[_ ]?|infer(?:ence)?[_ ]?)?(?:step|iter|iteration)[ _#:.-]?(\d+)$", re.I)
@@ -87,19 +88,6 @@ def _non_nested(df: pd.DataFrame) -> pd.DataFrame:
     return df[np.array(keep, dtype=bool)] if len(df) else df
 
 
-def launch_times(tl: Timeline, known: bool = False):
-    """Host time at which each gpu row was launched (its API call's start), else its own start.
-
-    With known=True also return a mask of the rows whose launch call is in the trace (work
-    launched before a trace starts has none)."""
-    gpu = tl.gpu
-    host = tl.host[tl.host["correlation"] >= 0].drop_duplicates("correlation")
-    start_by_corr = pd.Series(host["start_ns"].to_numpy(), index=host["correlation"].to_numpy())
-    t = gpu["correlation"].map(start_by_corr)
-    times = np.where(t.isna(), gpu["start_ns"].to_numpy(), t.fillna(0).to_numpy()).astype(np.int64)
-    return (times, ~t.isna().to_numpy()) if known else times
-
-
 def _marker_steps(tl: Timeline) -> tuple[str, pd.DataFrame] | None:
     r = tl.ranges
     prof = r[(r["kind"] == "annotation").to_numpy() & name_mask(r["name"], PROFILER_STEP)]
@@ -127,35 +115,42 @@ def _first_activity(tl: Timeline) -> int:
     return min(cands) if cands else 0
 
 
-def _kernel_pattern_steps(tl: Timeline) -> pd.DataFrame | None:
+def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
     """Cut at the launches of the kernel that repeats at the steadiest, longest period.
 
     The period is judged on the GPU clock (a host running ahead launches in irregular bursts, the
     GPU executes at a steady pace); the cuts are the anchor kernel's launch calls on the host.
     """
-    gpu = tl.gpu
-    kern = (gpu["kind"] == "kernel").to_numpy() & ~name_mask(gpu["name"], COMM_KERNEL)
+    kern = tv.is_kernel & ~tv.gpu_names.mask(COMM_KERNEL)
     if not kern.any():
         return None
-    launched, known = launch_times(tl, known=True)
+    launched, known = tv.launch_ns, tv.launch_known
     if known[kern].any():
         kern &= known  # a cut needs the host time of the launch
     # else: no launch call in the trace at all (no CUDA API tracing): cut on the GPU clock
-    df = pd.DataFrame({"name": gpu["name"].astype(str).to_numpy()[kern], "s": gpu["start_ns"].to_numpy()[kern],
-                       "t": launched[kern]})
+    rows = np.flatnonzero(kern)
+    names = tv.gpu_names
+    # group by the name as text (a missing name reads "nan", as str() of a missing value does)
+    text = [str(u) for u in names.uniques] + [str(np.nan)]
+    distinct, text_code = np.unique(np.array(text, dtype=object), return_inverse=True)
+    code = text_code[names.codes[rows]]
+    s, t = tv.gpu_start[rows], launched[rows]
+    by_s, by_t = np.lexsort((s, code)), np.lexsort((t, code))
+    bounds = np.searchsorted(code[by_s], np.arange(distinct.size + 1))
     best = None
-    for name, grp in df.groupby("name", sort=True):
-        if len(grp) < MIN_PATTERN_OCCURRENCES:
+    for c in range(distinct.size):
+        lo, hi = bounds[c], bounds[c + 1]
+        if hi - lo < MIN_PATTERN_OCCURRENCES:
             continue
-        d = np.diff(np.sort(grp["s"].to_numpy()))[1:]  # the first interval holds warm-up
+        d = np.diff(s[by_s[lo:hi]])[1:]  # the first interval holds warm-up
         if d.size < 2 or d.mean() <= 0:
             continue
         cv = float(d.std() / d.mean())
         if cv > MAX_PATTERN_PERIOD_CV:
             continue
-        key = (float(np.median(d)), -cv, name)
+        key = (float(np.median(d)), -cv, str(distinct[c]))
         if best is None or key > best[0]:
-            best = (key, np.sort(grp["t"].to_numpy()))
+            best = (key, t[by_t[lo:hi]])
     if best is None:
         return None
     t = best[1]
@@ -163,8 +158,9 @@ def _kernel_pattern_steps(tl: Timeline) -> pd.DataFrame | None:
                          "start_ns": t[:-1], "end_ns": t[1:]})
 
 
-def find_steps(tl: Timeline) -> Steps:
+def find_steps(tv: TimelineView) -> Steps:
     """Cut a Timeline into steps (see module doc) and place each on the GPU-completion clock."""
+    tl = tv.tl
     notes: list[str] = []
     found = _marker_steps(tl)
     if found is not None:
@@ -173,7 +169,7 @@ def find_steps(tl: Timeline) -> Steps:
         ranges = _optimizer_steps(tl)
         method = "optimizer"
         if ranges is None:
-            ranges = _kernel_pattern_steps(tl)
+            ranges = _kernel_pattern_steps(tv)
             method = "kernel_pattern"
         if ranges is None:
             method = "none"
@@ -188,8 +184,8 @@ def find_steps(tl: Timeline) -> Steps:
     labels = [str(x) for x in ranges["name"].tolist()]
 
     # GPU work launched inside each host step range; the step is over when that work is done
-    launched, known = launch_times(tl, known=True)
-    gpu_end = tl.gpu["end_ns"].to_numpy()
+    launched, known = tv.launch_ns, tv.launch_known
+    gpu_end = tv.gpu_end
     idx = np.searchsorted(hs, launched, side="right") - 1
     inside = known & (idx >= 0) & (launched < he[np.maximum(idx, 0)])
     last_gpu = np.full(hs.size, np.iinfo(np.int64).min, dtype=np.int64)

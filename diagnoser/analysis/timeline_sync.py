@@ -2,10 +2,13 @@
 long, and how much data moves through pageable (unpinned) host memory."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..timeline.tables import Timeline
 from .timeline_gaps import HostActivity
 from .timeline_intervals import IntervalSet
 from .timeline_steps import Steps
+from .timeline_view import TimelineView
 
 SAME_SYNC_NS = 20_000  # a DtoH copy and the stream sync right after it are one synchronization
 
@@ -34,12 +37,12 @@ def sync_stats(tl: Timeline, steps: Steps, act: HostActivity, kernels_per_step: 
     return out
 
 
-def memcpy_stats(tl: Timeline, steps: Steps, act: HostActivity) -> dict[str, float]:
+def memcpy_stats(tv: TimelineView, steps: Steps, act: HostActivity) -> dict[str, float]:
     windows = steps.steady_windows
     n = max(len(steps.steady), 1)
     span = max(windows.total, 1)
-    g = tl.gpu
-    c = g[(g["kind"] == "memcpy").to_numpy() & windows.contains(g["start_ns"].to_numpy())]
+    copies = np.flatnonzero(tv.is_memcpy)
+    c = tv.tl.gpu.iloc[copies[windows.contains(tv.gpu_start[copies])]]
     out: dict[str, float] = {}
     total = float(c["bytes"].sum())
     out["memcpy_mb_per_step"] = total / 1e6 / n

@@ -1,0 +1,177 @@
+"""A Timeline as plain numpy arrays, with what every metric derives from it computed once.
+
+Timeline tables can hold tens of millions of rows (a 10M-kernel Nsight Systems export has about
+20M CUDA API calls), so the metrics never copy or filter whole DataFrames: they read columns as
+arrays (no copy), match names once per distinct name (integer codes, see `Names`), and share the
+GPU-row -> launch-call join, done once by sorted-array search rather than a hash map.
+"""
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from ..timeline.tables import Timeline
+
+
+def codes_of(values: pd.Series) -> tuple[np.ndarray, object]:
+    """Integer code per row (-1: missing) and the distinct values the codes index."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy(), values.cat.categories
+    return pd.factorize(values.astype(object), use_na_sentinel=True)
+
+
+class Names:
+    """A name column as codes into its distinct values; a pattern is matched once per distinct name."""
+
+    def __init__(self, codes: np.ndarray, uniques, categorical: bool, cache: dict | None = None):
+        self.codes = codes
+        self.uniques = uniques
+        self.categorical = categorical
+        self._cache = {} if cache is None else cache  # shared with subsets: same uniques
+
+    @classmethod
+    def of(cls, values: pd.Series) -> "Names":
+        codes, uniques = codes_of(values)
+        return cls(codes, uniques, isinstance(values.dtype, pd.CategoricalDtype))
+
+    def __len__(self) -> int:
+        return int(self.codes.size)
+
+    def subset(self, rows) -> "Names":
+        """The names of some rows (a mask, an index array or a slice)."""
+        return Names(self.codes[rows], self.uniques, self.categorical, self._cache)
+
+    def per_unique(self, key, label, missing) -> np.ndarray:
+        """`label(str(name))` for each distinct name, plus `missing` last (picked by code -1)."""
+        if key not in self._cache:
+            self._cache[key] = np.array([label(str(u)) for u in self.uniques] + [missing])
+        return self._cache[key]
+
+    def hits(self, pattern: re.Pattern) -> np.ndarray:
+        return self.per_unique(("search", pattern), lambda s: bool(pattern.search(s)), False).astype(bool)
+
+    def mask(self, pattern: re.Pattern) -> np.ndarray:
+        """Boolean mask: `pattern.search(name)` for each row (never for a missing name)."""
+        if self.codes.size == 0:
+            return np.zeros(0, dtype=bool)
+        return self.hits(pattern)[self.codes]
+
+    def equals(self, value: str) -> np.ndarray:
+        """Rows whose name is exactly `value`."""
+        hit = np.array([u == value for u in self.uniques] + [False], dtype=bool)
+        return hit[self.codes]
+
+    def sum_by_name(self, weights: np.ndarray) -> pd.Series:
+        """`DataFrame.groupby("name")[col].sum()` over these rows: observed names only, in groupby's
+        order (category order for a categorical column, sorted values otherwise), int64 sums."""
+        codes, w = self.codes, np.asarray(weights, dtype=np.int64)
+        ok = codes >= 0
+        if not ok.all():
+            codes, w = codes[ok], w[ok]
+        n = len(self.uniques)
+        if int(np.abs(w).sum()) < 2 ** 53:  # float accumulation is exact
+            sums = np.rint(np.bincount(codes, weights=w, minlength=n)).astype(np.int64)
+        else:
+            sums = np.zeros(n, dtype=np.int64)
+            np.add.at(sums, codes, w)
+        seen = np.flatnonzero(np.bincount(codes, minlength=n) > 0)
+        if not self.categorical:
+            seen = np.array(sorted(seen.tolist(), key=lambda i: self.uniques[i]), dtype=np.int64)
+        return pd.Series(sums[seen], index=pd.Index([self.uniques[i] for i in seen], dtype=object, name="name"),
+                         name="dur_ns")
+
+
+def is_sorted(a: np.ndarray) -> bool:
+    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct non-negative keys, and the row where each first occurs."""
+    if is_sorted(keys):
+        order, sk = None, keys
+    else:
+        order = np.argsort(keys, kind="stable")  # stable: the first occurrence comes first
+        sk = keys[order]
+    first = np.empty(sk.size, dtype=bool)
+    if sk.size:
+        first[0] = True
+        np.not_equal(sk[1:], sk[:-1], out=first[1:])
+        first &= sk >= 0
+    rows = np.flatnonzero(first)
+    return sk[rows], (rows if order is None else order[rows])
+
+
+def lookup(keys: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Row of each query in (sorted keys, rows), or -1 where the key is absent."""
+    out = np.full(queries.size, -1, dtype=np.int64)
+    if keys.size == 0 or queries.size == 0:
+        return out
+    order = None if is_sorted(queries) else np.argsort(queries, kind="stable")
+    q = queries if order is None else queries[order]  # sorted queries: cache-friendly search
+    i = np.searchsorted(keys, q)
+    np.minimum(i, keys.size - 1, out=i)
+    found = np.where(keys[i] == q, rows[i], -1)
+    if order is None:
+        return found
+    out[order] = found
+    return out
+
+
+class TimelineView:
+    """Column arrays of one Timeline and the derived arrays the metrics share (each built once)."""
+
+    def __init__(self, tl: Timeline):
+        self.tl = tl
+        gpu, host = tl.gpu, tl.host
+        self.gpu_start = gpu["start_ns"].to_numpy(dtype=np.int64)
+        self.gpu_end = gpu["end_ns"].to_numpy(dtype=np.int64)
+        self.gpu_corr = gpu["correlation"].to_numpy(dtype=np.int64)
+        self.host_start = host["start_ns"].to_numpy(dtype=np.int64)
+        self.host_end = host["end_ns"].to_numpy(dtype=np.int64)
+        self.host_corr = host["correlation"].to_numpy(dtype=np.int64)
+
+    @cached_property
+    def gpu_names(self) -> Names:
+        return Names.of(self.tl.gpu["name"])
+
+    @cached_property
+    def host_names(self) -> Names:
+        return Names.of(self.tl.host["name"])
+
+    @cached_property
+    def gpu_kind(self) -> Names:
+        return Names.of(self.tl.gpu["kind"])
+
+    @cached_property
+    def is_kernel(self) -> np.ndarray:
+        return self.gpu_kind.equals("kernel")
+
+    @cached_property
+    def is_memcpy(self) -> np.ndarray:
+        return self.gpu_kind.equals("memcpy")
+
+    @cached_property
+    def launch_row(self) -> np.ndarray:
+        """Host row of each gpu row's launch call (the first call with its correlation id), or -1."""
+        keys, rows = first_rows(self.host_corr)
+        return lookup(keys, rows, self.gpu_corr)
+
+    @cached_property
+    def launch_known(self) -> np.ndarray:
+        """Whether the gpu row's launch call is in the trace (work launched before it starts has none)."""
+        return self.launch_row >= 0
+
+    @cached_property
+    def launch_ns(self) -> np.ndarray:
+        """Host time each gpu row was launched (its call's start), else the row's own start."""
+        r = self.launch_row
+        return np.where(r >= 0, self.host_start[np.maximum(r, 0)] if self.host_start.size else 0, self.gpu_start)
+
+    @cached_property
+    def returned_ns(self) -> np.ndarray:
+        """When each gpu row's launch call returned on the host; -1 when unknown."""
+        r = self.launch_row
+        return np.where(r >= 0, self.host_end[np.maximum(r, 0)] if self.host_end.size else 0, -1)
