@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from ..facts import AnalysisResult, Fact, Subject
 from ..timeline.tables import Timeline
 from .timeline_catalogue import CATALOGUE, SPECS
 from .timeline_gaps import IDLE_CLASSES, device_busy, host_activity, idle_gaps, per_step_breakdown
+from .timeline_intervals import IntervalSet
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .timeline_ranks import RankSummary, straggler_analysis
@@ -68,31 +69,15 @@ def _kernel_short_name(name: str) -> str:
     return short or n[:60]
 
 
-def analyze_timeline(tl: Timeline) -> TimelineMetrics:
-    """All single-timeline metrics (see the catalogue for their meaning)."""
-    tv = TimelineView(tl)
-    steps = find_steps(tv)
-    notes = list(steps.notes)
-    v: dict = {"step_detection": steps.method}
-    idx = steps.steady
-    dur_ms = (steps.end[idx] - steps.start[idx]) / 1e6
-    v["step_count"] = int(idx.size)
-    v["step_time_ms_mean"] = float(dur_ms.mean())
-    v["step_time_ms_p50"] = float(np.percentile(dur_ms, 50))
-    v["step_time_ms_p95"] = float(np.percentile(dur_ms, 95))
-    for phase, ms in phase_ms(tl, steps).items():
-        v[f"phase_{phase}_ms"] = ms
+def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> list[dict] | None:
+    """GPU busy and idle time (by class) over the steady steps into v; the steps chart (None: no GPU
+    activity). Its device intervals and gaps are large: they are freed on return."""
+    devices = device_busy(tv)
+    if not devices:
+        return None
     lo, hi = steps.steady_span
     windows = steps.steady_windows
     span = max(windows.total, 1)
-
-    act = host_activity(tv)
-    devices = device_busy(tv)
-    if not devices:
-        notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
-                     "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
-                     "ProfilerActivity.CUDA)")
-        return TimelineMetrics(v, [], [], notes, None)
     # a rank or process drives one device; with several, the busiest one sets the pace
     dev = max(devices, key=lambda d: (d.busy.overlap(lo, hi), -d.device))
     if len(devices) > 1:
@@ -112,7 +97,33 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v[IDLE_FACT[c]] = 100.0 * idle_ns[c] / span
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
-    v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(idx.size, 1)
+    v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
+    return steps_chart
+
+
+def analyze_timeline(tl: Timeline) -> TimelineMetrics:
+    """All single-timeline metrics (see the catalogue for their meaning)."""
+    tv = TimelineView(tl)
+    steps = find_steps(tv)
+    notes = list(steps.notes)
+    v: dict = {"step_detection": steps.method}
+    idx = steps.steady
+    dur_ms = (steps.end[idx] - steps.start[idx]) / 1e6
+    v["step_count"] = int(idx.size)
+    v["step_time_ms_mean"] = float(dur_ms.mean())
+    v["step_time_ms_p50"] = float(np.percentile(dur_ms, 50))
+    v["step_time_ms_p95"] = float(np.percentile(dur_ms, 95))
+    for phase, ms in phase_ms(tl, steps).items():
+        v[f"phase_{phase}_ms"] = ms
+
+    act = host_activity(tv)
+    steps_chart = _utilization(tv, steps, act, v, notes)
+    if steps_chart is None:
+        notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
+                     "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
+                     "ProfilerActivity.CUDA)")
+        return TimelineMetrics(v, [], [], notes, None)
+    act = replace(act, launch=IntervalSet.of([], []))  # only idle gaps need it (large: one per launch)
 
     kt = kernel_table(tv, steps)
     cats = category_times(kt)

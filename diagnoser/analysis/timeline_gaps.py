@@ -138,10 +138,11 @@ def device_busy(tv: TimelineView) -> list[DeviceBusy]:
         return out
     one = int(dev_col.min()) == int(dev_col.max())
     comm_all = tv.is_kernel & tv.gpu_names.mask(COMM_KERNEL)
+    returned = tv.returned_ns()
     for dev in ([int(dev_col[0])] if one else np.unique(dev_col).tolist()):
         rows = slice(None) if one else np.flatnonzero(dev_col == dev)
         s, e, is_comm = tv.gpu_start[rows], tv.gpu_end[rows], comm_all[rows]
-        launched = tv.returned_ns[rows]
+        launched = returned[rows]
         busy = IntervalSet.of(s, e)
         if is_comm.any():
             cs, ce, cl = s[~is_comm], e[~is_comm], launched[~is_comm]
@@ -213,20 +214,29 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     return cls
 
 
-def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Split sorted disjoint gaps at the cut points strictly inside them: (starts, ends, gap of each piece)."""
-    cuts = np.unique(cuts)
-    first = np.searchsorted(cuts, gs, side="right")  # first cut after each gap's start
-    inner = np.searchsorted(cuts, ge, side="left") - first
-    if not inner.any():
-        return gs, ge, np.arange(gs.size)
-    gap = np.repeat(np.arange(gs.size), inner + 1)
-    offset = np.concatenate(([0], np.cumsum(inner + 1)[:-1]))
-    j = np.arange(gap.size) - offset[gap]  # piece number inside its gap
-    k = first[gap] + j  # the cut ending this piece (when it is not the gap's last)
-    ps = np.where(j == 0, gs[gap], cuts[np.minimum(k - 1, cuts.size - 1)])
-    pe = np.where(j == inner[gap], ge[gap], cuts[np.minimum(k, cuts.size - 1)])
-    return ps, pe, gap
+def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Split sorted disjoint gaps at the (sorted, distinct) cut points strictly inside them:
+    (starts, ends, gap of each piece; None when nothing was cut)."""
+    gap = np.searchsorted(gs, cuts, side="left") - 1  # the last gap starting before each cut
+    inner = (gap >= 0) & (cuts < ge[np.maximum(gap, 0)])
+    cuts, gap = cuts[inner], gap[inner]
+    if cuts.size == 0:
+        return gs, ge, None
+    return (np.insert(gs, gap + 1, cuts), np.insert(ge, gap, cuts),
+            np.insert(np.arange(gs.size), gap + 1, gap))
+
+
+def _queued(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+    """Gaps whose next compute work had been launched (its launch call returned) when they began."""
+    n = dev.compute_start.size
+    if n == 0:
+        return np.zeros(gs.size, dtype=bool)
+    nxt = np.searchsorted(dev.compute_start, ge, side="left")
+    launched = dev.compute_launched[np.minimum(nxt, n - 1)]
+    return (nxt < n) & (launched >= 0) & (launched <= gs)
+
+
+GAP_CHUNK = 1 << 20  # gaps classified at a time (bounds the temporaries)
 
 
 def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
@@ -234,17 +244,21 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     lo, hi = steps.steady_span
     gs, ge = dev.compute.gaps(lo, hi)
     windows = steps.steady_windows
-    nxt = np.searchsorted(dev.compute_start, ge, side="left")
-    launched = dev.compute_launched[np.minimum(nxt, max(dev.compute_start.size - 1, 0))] if dev.compute_start.size else np.full(ge.size, -1)
-    queued = (nxt < dev.compute_start.size) & (launched >= 0) & (launched <= gs)
-    cls = classify_gaps(gs, ge, act, dev.comm, queued)
-    # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,
-    # keeping only the pieces inside steady step windows
-    if gs.size:
-        ps, pe, gap = _cut(gs, ge, np.concatenate((windows.starts, windows.ends)))
+    cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
+    starts, ends, classes = [], [], []
+    for a in range(0, gs.size, GAP_CHUNK):
+        s, e = gs[a:a + GAP_CHUNK], ge[a:a + GAP_CHUNK]
+        cls = classify_gaps(s, e, act, dev.comm, _queued(dev, s, e))
+        # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,
+        # keeping only the pieces inside steady step windows
+        ps, pe, gap = _cut(s, e, cuts)
         inside = windows.contains(ps + (pe - ps) // 2)
-        gs, ge, cls = ps[inside], pe[inside], cls[gap[inside]]
-    return Gaps(dev.device, gs, ge, cls)
+        starts.append(ps[inside])
+        ends.append(pe[inside])
+        classes.append((cls if gap is None else cls[gap])[inside])
+    if not starts:
+        return Gaps(dev.device, gs, ge, np.zeros(0, dtype=np.int8))
+    return Gaps(dev.device, np.concatenate(starts), np.concatenate(ends), np.concatenate(classes))
 
 
 def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps) -> list[dict]:

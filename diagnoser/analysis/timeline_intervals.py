@@ -11,6 +11,15 @@ from functools import cached_property
 import numpy as np
 
 
+def searchsorted(values: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
+    """`np.searchsorted(values, t, side)`; for many sorted t and few values, by one pass over t."""
+    if t.ndim == 1 and t.size > max(8 * values.size, 4096) and (t[1:] >= t[:-1]).all():
+        # t[j] is past value k from the first j where searchsorted(t, value k) places it
+        pos = np.searchsorted(t, values, side="left" if side == "right" else "right")
+        return np.cumsum(np.bincount(pos, minlength=t.size + 1)[:t.size])
+    return np.searchsorted(values, t, side=side)
+
+
 @dataclass(frozen=True)
 class IntervalSet:
     """Sorted, disjoint [start, end) intervals with a cumulative covered-length table."""
@@ -33,13 +42,16 @@ class IntervalSet:
             s, e = s[order], e[order]
         run_end = np.maximum.accumulate(e)
         # a new merged interval begins where a start lies beyond every earlier end
-        new = np.ones(s.size, dtype=bool)
-        new[1:] = s[1:] > run_end[:-1]
+        new = np.empty(s.size, dtype=bool)
+        new[0] = True
+        np.greater(s[1:], run_end[:-1], out=new[1:])
+        if new.all():  # already disjoint
+            return cls(s.copy(), run_end)
         idx = np.flatnonzero(new)
-        merged_s = s[idx]
-        last = np.append(idx[1:] - 1, s.size - 1)
-        merged_e = run_end[last]
-        return cls(merged_s, merged_e)
+        last = np.empty_like(idx)
+        last[:-1] = idx[1:] - 1
+        last[-1] = s.size - 1
+        return cls(s[idx], run_end[last])
 
     @property
     def total(self) -> int:
@@ -55,7 +67,7 @@ class IntervalSet:
 
     def _covered_before(self, t: np.ndarray) -> np.ndarray:
         """Covered length in (-inf, t] for each t (the set is not empty)."""
-        i = np.searchsorted(self.starts, t, side="right")  # intervals starting at or before t
+        i = searchsorted(self.starts, t, "right")  # intervals starting at or before t
         j = np.maximum(i - 1, 0)
         partial = np.maximum(np.minimum(t, self.ends[j]) - self.starts[j], 0)
         return np.where(i > 0, self._cum[j] + partial, 0)
@@ -73,22 +85,34 @@ class IntervalSet:
         t = np.asarray(t, dtype=np.int64)
         if self.starts.size == 0:
             return np.zeros(t.shape, dtype=bool)
-        i = np.searchsorted(self.starts, t, side="right") - 1
+        i = searchsorted(self.starts, t, "right") - 1
         ok = i >= 0
         ic = np.maximum(i, 0)
         return ok & (t < self.ends[ic])
 
     def clip(self, lo: int, hi: int) -> "IntervalSet":
         """The part of the set inside [lo, hi)."""
-        return IntervalSet.of(np.clip(self.starts, lo, hi), np.clip(self.ends, lo, hi))
+        first = int(np.searchsorted(self.ends, lo, side="right"))  # the first interval ending after lo
+        stop = int(np.searchsorted(self.starts, hi, side="left"))  # ... and those starting before hi
+        s, e = self.starts[first:stop].copy(), self.ends[first:stop].copy()
+        if s.size:  # sorted and disjoint: only the first and the last can stick out
+            s[0], e[-1] = max(s[0], lo), min(e[-1], hi)
+        return IntervalSet(s, e)
 
     def gaps(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """The uncovered [start, end) spans inside [lo, hi)."""
-        c = self.clip(lo, hi)
-        starts = np.concatenate(([lo], c.ends))
-        ends = np.concatenate((c.starts, [hi]))
-        keep = ends > starts
-        return starts[keep], ends[keep]
+        first = int(np.searchsorted(self.ends, lo, side="right"))  # the intervals overlapping [lo, hi)
+        stop = max(int(np.searchsorted(self.starts, hi, side="left")), first)
+        n = stop - first
+        starts, ends = np.empty(n + 1, dtype=np.int64), np.empty(n + 1, dtype=np.int64)
+        starts[0], starts[1:] = lo, self.ends[first:stop]
+        ends[:n], ends[n] = self.starts[first:stop], hi
+        if n:
+            ends[0], starts[n] = max(ends[0], lo), min(starts[n], hi)
+        # the intervals are disjoint and never touch: only the first and the last gap can be empty
+        a = 0 if ends[0] > starts[0] else 1
+        b = n + 1 if ends[n] > starts[n] else n
+        return starts[a:max(a, b)], ends[a:max(a, b)]
 
 
 def union(*sets: IntervalSet) -> IntervalSet:

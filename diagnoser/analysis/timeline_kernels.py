@@ -7,8 +7,6 @@ categories are name patterns; anything unrecognized is `other`, never guessed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -91,24 +89,42 @@ GEMM, ATTENTION, SOFTMAX, COPY, COMMUNICATION, OPTIMIZER = (
 MEMORY_BOUND = [CATEGORY_CODE[c] for c in ("elementwise", "copy", "normalization", "softmax", "reduction")]
 
 
-@dataclass
 class KernelTable:
-    """Steady-state GPU rows (columns as arrays, one entry per row) with category and launch time."""
+    """Steady-state GPU rows (kernels, copies, memsets) with category and time, as arrays.
 
-    names: Names            # kernel/copy names
-    is_kernel: np.ndarray   # kind == "kernel" (else a copy or memset)
-    start_ns: np.ndarray
-    dur_ns: np.ndarray      # end - start, at least 0
-    device: np.ndarray
-    stream: np.ndarray
-    launch_row: np.ndarray  # host row of the launch call, -1 when unknown
-    category: np.ndarray    # index into KERNEL_CATEGORIES
-    in_optimizer: np.ndarray  # launched inside an optimizer step range
-    steady_ns: int
-    steady_steps: int
+    The columns every metric reads are built once; the others are read from the timeline on
+    demand (they would double the memory of a 10M-kernel trace for a few uses)."""
+
+    def __init__(self, tv: TimelineView, rows, steady_ns: int, steady_steps: int):
+        self.tv, self.rows = tv, rows  # rows: slice or index array into the timeline's gpu table
+        self.steady_ns, self.steady_steps = steady_ns, steady_steps
+        self.names: Names = tv.gpu_names.subset(rows)
+        self.is_kernel: np.ndarray = tv.is_kernel[rows]  # else a copy or memset
+        self.dur_ns: np.ndarray = np.maximum(tv.gpu_end[rows] - tv.gpu_start[rows], 0)
+        per_name = self.names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)],
+                                         CATEGORY_CODE[_category("")])
+        cat = per_name.astype(np.int8)[self.names.codes]
+        cat[~self.is_kernel] = COPY
+        opt = optimizer_ranges(tv.tl)
+        in_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(tv.launch_ns[rows])
+        cat[in_opt & self.is_kernel & (cat != COMMUNICATION)] = OPTIMIZER
+        self.category: np.ndarray = cat  # index into KERNEL_CATEGORIES
+        self.in_optimizer: np.ndarray = in_opt  # launched inside an optimizer step range
 
     def __len__(self) -> int:
         return int(self.dur_ns.size)
+
+    @property
+    def start_ns(self) -> np.ndarray:
+        return self.tv.gpu_start[self.rows]
+
+    @property
+    def launch_row(self) -> np.ndarray:
+        """Host row of each row's launch call, -1 when unknown."""
+        return self.tv.launch_row[self.rows]
+
+    def column(self, name: str) -> np.ndarray:
+        return self.tv.tl.gpu[name].to_numpy()[self.rows]
 
 
 def _rows(mask: np.ndarray):
@@ -121,20 +137,7 @@ def _rows(mask: np.ndarray):
 
 def kernel_table(tv: TimelineView, steps: Steps) -> KernelTable:
     windows = steps.steady_windows
-    rows = _rows(windows.contains(tv.gpu_start))
-    gpu = tv.tl.gpu
-    names = tv.gpu_names.subset(rows)
-    is_kernel = tv.is_kernel[rows]
-    start = tv.gpu_start[rows]
-    dur = np.maximum(tv.gpu_end[rows] - start, 0)
-    per_name = names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)], CATEGORY_CODE[_category("")])
-    cat = per_name.astype(np.int8)[names.codes]
-    cat[~is_kernel] = COPY
-    opt = optimizer_ranges(tv.tl)
-    in_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(tv.launch_ns[rows])
-    cat[in_opt & is_kernel & (cat != COMMUNICATION)] = OPTIMIZER
-    return KernelTable(names, is_kernel, start, dur, gpu["device"].to_numpy()[rows], gpu["stream"].to_numpy()[rows],
-                       tv.launch_row[rows], cat, in_opt, windows.total, len(steps.steady))
+    return KernelTable(tv, _rows(windows.contains(tv.gpu_start)), windows.total, len(steps.steady))
 
 
 def category_times(kt: KernelTable) -> pd.DataFrame:
@@ -193,23 +196,25 @@ def tensor_core_stats(kt: KernelTable) -> dict:
 def _unfused_blocks(is_gemm: np.ndarray, soft: np.ndarray, dur: np.ndarray) -> tuple[int, int]:
     """Softmax kernels with a GEMM close before and after on one stream (kernels in time order):
     how many, and the time of the kernels from each score GEMM to its value GEMM."""
-    n = is_gemm.size
-    pos = np.arange(n)
-    # nearest GEMM before / after each kernel on this stream
-    prev = np.maximum.accumulate(np.where(is_gemm, pos, -1))
-    prev = np.concatenate(([-1], prev[:-1]))
-    nxt = np.minimum.accumulate(np.where(is_gemm, pos, n)[::-1])[::-1]
-    nxt = np.concatenate((nxt[1:], [n]))
-    ok = ((prev[soft] >= 0) & (soft - prev[soft] <= ATTENTION_WINDOW_KERNELS)
-          & (nxt[soft] < n) & (nxt[soft] - soft <= ATTENTION_WINDOW_KERNELS))
-    soft = soft[ok]
-    if soft.size == 0:
+    n, w = is_gemm.size, ATTENTION_WINDOW_KERNELS
+    prev = np.full(soft.size, -1, dtype=np.int64)  # nearest GEMM before / after each softmax, if close
+    nxt = np.full(soft.size, n, dtype=np.int64)
+    for d in range(w, 0, -1):  # farthest first: the nearest overwrites
+        p = soft - d
+        hit = (p >= 0) & is_gemm[np.maximum(p, 0)]
+        prev[hit] = p[hit]
+        p = soft + d
+        hit = (p < n) & is_gemm[np.minimum(p, n - 1)]
+        nxt[hit] = p[hit]
+    ok = (prev >= 0) & (nxt < n)
+    if not ok.any():
         return 0, 0
-    edges = np.zeros(n + 1, dtype=np.int64)  # mark kernels from the score GEMM to the value GEMM
-    np.add.at(edges, prev[soft], 1)
-    np.add.at(edges, nxt[soft] + 1, -1)
-    covered = np.cumsum(edges[:-1]) > 0
-    return int(soft.size), int(dur[covered].sum())
+    prev, nxt = prev[ok], nxt[ok]
+    covered = np.zeros(n, dtype=bool)  # kernels from the score GEMM to the value GEMM
+    for d in range(2 * w + 1):
+        p = prev + d
+        covered[p[p <= nxt]] = True
+    return int(prev.size), int(dur[covered].sum())
 
 
 def attention_stats(kt: KernelTable) -> dict[str, float]:
@@ -224,9 +229,10 @@ def attention_stats(kt: KernelTable) -> dict[str, float]:
         softmax &= ~kt.names.mask(LOG_SOFTMAX)
     if softmax.any():
         # each (device, stream) holding a softmax: its kernels in time order
-        for dev, stream in sorted(set(zip(kt.device[softmax].tolist(), kt.stream[softmax].tolist()))):
-            rows = np.flatnonzero(k & (kt.device == dev) & (kt.stream == stream))
-            start = kt.start_ns[rows]
+        device, stream_of, start_ns = kt.column("device"), kt.column("stream"), kt.start_ns
+        for dev, stream in sorted(set(zip(device[softmax].tolist(), stream_of[softmax].tolist()))):
+            rows = np.flatnonzero(k & (device == dev) & (stream_of == stream))
+            start = start_ns[rows]
             if not is_sorted(start):
                 rows = rows[np.argsort(start, kind="stable")]
             b, ns = _unfused_blocks(kt.category[rows] == GEMM, np.flatnonzero(softmax[rows]), kt.dur_ns[rows])

@@ -186,8 +186,12 @@ def find_steps(tv: TimelineView) -> Steps:
     # GPU work launched inside each host step range; the step is over when that work is done
     launched, known = tv.launch_ns, tv.launch_known
     gpu_end = tv.gpu_end
-    idx = np.searchsorted(hs, launched, side="right") - 1
-    inside = known & (idx >= 0) & (launched < he[np.maximum(idx, 0)])
+    idx = np.searchsorted(hs, launched, side="right")
+    idx -= 1
+    inside = idx >= 0
+    np.maximum(idx, 0, out=idx)  # (rows before the first step are not inside)
+    inside &= known
+    inside &= launched < he[idx]
     last_gpu = np.full(hs.size, np.iinfo(np.int64).min, dtype=np.int64)
     if inside.any():
         np.maximum.at(last_gpu, idx[inside], gpu_end[inside])

@@ -88,9 +88,13 @@ def is_sorted(a: np.ndarray) -> bool:
     return a.size < 2 or bool((a[1:] >= a[:-1]).all())
 
 
-def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct non-negative keys, and the row where each first occurs."""
+def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
+    """Sorted distinct non-negative keys, and the row where each first occurs (an int when the
+    rows are consecutive from there: keys already sorted and distinct)."""
     if is_sorted(keys):
+        lo = int(np.searchsorted(keys, 0))  # negative keys (unknown) come first
+        if keys.size - lo < 2 or bool((keys[lo + 1:] != keys[lo:-1]).all()):  # each key once
+            return keys[lo:], lo
         order, sk = None, keys
     else:
         order = np.argsort(keys, kind="stable")  # stable: the first occurrence comes first
@@ -104,19 +108,31 @@ def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sk[rows], (rows if order is None else order[rows])
 
 
-def lookup(keys: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+def lookup(keys: np.ndarray, rows: np.ndarray | int, queries: np.ndarray) -> np.ndarray:
     """Row of each query in (sorted keys, rows), or -1 where the key is absent."""
-    out = np.full(queries.size, -1, dtype=np.int64)
     if keys.size == 0 or queries.size == 0:
-        return out
+        return np.full(queries.size, -1, dtype=np.int64)
     order = None if is_sorted(queries) else np.argsort(queries, kind="stable")
     q = queries if order is None else queries[order]  # sorted queries: cache-friendly search
     i = np.searchsorted(keys, q)
     np.minimum(i, keys.size - 1, out=i)
-    found = np.where(keys[i] == q, rows[i], -1)
+    missing = keys[i] != q
+    if isinstance(rows, int):
+        i += rows
+    else:
+        i = rows[i]
+    i[missing] = -1
     if order is None:
-        return found
-    out[order] = found
+        return i
+    out = np.empty(queries.size, dtype=np.int64)
+    out[order] = i
+    return out
+
+
+def _gather(values: np.ndarray, rows: np.ndarray, default) -> np.ndarray:
+    """values[rows], or `default` (an array like rows, or a number) where rows is -1."""
+    out = values[np.maximum(rows, 0)] if values.size else np.zeros(rows.size, dtype=np.int64)
+    np.copyto(out, default, where=rows < 0)
     return out
 
 
@@ -167,11 +183,8 @@ class TimelineView:
     @cached_property
     def launch_ns(self) -> np.ndarray:
         """Host time each gpu row was launched (its call's start), else the row's own start."""
-        r = self.launch_row
-        return np.where(r >= 0, self.host_start[np.maximum(r, 0)] if self.host_start.size else 0, self.gpu_start)
+        return _gather(self.host_start, self.launch_row, self.gpu_start)
 
-    @cached_property
     def returned_ns(self) -> np.ndarray:
         """When each gpu row's launch call returned on the host; -1 when unknown."""
-        r = self.launch_row
-        return np.where(r >= 0, self.host_end[np.maximum(r, 0)] if self.host_end.size else 0, -1)
+        return _gather(self.host_end, self.launch_row, -1)
