@@ -92,6 +92,8 @@ class IntervalSet:
 
     def clip(self, lo: int, hi: int) -> "IntervalSet":
         """The part of the set inside [lo, hi)."""
+        if hi <= lo:
+            return IntervalSet(np.zeros(0, np.int64), np.zeros(0, np.int64))
         first = int(np.searchsorted(self.ends, lo, side="right"))  # the first interval ending after lo
         stop = int(np.searchsorted(self.starts, hi, side="left"))  # ... and those starting before hi
         s, e = self.starts[first:stop].copy(), self.ends[first:stop].copy()
@@ -101,6 +103,8 @@ class IntervalSet:
 
     def gaps(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """The uncovered [start, end) spans inside [lo, hi)."""
+        if hi <= lo:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         first = int(np.searchsorted(self.ends, lo, side="right"))  # the intervals overlapping [lo, hi)
         stop = max(int(np.searchsorted(self.starts, hi, side="left")), first)
         n = stop - first

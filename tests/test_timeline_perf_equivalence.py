@@ -1,0 +1,209 @@
+"""The vectorized timeline analysis agrees with the straightforward pandas formulation it replaced.
+
+The fast paths (sorted inputs, distinct correlation ids, categorical names) are what real traces
+take; the general paths (unsorted or repeated ids, object names, overlapping intervals) are
+checked here against reference implementations on random data, and whole-analysis results on
+real traces must not depend on how the name columns are stored.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from diagnoser.analysis.timeline import analyze_timeline
+from diagnoser.analysis.timeline_gaps import _cut
+from diagnoser.analysis.timeline_intervals import IntervalSet, searchsorted
+from diagnoser.analysis.timeline_kernels import ATTENTION_WINDOW_KERNELS, _unfused_blocks
+from diagnoser.analysis.timeline_view import Names, first_rows, lookup
+from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
+from diagnoser.ingest.torch_trace import read_torch_trace
+
+RNG = np.random.default_rng(7)
+
+
+# ---------------------------------------------------------------- reference implementations
+
+def ref_launch_start(host: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
+    """The launch call's start per gpu row through a hash map (first call per id), else -1."""
+    calls = host[host["correlation"] >= 0].drop_duplicates("correlation")
+    by_corr = pd.Series(calls["start_ns"].to_numpy(), index=calls["correlation"].to_numpy())
+    return gpu["correlation"].map(by_corr).fillna(-1).to_numpy(dtype=np.int64)
+
+
+def ref_merge(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [start, end) spans by a plain loop."""
+    out: list[list[int]] = []
+    for s, e in sorted((int(s), int(e)) for s, e in zip(starts, ends) if e > s):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return np.array([a for a, _ in out], dtype=np.int64), np.array([b for _, b in out], dtype=np.int64)
+
+
+def ref_cut(gs, ge, cuts, windows: IntervalSet):
+    """Gaps cut at the cut points, pieces inside the windows kept (sort all edges, find owners)."""
+    edges = np.unique(np.concatenate((gs, ge, cuts)))
+    mids = edges[:-1] + (edges[1:] - edges[:-1]) // 2
+    owner = np.searchsorted(gs, mids, side="right") - 1
+    inside = (owner >= 0) & (mids < ge[np.maximum(owner, 0)]) & windows.contains(mids)
+    return edges[:-1][inside], edges[1:][inside], owner[inside]
+
+
+def ref_unfused(is_gemm, soft, dur) -> tuple[int, int]:
+    """Nearest GEMM before/after every kernel by running max/min over the whole stream."""
+    n = is_gemm.size
+    pos = np.arange(n)
+    prev = np.concatenate(([-1], np.maximum.accumulate(np.where(is_gemm, pos, -1))[:-1]))
+    nxt = np.minimum.accumulate(np.where(is_gemm, pos, n)[::-1])[::-1]
+    nxt = np.concatenate((nxt[1:], [n]))
+    w = ATTENTION_WINDOW_KERNELS
+    ok = (prev[soft] >= 0) & (soft - prev[soft] <= w) & (nxt[soft] < n) & (nxt[soft] - soft <= w)
+    soft = soft[ok]
+    edges = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(edges, prev[soft], 1)
+    np.add.at(edges, nxt[soft] + 1, -1)
+    return int(soft.size), int(dur[np.cumsum(edges[:-1]) > 0].sum())
+
+
+# ---------------------------------------------------------------- joins and grouping
+
+@pytest.mark.parametrize("sorted_host", [True, False])
+@pytest.mark.parametrize("repeated", [True, False])
+def test_launch_join_matches_the_first_call_per_correlation_id(sorted_host, repeated):
+    n_host, n_gpu = 5000, 4000
+    corr = np.arange(n_host, dtype=np.int64) * 3 - 30  # some unknown (negative) ids
+    if repeated:
+        corr = np.sort(RNG.integers(-5, n_host, n_host))
+    if not sorted_host:
+        corr = RNG.permutation(corr)
+    host = pd.DataFrame({"start_ns": RNG.integers(0, 10**12, n_host), "correlation": corr})
+    gcorr = RNG.integers(-3, 3 * n_host, n_gpu)
+    for gpu_sorted in (True, False):
+        gpu = pd.DataFrame({"correlation": np.sort(gcorr) if gpu_sorted else gcorr})
+        keys, rows = first_rows(host["correlation"].to_numpy())
+        row = lookup(keys, rows, gpu["correlation"].to_numpy())
+        got = np.where(row >= 0, host["start_ns"].to_numpy()[np.maximum(row, 0)], -1)
+        assert np.array_equal(got, ref_launch_start(host, gpu))
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_sum_by_name_is_groupby_sum(categorical):
+    pool = ["gemm_b", "softmax", "gemm_a", "zeta", "copy"]
+    names = pd.Series(RNG.choice(pool, 3000))
+    names[RNG.random(3000) < 0.05] = None
+    if categorical:
+        names = names.astype(pd.CategoricalDtype(["zeta", "gemm_a", "unused", "softmax", "gemm_b", "copy"]))
+    dur = RNG.integers(0, 10**6, 3000)
+    sel = RNG.random(3000) < 0.7
+    want = pd.DataFrame({"name": names, "dur_ns": dur})[sel].groupby("name")["dur_ns"].sum()
+    got = Names.of(names).subset(sel).sum_by_name(dur[sel])
+    assert [str(x) for x in got.index] == [str(x) for x in want.index]
+    assert got.tolist() == want.tolist()
+
+
+# ---------------------------------------------------------------- interval arithmetic
+
+@pytest.mark.parametrize("trial", range(5))
+def test_interval_set_matches_a_plain_merge(trial):
+    n = 400
+    s = RNG.integers(0, 10_000, n)
+    e = s + RNG.integers(-5, 60, n)  # some empty or negative spans
+    if trial % 2:
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+    iv = IntervalSet.of(s, e)
+    ms, me = ref_merge(s, e)
+    assert np.array_equal(iv.starts, ms) and np.array_equal(iv.ends, me)
+    for lo, hi in ((-10, 20_000), (500, 7_000), (int(ms[3]), int(me[10])), (int(me[3]), int(ms[10])), (900, 900)):
+        c = iv.clip(lo, hi)
+        cs, ce = ref_merge(np.clip(ms, lo, hi), np.clip(me, lo, hi))
+        assert np.array_equal(c.starts, cs) and np.array_equal(c.ends, ce)
+        gs, ge = iv.gaps(lo, hi)
+        starts, ends = np.concatenate(([lo], ce)), np.concatenate((cs, [hi]))
+        keep = ends > starts
+        assert np.array_equal(gs, starts[keep]) and np.array_equal(ge, ends[keep])
+    t = np.sort(RNG.integers(-100, 11_000, 20_000))
+    for side in ("left", "right"):
+        assert np.array_equal(searchsorted(iv.starts[:50], t, side), np.searchsorted(iv.starts[:50], t, side=side))
+    ref_contains = np.array([any(a <= x < b for a, b in zip(ms, me)) for x in t[::50]])
+    assert np.array_equal(iv.contains(t)[::50], ref_contains)
+    a = np.sort(RNG.integers(0, 10_000, 10_000))
+    b = a + RNG.integers(0, 300, a.size)
+    want = [sum(max(0, min(y, e2) - max(x, s2)) for s2, e2 in zip(ms, me)) for x, y in zip(a[::97], b[::97])]
+    assert iv.overlap(a, b)[::97].tolist() == want
+
+
+@pytest.mark.parametrize("trial", range(5))
+def test_gap_cutting_matches_sorting_all_edges(trial):
+    busy = IntervalSet.of(*(lambda s: (s, s + RNG.integers(1, 40, s.size)))(RNG.integers(0, 50_000, 2000)))
+    gs, ge = busy.gaps(-50, 52_000)
+    w0 = np.sort(RNG.choice(np.concatenate((gs, ge, RNG.integers(-50, 52_000, 300))), 40, replace=False))
+    windows = IntervalSet.of(w0[0::2], w0[1::2])
+    cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
+    ps, pe, gap = _cut(gs, ge, cuts)
+    gap = np.arange(gs.size) if gap is None else gap
+    inside = windows.contains(ps + (pe - ps) // 2)
+    rs, re_, rg = ref_cut(gs, ge, cuts, windows)
+    assert np.array_equal(ps[inside], rs) and np.array_equal(pe[inside], re_) and np.array_equal(gap[inside], rg)
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_unfused_attention_search_matches_the_whole_stream_scan(trial):
+    n = 3000
+    is_gemm = RNG.random(n) < (0.05 + 0.05 * trial)
+    soft = np.flatnonzero(~is_gemm & (RNG.random(n) < 0.1))
+    dur = RNG.integers(0, 10**5, n)
+    assert _unfused_blocks(is_gemm, soft, dur) == ref_unfused(is_gemm, soft, dur)
+
+
+# ---------------------------------------------------------------- whole analysis
+
+def _restyle(tl, categorical: bool):
+    """The same timeline with its name columns stored the other way (categorical / object)."""
+    def conv(df, cols):
+        df = df.copy()
+        for c in cols:
+            df[c] = df[c].astype("category") if categorical else df[c].astype(object)
+        return df
+    return dataclasses.replace(tl, gpu=conv(tl.gpu, ["kind", "name", "copy_kind"]), host=conv(tl.host, ["name"]),
+                               ranges=conv(tl.ranges, ["name", "kind"]))
+
+
+def _same(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], float):
+            assert math.isclose(a[k], b[k], rel_tol=1e-12, abs_tol=0), k
+        else:
+            assert a[k] == b[k], k
+
+
+@pytest.mark.parametrize("name,source", [("launch_bound", "nsys"), ("naive_attention", "torch"),
+                                         ("x_train_memory_bound", "nsys"), ("host_sync", "torch")])
+def test_analysis_does_not_depend_on_how_names_are_stored(fixtures_dir, name, source):
+    if source == "nsys":
+        tl = read_nsys_sqlite(fixtures_dir / "nsys" / f"{name}.sqlite.gz")
+    else:
+        tl = read_torch_trace(fixtures_dir / "torch" / f"{name}.pt.trace.json.gz")
+    a = analyze_timeline(tl)
+    b = analyze_timeline(_restyle(tl, categorical=source == "torch"))
+    _same(a.values, b.values)
+    assert a.steps_chart == b.steps_chart and a.categories_chart == b.categories_chart and a.notes == b.notes
+
+
+def test_analysis_does_not_depend_on_host_row_order_of_correlation_ids(fixtures_dir):
+    """Host calls reordered by correlation id (unsorted ids) give the same launch join."""
+    tl = read_nsys_sqlite(fixtures_dir / "nsys" / "host_sync.sqlite.gz")
+    a = analyze_timeline(tl)
+    host = tl.host.copy()
+    host["correlation"] = host["correlation"].to_numpy()[::-1]  # descending ids: the general join path
+    gpu = tl.gpu.copy()
+    old_to_new = dict(zip(tl.host["correlation"].to_numpy(), host["correlation"].to_numpy()))
+    gpu["correlation"] = [old_to_new.get(c, c) if c >= 0 else c for c in gpu["correlation"].to_numpy()]
+    b = analyze_timeline(dataclasses.replace(tl, host=host, gpu=gpu))
+    _same(a.values, b.values)
