@@ -207,3 +207,18 @@ def test_analysis_does_not_depend_on_host_row_order_of_correlation_ids(fixtures_
     gpu["correlation"] = [old_to_new.get(c, c) if c >= 0 else c for c in gpu["correlation"].to_numpy()]
     b = analyze_timeline(dataclasses.replace(tl, host=host, gpu=gpu))
     _same(a.values, b.values)
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_kernels_without_a_name_do_not_anchor_kernel_pattern_steps(categorical):
+    """Only named kernels define a repeating pattern (groupby leaves missing names out)."""
+    from diagnoser.timeline.tables import GPU_COLUMNS, HOST_COLUMNS, RANGE_COLUMNS, Timeline
+    rows = [{"kind": "kernel", "name": None if i % 2 == 0 else f"k{i}", "start_ns": 1000 * i, "end_ns": 1000 * i + 400,
+             "device": 0, "stream": 7, "correlation": -1, "bytes": 0, "copy_kind": "", "pageable": False,
+             "grid": 1, "block": 1} for i in range(40)]
+    gpu = pd.DataFrame(rows, columns=list(GPU_COLUMNS)).astype({c: t for c, t in GPU_COLUMNS.items() if t != "object"})
+    if categorical:
+        gpu["name"] = gpu["name"].astype("category")
+    host = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in HOST_COLUMNS.items()})
+    ranges = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in RANGE_COLUMNS.items()})
+    assert analyze_timeline(Timeline("t", "torch", gpu, host, ranges)).values["step_detection"] == "none"

@@ -128,11 +128,10 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
     if known[kern].any():
         kern &= known  # a cut needs the host time of the launch
     # else: no launch call in the trace at all (no CUDA API tracing): cut on the GPU clock
-    rows = np.flatnonzero(kern)
     names = tv.gpu_names
-    # group by the name as text (a missing name reads "nan", as str() of a missing value does)
-    text = [str(u) for u in names.uniques] + [str(np.nan)]
-    distinct, text_code = np.unique(np.array(text, dtype=object), return_inverse=True)
+    rows = np.flatnonzero(kern & (names.codes >= 0))  # (a kernel without a name is no anchor)
+    # group by the name as text, in sorted order
+    distinct, text_code = np.unique(np.array([str(u) for u in names.uniques], dtype=object), return_inverse=True)
     code = text_code[names.codes[rows]]
     s, t = tv.gpu_start[rows], launched[rows]
     by_s, by_t = np.lexsort((s, code)), np.lexsort((t, code))
