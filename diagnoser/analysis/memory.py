@@ -112,7 +112,7 @@ def _owners_of_allocs(rep, stacks, cut):
     stack_ids = rep.tr.stack[rep.alloc_idx].tolist()
     desc = [describe_stack(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
     run_end = [rep.n] * len(alloc)
-    nxt_end, nxt_phase = rep.n, None  # start of the next run of a different known phase
+    nxt_end = rep.n  # start of the next run of a different known phase
     run_phase, run_start = None, rep.n
     for j in range(len(alloc) - 1, -1, -1):
         ph = desc[j][0]
