@@ -14,7 +14,7 @@ from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
 from .timeline_names import name_mask, optimizer_ranges
 from .timeline_steps import Steps
-from .timeline_view import Names, TimelineView, is_sorted
+from .timeline_view import Names, TimelineView, codes_of, is_sorted
 
 KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
                      "communication", "optimizer", "other")
@@ -54,10 +54,7 @@ SHORT_KERNEL_NS = 10_000
 
 def _per_name(names: pd.Series, label) -> pd.Series:
     """Apply `label(name)` once per distinct name and spread the result over the rows."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        codes, uniques = names.cat.codes.to_numpy(), names.cat.categories
-    else:
-        codes, uniques = pd.factorize(names.astype(object), use_na_sentinel=True)
+    codes, uniques = codes_of(names)
     labels = np.array([label(str(u)) for u in uniques] + [label("")], dtype=object)
     return pd.Series(labels[codes], index=names.index, dtype=object)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..timeline.tables import Timeline
+from .timeline_view import Names
 
 OPTIMIZER_ANNOTATION = re.compile(r"^Optimizer\.step#")
 OPTIMIZER_NVTX = re.compile(r"^(?:optimizer|optim|optimizer[_ .]step|opt[_ .]step)$", re.I)
@@ -15,14 +16,7 @@ OPTIMIZER_NVTX = re.compile(r"^(?:optimizer|optim|optimizer[_ .]step|opt[_ .]ste
 
 def name_mask(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
     """Boolean mask: `pattern.search(name)` for each row (anchor the pattern with ^ to match a prefix)."""
-    if len(names) == 0:
-        return np.zeros(0, dtype=bool)
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        codes, uniques = names.cat.codes.to_numpy(), names.cat.categories
-    else:
-        codes, uniques = pd.factorize(names.astype(object), use_na_sentinel=True)
-    hit = np.array([bool(pattern.search(str(u))) for u in uniques] + [False], dtype=bool)
-    return hit[codes]  # code -1 (missing name) picks the trailing False
+    return Names.of(names).mask(pattern)
 
 
 def optimizer_ranges(tl: Timeline) -> pd.DataFrame:
