@@ -112,6 +112,11 @@ CATALOGUE: list[FactSpec] = [
     _n("rank_idle_top_pct", "%", "share of this rank's step time in its dominant idle class", RANKS, "rank"),
     _n("rank_straggler_cost_pct", "%", "extra time per step the other ranks wait for this (straggler) rank, % of step", RANKS, "rank"),
     _n("rank_straggler_cost_ms", "ms", "extra time per step the other ranks wait for this (straggler) rank", RANKS, "rank"),
+    _n("rank_own_work_pct", "%", "this rank's own work, % of step: GPU busy (NCCL excluded) plus GPU idle while its host "
+       "does something other than launching or communicating (data, sync, unexplained idle)", RANKS, "rank"),
+    _n("rank_straggler_excess_work_pct", "%", "the straggler's rank_own_work_pct minus the other ranks' mean: the work "
+       "it does that they do not; near 0 when all ranks do the same work and the straggler only issues it later "
+       "(launch gaps), as in a launch-bound run", RANKS, "rank"),
 ]
 
 SPECS: dict[str, FactSpec] = {s.name: s for s in CATALOGUE}

@@ -8,6 +8,8 @@ trained with a small per-GPU batch (2 x 1024 tokens), bf16 autocast, fused AdamW
 starts only after backward has finished and the GPU does nothing but wait for it; the ranks are
 balanced (same shapes, no extra host work). `--bucket-mb 25` (DDP's
 default) is the control: the same all-reduce in buckets that overlap backward.
+`--model-dim 2048 --layers 6 --bucket-mb 25` is launch-bound (x_ddp_launch_bound): identical ranks,
+one arrives last at the collectives only because its host issues the same launches more slowly.
 Adapted from ../shared/gen/ddp.py (the corpus' DDP generator).
 """
 import argparse, os, sys
@@ -19,7 +21,8 @@ from extra_scenarios import GPT  # noqa: E402  (copied from ../shared/gen/scenar
 p = argparse.ArgumentParser()
 p.add_argument("--out"); p.add_argument("--tag")
 p.add_argument("--steps", type=int, default=4); p.add_argument("--bucket-mb", type=float, default=4096)
-p.add_argument("--d", type=int, default=4096); p.add_argument("--layers", type=int, default=2)
+# --model-dim: torchrun's own parser takes `--d` for an ambiguous prefix of its options and stops
+p.add_argument("--d", "--model-dim", dest="d", type=int, default=4096); p.add_argument("--layers", type=int, default=2)
 p.add_argument("--batch", type=int, default=2); p.add_argument("--seq", type=int, default=1024)
 a = p.parse_args()
 dist.init_process_group("nccl"); r = dist.get_rank(); torch.cuda.set_device(r)
