@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .timeline_intervals import IntervalSet
-from .timeline_names import name_mask
+from .timeline_names import COMM_KERNEL, name_mask
 from .timeline_steps import PHASE_PATTERNS, Steps
 from .timeline_view import Names, TimelineView, is_sorted
 
@@ -36,7 +36,6 @@ SYNC_OPS = re.compile(r"^aten::(?:item|_local_scalar_dense|is_nonzero|nonzero)$"
 LAUNCH_API = re.compile(r"^(?:cudaLaunch|cuLaunch|cudaGraphLaunch|cuGraphLaunch|cudaMemsetAsync|cudaMemcpyAsync|"
                         r"cuMemsetD)")
 COMM_RANGES = re.compile(r"^nccl:|ProcessGroupNCCL|^c10d::|record_param_comms", re.I)
-COMM_KERNEL = re.compile(r"nccl", re.I)
 NCCL_API = re.compile(r"^nccl")
 DATA_RANGE = PHASE_PATTERNS["data"]
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
-from .timeline_names import name_mask, optimizer_ranges
+from .timeline_names import COMM_KERNEL, name_mask, optimizer_ranges
 from .timeline_steps import Steps
 from .timeline_view import Names, TimelineView, codes_of, is_sorted
 
@@ -21,7 +21,7 @@ KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwi
 
 # First match wins; order matters (an attention kernel contains "gemm"-like tile names).
 CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
-    ("communication", re.compile(r"nccl", re.I)),
+    ("communication", COMM_KERNEL),
     ("attention", re.compile(r"flash|fmha|sdpa|attention|_mha_|mha_fwd|mha_bwd|compute_dot_do_o|convert_dq", re.I)),
     ("optimizer", re.compile(r"multi_tensor_apply|fused_?adamw?|FusedOptimizer|adam_kernel|sgd_kernel", re.I)),
     ("gemm", re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitKreduce|wgrad|dgrad|fprop|"

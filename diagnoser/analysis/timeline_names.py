@@ -10,6 +10,7 @@ import pandas as pd
 from ..timeline.tables import Timeline
 from .timeline_view import Names
 
+COMM_KERNEL = re.compile(r"nccl", re.I)  # NCCL kernels: communication, not compute
 OPTIMIZER_ANNOTATION = re.compile(r"^Optimizer\.step#")
 OPTIMIZER_NVTX = re.compile(r"^(?:optimizer|optim|optimizer[_ .]step|opt[_ .]step)$", re.I)
 

@@ -20,12 +20,11 @@ import pandas as pd
 
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
-from .timeline_names import name_mask, optimizer_ranges
+from .timeline_names import COMM_KERNEL, name_mask, optimizer_ranges
 from .timeline_view import TimelineView
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 NVTX_STEP = re.compile(r"^(?:train[_ ]?|training[_ ]?|eval[_ ]?|infer(?:ence)?[_ ]?)?(?:step|iter|iteration)[ _#:.-]?(\d+)$", re.I)
-COMM_KERNEL = re.compile(r"nccl", re.I)
 
 # Phases a step is cut into when the code annotates them (NVTX names, torch annotations, ops).
 PHASE_PATTERNS = {
