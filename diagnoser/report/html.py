@@ -15,7 +15,7 @@ from markupsafe import Markup
 from .. import __version__
 from .charts import Chart, build_charts
 from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
-from .render import fmt_value, playbook_ref, summary_counts
+from .render import fmt_value, playbook_ref, share_pct, summary_counts
 
 SUBJECT_NAME_LIMIT = 160
 SUBJECT_SHORT_LIMIT = 34  # in the summary table
@@ -38,10 +38,10 @@ def short_subject_name(name: str) -> str:
 
 
 def gain_text(gain: float | None) -> str | None:
-    """A gain share as a percentage; a real but tiny gain reads `<1%`, never `0%`."""
+    """A gain share as a percentage (`<1%` when tiny, see share_pct); None when there is no gain."""
     if not gain or gain <= 0:
         return None
-    return "<1%" if gain < 0.005 else f"{100 * gain:.0f}%"
+    return share_pct(gain)
 
 
 @dataclass
