@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .render import fmt_value
+from .render import fmt_value, shorten
 
 PALETTE = 10
 MAX_STEPS = 60
@@ -85,11 +85,6 @@ def fmt_bytes(n) -> str:
 
 def _tick_label(v: float) -> str:
     return f"{v:g}" if abs(v) < 1e5 else f"{v:.2g}"
-
-
-def _shorten(text: str, limit: int) -> str:
-    text = str(text)
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _overlap(a, b) -> bool:
@@ -203,7 +198,7 @@ def _hbars(key: str, title: str, caption: str, rows: list[tuple[str, list[tuple[
     for k, (label, segs, text) in enumerate(rows):
         y = top + k * row_h
         x = float(label_w)
-        chart.texts.append({"x": label_w - 8, "y": y + 17, "text": _shorten(label, 28), "anchor": "end", "cls": "label"})
+        chart.texts.append({"x": label_w - 8, "y": y + 17, "text": shorten(label, 28), "anchor": "end", "cls": "label"})
         for value, cls, tip in segs:
             if value <= 0:
                 continue
@@ -348,7 +343,7 @@ def kernel_sol_chart(rows: list[dict], colours: dict[str, str] | None = None) ->
         "headers": ["id", "kernel", "SM %", "memory %", "time share", "category"],
         "numeric": [False, False, True, True, True, False],
         "mono": [False, True, False, False, False, False],
-        "rows": [[str(r.get("id")), _shorten(r.get("name", ""), 110), fmt_value(_num(r.get("sm_pct"))),
+        "rows": [[str(r.get("id")), shorten(r.get("name", ""), 110), fmt_value(_num(r.get("sm_pct"))),
                   fmt_value(_num(r.get("mem_pct"))), f"{fmt_value(_num(r.get('time_share_pct')))}%", str(r.get("category"))]
                  for r in table_rows[:MAX_KERNEL_ROWS]],
     }
@@ -412,7 +407,7 @@ def top_sites_table(rows: list[dict]) -> Chart | None:
     chart = Chart("top_sites", "Top allocation sites", "Where the live memory was allocated (from the allocation stacks).", 0, 0)
     chart.table = {"caption": "", "headers": ["site", "bytes", "allocations", "owner"], "numeric": [False, True, True, False],
                    "mono": [True, False, False, False],
-                   "rows": [[_shorten(r.get("site", ""), 140), fmt_bytes(r.get("bytes")), fmt_value(int(_num(r.get("count")))),
+                   "rows": [[shorten(r.get("site", ""), 140), fmt_bytes(r.get("bytes")), fmt_value(int(_num(r.get("count")))),
                              str(r.get("owner", "")).replace("_", " ")] for r in rows]}
     return chart
 

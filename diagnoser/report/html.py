@@ -15,14 +15,10 @@ from markupsafe import Markup
 from .. import __version__
 from .charts import Chart, build_charts
 from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
-from .render import fmt_value, playbook_ref, share_pct, summary_counts
+from .render import fmt_value, playbook_ref, share_pct, shorten, summary_counts
 
 SUBJECT_NAME_LIMIT = 160
 SUBJECT_SHORT_LIMIT = 34  # in the summary table
-
-
-def _shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def short_subject_name(name: str) -> str:
@@ -34,7 +30,7 @@ def short_subject_name(name: str) -> str:
     if base and ("::" in base or len(base) < len(text)) and " " not in base.strip():
         rest = text[len(base):]
         text = (base.split("::")[-1] or base) + ("<\u2026>" if rest.startswith("<") else "")
-    return _shorten(text, SUBJECT_SHORT_LIMIT)
+    return shorten(text, SUBJECT_SHORT_LIMIT)
 
 
 def gain_text(gain: float | None) -> str | None:
@@ -115,7 +111,7 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> Fin
     if f.subject is not None:
         subject_label = f"{f.subject.kind} {f.subject.id}"
         name = f.subject.name if f.subject.name and f.subject.name not in (subject_label, f.subject.id) else ""
-    short = _shorten(name, SUBJECT_NAME_LIMIT)
+    short = shorten(name, SUBJECT_NAME_LIMIT)
     return FindingView(
         index=index, anchor=f"finding-{index}", f=f, subject_label=subject_label, subject_name=short,
         subject_full=name,

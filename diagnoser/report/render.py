@@ -40,6 +40,12 @@ def share_pct(x: float) -> str:
     return "<1%" if 0 < x < 0.005 else f"{100 * x:.0f}%"
 
 
+def shorten(text, limit: int) -> str:
+    """`text` cut to `limit` characters, the cut marked with an ellipsis."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def playbook_ref(finding) -> str:
     return f"playbooks/{TREE_FILES.get(finding.tree, finding.tree.replace('-', '_'))}.md#{finding.rule.lower()}"
 
