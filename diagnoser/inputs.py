@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
 import zlib
 from pathlib import Path
 from typing import BinaryIO
@@ -24,6 +25,15 @@ KINDS_HELP = ("an Nsight Compute report (.ncu-rep or its CSV export), an Nsight 
 def is_gzip(path: Path) -> bool:
     with open(path, "rb") as f:
         return f.read(2) == GZIP_MAGIC
+
+
+def gunzip_to(path: str | os.PathLike, dest: Path) -> None:
+    """Decompress the gzipped file at `path` into the file `dest` (for tools that need a plain file)."""
+    try:
+        with gzip.open(path, "rb") as src, open(dest, "wb") as dst:
+            shutil.copyfileobj(src, dst, 4 << 20)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
 
 
 def open_input(path: str | os.PathLike) -> BinaryIO:

@@ -6,14 +6,13 @@ with the SQLite reader; otherwise the error tells the user the exact command to 
 """
 from __future__ import annotations
 
-import gzip
 import shutil
 import subprocess
 import tempfile
-import zlib
 from pathlib import Path
 
 from ..errors import InputError
+from ..inputs import gunzip_to, is_gzip
 from ..timeline.tables import Timeline
 from .nsys_sqlite import read_nsys_sqlite
 
@@ -67,14 +66,9 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
 
 def _plain_report(path: Path, tmp: Path) -> Path:
     """nsys cannot read a gzipped report: gunzip it into `tmp` (the input stays untouched)."""
-    with open(path, "rb") as f:
-        if f.read(2) != b"\x1f\x8b":
-            return path
+    if not is_gzip(path):
+        return path
     name = path.name.removesuffix(".gz")
     plain = tmp / (name if name.endswith(".nsys-rep") else name + ".nsys-rep")
-    try:
-        with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
-            shutil.copyfileobj(src, dst, 4 << 20)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
+    gunzip_to(path, plain)
     return plain

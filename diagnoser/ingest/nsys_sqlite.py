@@ -10,13 +10,10 @@ categoricals, each distinct id looked up once in SQL.
 """
 from __future__ import annotations
 
-import gzip
 import pickle  # noqa: F401  (tests patch pickle.load through this module; see _serve below)
 import re
-import shutil
 import sqlite3
 import tempfile
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..inputs import gunzip_to, is_gzip
 from ..progress import NULL_PROGRESS, Progress
 from ..timeline.tables import (
     GPU_COLUMNS,
@@ -106,18 +104,13 @@ def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
 @contextmanager
 def _plain_sqlite(path: Path) -> Iterator[Path]:
     """Yield a path SQLite can open: the file itself, or a temporary gunzipped copy (always removed)."""
-    with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    if not gzipped:
+    if not is_gzip(path):
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="diagnoser-nsys-") as tmp:
         plain = Path(tmp) / (path.name[:-3] if path.name.endswith(".gz") else path.name + ".sqlite")
         try:
-            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
-                shutil.copyfileobj(src, dst, 4 << 20)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-            raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
+            gunzip_to(path, plain)
         except OSError as e:  # the temporary folder is full or unwritable
             raise InputError(path, f"cannot decompress into {tmp}: {e.strerror}") from None
         yield plain
