@@ -147,3 +147,46 @@ def test_oom_when_weights_plus_forward_exceed_the_cap_is_capacity(fixtures_dir):
     assert [f.category for f in s] == ["oom_capacity"]
     assert evidence(s[0], "dominant_owner") == "parameters"  # 4.6 GiB of FP32 weights, 75%
     assert evidence(s[0], "memory_limit_is_cap") is True
+
+
+def run_facts(report):
+    return {f.name: f.value for f in report.facts if f.subject is None}
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_ddp_launch_bound_is_launch_overhead_not_communication_wait(fixtures_dir, order):
+    # NCCL time is mostly one rank waiting for the other's launches: per collective, the shorter of the
+    # two ranks' kernels (the transfer) is 6.7 ms of the 16.7 ms per 37 ms step; the run-level idle
+    # breakdown is rank 0's (it arrives last), whose GPU waits for its own host's launches
+    report = ddp(fixtures_dir, "x_ddp_launch_bound", order)
+    first = serious(report)[0]
+    assert (first.category, first.rule) == ("launch_overhead", "TRAIN003")
+    assert "communication_wait" not in [f.category for f in report.findings]
+    run = run_facts(report)
+    assert run["idle_breakdown_rank"] == "0"
+    assert 6.0 < run["comm_transfer_ms_per_step"] < 7.5  # measured 6.7
+    assert run["comm_peer_wait_ms_per_step"] > 8  # measured 10.0 (rank mean: 0.02 / 20.0)
+    assert run["idle_launch_pct"] > 40  # measured 45.6 (30.8 in short gaps, 14.8 beside NCCL kernels)
+    assert run["idle_comm_pct"] < 5  # measured 0.2
+    ranks = rank_facts(report)
+    assert ranks["0"]["rank_peer_wait_ms"] < 1
+    assert ranks["1"]["rank_peer_wait_ms"] > 15
+    assert ranks["0"]["rank_comm_transfer_ms"] == pytest.approx(ranks["1"]["rank_comm_transfer_ms"])
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_ddp_one_bucket_communication_is_transfer_not_waiting(fixtures_dir, order):
+    run = run_facts(ddp(fixtures_dir, "x_ddp_comm_wait", order))
+    # one 7.75 ms all-reduce per step on both ranks: nearly all of it is transfer
+    assert run["comm_transfer_ms_per_step"] > 0.9 * run["comm_kernel_ms_per_step"]
+    assert run["idle_comm_pct"] > 20  # measured 25.6
+    assert run["idle_peer_wait_pct"] < 2
+
+
+def test_ddp_straggler_run_breakdown_is_the_straggler_s(fixtures_dir):
+    report = ddp(fixtures_dir, "ddp_straggler")
+    run = run_facts(report)
+    assert run["idle_breakdown_rank"] == "1"
+    assert run["idle_top_class"] == "unexplained"  # its 60 ms of host work per step
+    assert run["comm_transfer_ms_per_step"] < 5  # measured 3.2 of 39.5 ms NCCL per step (rank mean)
+    assert rank_facts(report)["0"]["rank_peer_wait_ms"] > 50  # measured 72

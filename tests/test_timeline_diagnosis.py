@@ -110,3 +110,24 @@ def test_ddp_straggler_rank_order_does_not_matter(fixtures_dir):
 def test_ddp_healthy_traces_report_no_warning(fixtures_dir):
     paths = [str(fixtures_dir / "torch" / f"ddp_healthy.rank{r}.pt.trace.json.gz") for r in (0, 1)]
     assert serious(diagnose(paths)) == []
+
+
+def test_collectives_are_matched_per_step_stream_and_order_and_the_shortest_is_transfer():
+    # synthetic: two ranks, NCCL stream ids differ between ranks; one step has a different count
+    import numpy as np
+
+    from diagnoser.analysis.timeline_ranks import CollectiveKernels, transfer_per_kernel
+
+    def ranks_kernels(rows, labels):
+        step, stream, start, dur = (np.array(c) for c in zip(*rows))
+        return CollectiveKernels(step.astype(object), stream, start, start + dur, labels)
+
+    labels = ["ProfilerStep#4", "ProfilerStep#5"]
+    r0 = ranks_kernels([("ProfilerStep#4", 17, 100, 10), ("ProfilerStep#4", 17, 200, 50),
+                        ("ProfilerStep#5", 17, 1000, 5)], labels)
+    r1 = ranks_kernels([("ProfilerStep#4", 21, 150, 40), ("ProfilerStep#4", 21, 300, 20),
+                        ("ProfilerStep#5", 21, 1100, 5), ("ProfilerStep#5", 21, 1200, 7)], labels)
+    (t0, t1), unmatched = transfer_per_kernel([r0, r1])
+    assert t0.tolist() == [10, 20, 5]  # step 5 unmatched: its kernels count whole
+    assert t1.tolist() == [10, 20, 5, 7]
+    assert unmatched == 3

@@ -18,11 +18,13 @@ import numpy as np
 from ..facts import AnalysisResult, Fact, Subject
 from ..timeline.tables import Timeline
 from .timeline_catalogue import CATALOGUE, SPECS
-from .timeline_gaps import IDLE_CLASSES, device_busy, host_activity, idle_gaps, per_step_breakdown
+from .timeline_gaps import (COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, _queued, classify_gaps,
+                            device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
-from .timeline_ranks import RankSummary, straggler_analysis
+from .timeline_ranks import (CollectiveKernels, RankSummary, critical_rank, straggler_analysis,
+                             transfer_per_kernel)
 from .timeline_steps import find_steps, phase_ms
 from .timeline_sync import memcpy_stats, sync_stats
 from .timeline_view import TimelineView
@@ -44,6 +46,19 @@ class TimelineMetrics:
     categories_chart: list[dict]
     notes: list[str]
     rank: RankSummary | None
+    comm: "RankComm | None" = None
+
+
+@dataclass
+class RankComm:
+    """What the cross-rank transfer/wait split needs from one rank (ns)."""
+
+    kernels: CollectiveKernels
+    gap_start: np.ndarray   # its communication-class idle gaps
+    gap_end: np.ndarray
+    gap_host_cls: np.ndarray  # per gap, the host class that holds the GPU up there (launch/data/sync), else COMM
+    span_ns: int            # its steady steps' total time
+    steps: int
 
 
 def _kernel_short_name(name: str) -> str:
@@ -69,9 +84,39 @@ def _kernel_short_name(name: str) -> str:
     return short or n[:60]
 
 
-def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> list[dict] | None:
-    """GPU busy and idle time (by class) over the steady steps into v; the steps chart (None: no GPU
-    activity). Its device intervals and gaps are large: they are freed on return."""
+def _collectives(tv: TimelineView, steps, device: int) -> CollectiveKernels:
+    """The device's NCCL kernels that start in a steady step, with that step's label."""
+    gpu = tv.tl.gpu
+    rows = np.flatnonzero(tv.is_kernel & tv.gpu_names.mask(COMM_KERNEL) & (gpu["device"].to_numpy() == device))
+    idx = steps.steady
+    ss, se = steps.start[idx], steps.end[idx]
+    s, e = tv.gpu_start[rows], tv.gpu_end[rows]
+    k = np.searchsorted(ss, s, side="right") - 1
+    inside = (k >= 0) & (s < se[np.maximum(k, 0)])
+    labels = [steps.labels[i] for i in idx.tolist()]
+    rows, k = rows[inside], k[inside]
+    return CollectiveKernels(np.array([labels[j] for j in k.tolist()], dtype=object),
+                             gpu["stream"].to_numpy()[rows], tv.gpu_start[rows], tv.gpu_end[rows], labels)
+
+
+def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
+    """For communication-class gaps: the host class holding the GPU up (launch, data or sync; COMM when
+    none). The gap classes give NCCL precedence; but when the next compute work was not yet launched
+    as the gap began and the host was launching, loading or syncing, the GPU waited for its host, not
+    for the collective running beside it: overlapping the collective better would not shorten the gap."""
+    if gs.size == 0:
+        return np.zeros(0, dtype=np.int8)
+    queued = _queued(dev, gs, ge)
+    none = IntervalSet.of([], [])
+    under = classify_gaps(gs, ge, replace(act, comm=none), none, queued)
+    held = ~queued & np.isin(under, [LAUNCH, DATA, SYNC])
+    return np.where(held, under, COMM).astype(np.int8)
+
+
+def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[dict], RankComm] | None:
+    """GPU busy and idle time (by class) over the steady steps into v; the steps chart and what the
+    cross-rank communication split needs (None: no GPU activity). Its device intervals and gaps are
+    large: they are freed on return."""
     devices = device_busy(tv)
     if not devices:
         return None
@@ -98,7 +143,11 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> lis
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
-    return steps_chart
+    comm_gaps = gaps.cls == COMM
+    gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
+    comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
+                    int(span), int(steps.steady.size))
+    return steps_chart, comm
 
 
 def analyze_timeline(tl: Timeline) -> TimelineMetrics:
@@ -117,12 +166,13 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v[f"phase_{phase}_ms"] = ms
 
     act = host_activity(tv)
-    steps_chart = _utilization(tv, steps, act, v, notes)
-    if steps_chart is None:
+    util = _utilization(tv, steps, act, v, notes)
+    if util is None:
         notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
                      "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
                      "ProfilerActivity.CUDA)")
         return TimelineMetrics(v, [], [], notes, None)
+    steps_chart, comm = util
     act = replace(act, launch=IntervalSet.of([], []))  # only idle gaps need it (large: one per launch)
 
     kt = kernel_table(tv, steps)
@@ -158,7 +208,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
-    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary)
+    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm)
 
 
 def _fact(name: str, value, source: str, subject: Subject | None = None) -> Fact | None:
@@ -194,21 +244,36 @@ def timeline_analysis(timelines: list[Timeline]) -> AnalysisResult:
     for t, m in zip(ordered, metrics):
         result.notes.extend(f"{t.path}: {n}" for n in m.notes)
 
+    summaries = [m.rank for m in metrics if m.rank is not None]
+    for i, s in enumerate(summaries):
+        if s.rank < 0:
+            s.rank = i
     if len(metrics) == 1:
         run_values = metrics[0].values
     else:
         run_values = _merge_ranks([m.values for m in metrics])
-        result.notes.append(f"{len(metrics)} ranks: run-level values are averaged over ranks; "
-                            "per-rank values are on rank subjects")
+        if len(summaries) > 1:
+            timed = [m for m in metrics if m.rank is not None]
+            unmatched = _split_comm(timed)
+            crit = critical_rank(summaries)
+            run_values.update(_critical_breakdown(timed, crit))
+            result.notes.append(
+                f"{len(metrics)} ranks: the run-level GPU busy and idle breakdown is rank {summaries[crit].rank}'s, "
+                "the rank that arrives last at the collectives (a synchronous step ends when it does; the other "
+                "ranks' extra idle is waiting for it); NCCL time is split into transfer (per collective, the "
+                "shortest NCCL kernel over the ranks) and waiting for peers; other run-level values are averaged "
+                "over ranks; per-rank values are on rank subjects")
+            if unmatched:
+                result.notes.append(f"{unmatched} NCCL kernels could not be matched across ranks (different counts "
+                                    "per step and stream): their whole time counts as transfer")
+        else:
+            result.notes.append(f"{len(metrics)} ranks: run-level values are averaged over ranks; "
+                                "per-rank values are on rank subjects")
     for name, value in sorted(run_values.items()):
         f = _fact(name, value, src)
         if f is not None:
             result.facts.append(f)
 
-    summaries = [m.rank for m in metrics if m.rank is not None]
-    for i, s in enumerate(summaries):
-        if s.rank < 0:
-            s.rank = i
     cross = straggler_analysis(summaries) if len(summaries) > 1 else {"per_rank": {}, "run": {}}
     for name, value in sorted(cross["run"].items()):
         f = _fact(name, value, src)
@@ -229,6 +294,51 @@ def timeline_analysis(timelines: list[Timeline]) -> AnalysisResult:
                                    "straggler": bool(cross["per_rank"].get(s.rank, {}).get("rank_is_straggler"))}
                                   for s in summaries]
     return result
+
+
+def _split_comm(timed: list[TimelineMetrics]) -> int:
+    """Split each rank's NCCL time into transfer and waiting for peers (into its RankSummary): each
+    kernel's transfer (its collective's shortest duration over the ranks) is its last part, the time
+    before is waiting for the last rank to arrive. Returns how many kernels could not be matched."""
+    transfers, unmatched = transfer_per_kernel([m.comm.kernels for m in timed])
+    for m, tr in zip(timed, transfers):
+        c, k = m.comm, m.comm.kernels
+        wait = IntervalSet.of(k.start, k.end - tr)
+        steps = max(c.steps, 1)
+        m.rank.transfer_ms = float(tr.sum()) / 1e6 / steps
+        m.rank.peer_wait_ms = float((k.dur - tr).sum()) / 1e6 / steps
+        comm = c.gap_host_cls == COMM
+        m.rank.idle_peer_wait_pct = (100.0 * float(wait.overlap(c.gap_start[comm], c.gap_end[comm]).sum())
+                                     / max(c.span_ns, 1))
+    return unmatched
+
+
+def _host_held_pct(m: TimelineMetrics) -> dict:
+    """Of a rank's communication-class idle, the share of its step held up by its own host, by class."""
+    c = m.comm
+    dur = c.gap_end - c.gap_start
+    return {IDLE_CLASSES[k]: 100.0 * float(dur[c.gap_host_cls == k].sum()) / max(c.span_ns, 1)
+            for k in (LAUNCH, DATA, SYNC)}
+
+
+def _critical_breakdown(timed: list[TimelineMetrics], crit: int) -> dict:
+    """Run-level busy/idle facts of a multi-rank run: the last-arriving rank's breakdown, its
+    communication idle cut to the exposed transfer (gaps its own host held up go to that host class,
+    waiting for peers apart), and the transfer / peer wait per step averaged over ranks."""
+    v, r = timed[crit].values, timed[crit].rank
+    out = {k: v[k] for k in ["gpu_busy_pct", "gpu_idle_pct", *IDLE_FACT.values()] if k in v}
+    if "idle_comm_pct" in out:
+        held = _host_held_pct(timed[crit])
+        for cls, pct in held.items():
+            out[IDLE_FACT[cls]] += pct
+        out["idle_comm_pct"] = max(out["idle_comm_pct"] - sum(held.values()) - r.idle_peer_wait_pct, 0.0)
+        out["idle_peer_wait_pct"] = r.idle_peer_wait_pct
+        top = max(IDLE_CLASSES, key=lambda c: (out[IDLE_FACT[c]], c))
+        out["idle_top_class"] = top if out[IDLE_FACT[top]] > 0 else "none"
+    out["idle_breakdown_rank"] = str(r.rank)
+    out["comm_transfer_ms_per_step"] = float(np.mean([m.rank.transfer_ms for m in timed]))
+    out["comm_peer_wait_ms_per_step"] = float(np.mean([m.rank.peer_wait_ms for m in timed]))
+    return out
 
 
 def _merge_ranks(values: list[dict]) -> dict:

@@ -50,10 +50,19 @@ CATALOGUE: list[FactSpec] = [
     _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
     _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
     _n("idle_launch_pct", "%", "share of step time in short GPU gaps while the host launches work (launch overhead)"),
-    _n("idle_comm_pct", "%", "share of step time the GPU only waits in communication (NCCL) or for a collective"),
+    _n("idle_comm_pct", "%", "share of step time the GPU only waits in communication (NCCL) or for a collective; "
+       "in a multi-rank run only the collectives' transfer (waiting for peers is idle_peer_wait_pct)"),
     _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST),
     _s("idle_top_class", "the idle class with the most time: data | sync | launch | communication | unexplained | none"),
     _n("comm_kernel_ms_per_step", "ms", "time per step in NCCL kernels (waiting for peers plus transfer)"),
+    _n("comm_transfer_ms_per_step", "ms", "NCCL transfer time per step: for each collective, its shortest NCCL "
+       "kernel over the ranks (the time all ranks spend once everyone has arrived), summed; mean over ranks", RANKS),
+    _n("comm_peer_wait_ms_per_step", "ms", "NCCL time per step beyond the transfer: ranks waiting in collectives for "
+       "a peer to arrive; mean over ranks", RANKS),
+    _n("idle_peer_wait_pct", "%", "share of step time the GPU of the idle-breakdown rank idles in NCCL kernels "
+       "waiting for a peer to arrive (not counted in idle_comm_pct)", RANKS),
+    _s("idle_breakdown_rank", "in a multi-rank run, the rank whose busy/idle breakdown the run-level gpu_busy_pct, "
+       "idle_*_pct and idle_top_class report: the one arriving last at the collectives", RANKS),
     # launches
     _n("kernels_per_step", "count", "kernels launched per steady step"),
     _n("kernel_median_us", "us", "median kernel duration"),
@@ -112,6 +121,11 @@ CATALOGUE: list[FactSpec] = [
     _n("rank_idle_top_pct", "%", "share of this rank's step time in its dominant idle class", RANKS, "rank"),
     _n("rank_straggler_cost_pct", "%", "extra time per step the other ranks wait for this (straggler) rank, % of step", RANKS, "rank"),
     _n("rank_straggler_cost_ms", "ms", "extra time per step the other ranks wait for this (straggler) rank", RANKS, "rank"),
+    _n("rank_comm_transfer_ms", "ms", "this rank's NCCL transfer time per step (each collective's shortest "
+       "kernel over the ranks)", RANKS, "rank"),
+    _n("rank_peer_wait_ms", "ms", "this rank's NCCL time per step beyond the transfer: waiting for peers", RANKS, "rank"),
+    _n("rank_idle_peer_wait_pct", "%", "share of this rank's step time its GPU idles in NCCL waiting for peers",
+       RANKS, "rank"),
     _n("rank_own_work_pct", "%", "this rank's own work, % of step: GPU busy (NCCL excluded) plus GPU idle while its host "
        "does something other than launching or communicating (data, sync, unexplained idle)", RANKS, "rank"),
     _n("rank_straggler_excess_work_pct", "%", "the straggler's rank_own_work_pct minus the other ranks' mean: the work "
