@@ -83,7 +83,7 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
     ranked: dict[int | None, Group] = {}
     for path in paths:
         kind = inputs_mod.sniff(path)
-        module, func, family = READERS[kind]
+        family = READERS[kind][2]
         model = read_input(path, kind, progress)
         rank = getattr(model, "rank", None)
         if family == "timeline" and rank is not None and getattr(model, "world_size", None):

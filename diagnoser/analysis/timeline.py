@@ -18,7 +18,7 @@ import numpy as np
 from ..facts import AnalysisResult, Fact, Subject
 from ..timeline.tables import Timeline
 from .timeline_catalogue import CATALOGUE, SPECS
-from .timeline_gaps import (COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, _queued, classify_gaps,
+from .timeline_gaps import (COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
@@ -90,7 +90,7 @@ def _collectives(tv: TimelineView, steps, device: int) -> CollectiveKernels:
     rows = np.flatnonzero(tv.is_kernel & tv.gpu_names.mask(COMM_KERNEL) & (gpu["device"].to_numpy() == device))
     idx = steps.steady
     ss, se = steps.start[idx], steps.end[idx]
-    s, e = tv.gpu_start[rows], tv.gpu_end[rows]
+    s = tv.gpu_start[rows]
     k = np.searchsorted(ss, s, side="right") - 1
     inside = (k >= 0) & (s < se[np.maximum(k, 0)])
     labels = [steps.labels[i] for i in idx.tolist()]
@@ -106,7 +106,7 @@ def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
     for the collective running beside it: overlapping the collective better would not shorten the gap."""
     if gs.size == 0:
         return np.zeros(0, dtype=np.int8)
-    queued = _queued(dev, gs, ge)
+    queued = queued_mask(dev, gs, ge)
     none = IntervalSet.of([], [])
     under = classify_gaps(gs, ge, replace(act, comm=none), none, queued)
     held = ~queued & np.isin(under, [LAUNCH, DATA, SYNC])

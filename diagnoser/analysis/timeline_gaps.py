@@ -225,7 +225,7 @@ def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, 
             np.insert(np.arange(gs.size), gap + 1, gap))
 
 
-def _queued(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
     """Gaps whose next compute work had been launched (its launch call returned) when they began."""
     n = dev.compute_start.size
     if n == 0:
@@ -247,7 +247,7 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     starts, ends, classes = [], [], []
     for a in range(0, gs.size, GAP_CHUNK):
         s, e = gs[a:a + GAP_CHUNK], ge[a:a + GAP_CHUNK]
-        cls = classify_gaps(s, e, act, dev.comm, _queued(dev, s, e))
+        cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e))
         # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,
         # keeping only the pieces inside steady step windows
         ps, pe, gap = _cut(s, e, cuts)

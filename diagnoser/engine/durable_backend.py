@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import threading
 
 from ..errors import EngineError
@@ -201,10 +200,3 @@ def _drain(ruleset, state_handle, errors: list[str]) -> None:
         if e:
             errors.append(repr(e))
     ruleset.do_actions(state_handle, complete)
-
-
-_FIELD_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def check_field_name(name: str) -> bool:
-    return bool(_FIELD_OK.match(name))
