@@ -119,11 +119,6 @@ class IntervalSet:
         return starts[a:max(a, b)], ends[a:max(a, b)]
 
 
-def union(*sets: IntervalSet) -> IntervalSet:
-    return IntervalSet.of(np.concatenate([s.starts for s in sets] or [np.zeros(0, np.int64)]),
-                          np.concatenate([s.ends for s in sets] or [np.zeros(0, np.int64)]))
-
-
 def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     """Spans covered by both sets (sweep over the four edge arrays)."""
     if len(a) == 0 or len(b) == 0:

@@ -36,10 +36,6 @@ class Frame:
     line: int
     name: str
 
-    @property
-    def is_python(self) -> bool:
-        return self.filename.endswith(".py")
-
 
 @dataclass(frozen=True)
 class Block:
