@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import os
 import shutil
 import zlib
@@ -86,12 +87,18 @@ def sniff(path: str | os.PathLike) -> str:
         if _json_has_key(path, b'"traceEvents"'):
             return "torch-trace"
         raise InputError(path, "JSON without traceEvents or allocator counters; expected " + KINDS_HELP)
+    if text.startswith(b"[") and _BARE_EVENT.match(text):
+        return "torch-trace"  # late-2020 Kineto: a bare JSON array of trace events
     if text.startswith(b'"ID","Process ID"'):
         first_line = text.split(b"\n", 1)[0]
         return "ncu-csv-details" if b'"Metric Name"' in first_line else "ncu-csv-raw"
     if b"PyTorch CUDA memory summary" in head[:2048]:
         return "mem-summary"
     raise InputError(path, "unrecognized content; expected " + KINDS_HELP)
+
+
+# `[` then an object whose first key is a trace-event field (Kineto writes "ph" or "name" first)
+_BARE_EVENT = re.compile(rb'\[\s*\{\s*"(?:ph|name|cat|pid|tid|ts)"\s*:')
 
 
 def _json_has_key(path, key: bytes, limit: int = 64 << 20) -> bool:

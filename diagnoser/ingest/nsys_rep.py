@@ -19,6 +19,17 @@ from .nsys_sqlite import read_nsys_sqlite
 EXPORT_TIMEOUT_S = 3600
 
 
+REPORT_EXTENSIONS = (".nsys-rep", ".qdrep")
+
+
+def report_kind(path) -> str:
+    """How the report is named to the user: `.qdrep` is the pre-2021.4 Nsight Systems format."""
+    name = Path(path).name.removesuffix(".gz")
+    if name.endswith(".qdrep"):
+        return "an old Nsight Systems report (.qdrep, Nsight Systems before 2021.4)"
+    return "an Nsight Systems report (.nsys-rep)"
+
+
 def export_command(path) -> str:
     """The command a user runs to turn `path` into an SQLite export beside it."""
     p = Path(path)
@@ -26,7 +37,7 @@ def export_command(path) -> str:
     if name.endswith(".gz"):
         rep = name[:-3]
         return f"gunzip -k {name} && {export_command(p.with_name(rep))}"
-    stem = name[:-len(".nsys-rep")] if name.endswith(".nsys-rep") else p.stem
+    stem = next((name[:-len(ext)] for ext in REPORT_EXTENSIONS if name.endswith(ext)), p.stem)
     return f"nsys export --type sqlite -o {stem}.sqlite {name}"
 
 
@@ -37,7 +48,7 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
         raise InputError(p, "no such file")
     nsys = shutil.which("nsys")
     if nsys is None:
-        raise InputError(p, "an Nsight Systems report (.nsys-rep) can only be read through NVIDIA's "
+        raise InputError(p, f"{report_kind(p)} can only be read through NVIDIA's "
                             f"`nsys`, which is not on PATH; convert it with `{export_command(p)}` "
                             "and pass the .sqlite file")
     with tempfile.TemporaryDirectory(prefix="diagnoser-nsys-rep-") as tmp:
@@ -69,6 +80,6 @@ def _plain_report(path: Path, tmp: Path) -> Path:
     if not is_gzip(path):
         return path
     name = path.name.removesuffix(".gz")
-    plain = tmp / (name if name.endswith(".nsys-rep") else name + ".nsys-rep")
+    plain = tmp / (name if name.endswith(REPORT_EXTENSIONS) else name + ".nsys-rep")
     gunzip_to(path, plain)
     return plain
