@@ -39,16 +39,18 @@ _Num = int | float | str | None
 
 
 class _Args(msgspec.Struct, gc=False):
-    correlation: _Num = None
-    device: _Num = None
-    stream: _Num = None
-    bytes: _Num = None
-    grid: list[int] | None = None
-    block: list[int] | None = None
+    # Any: a field of an unexpected type (Triton's string `grid`, a list where a number was
+    # expected) is read as whatever it is and then ignored where it cannot be used, never fatal
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+    bytes: Any = None
+    grid: Any = None
+    block: Any = None
 
 
 class _Event(msgspec.Struct, gc=False):
-    cat: str = ""
+    cat: str | None = ""
     name: str = ""
     pid: _Num = None
     tid: _Num = None
@@ -72,6 +74,9 @@ _BUCKET = {
     "python_function": _PYTHON,
 }
 _GPU_KIND = {_KERNEL: "kernel", _MEMCPY: "memcpy", _MEMSET: "memset"}
+# Kineto before 1.8 recorded the profiler's own annotations under cat "Operator", beside the aten
+# ops: these names are annotations whatever their category says.
+_ANNOTATION_NAME = re.compile(r"^(?:ProfilerStep#\d|enumerate\(DataLoader\)#|Optimizer\.(?:step|zero_grad)#)")
 _RANGE_KIND = {_ANNOTATION: "annotation", _OP: "op", _PYTHON: "python"}
 # CUPTI copy kinds as Kineto prints them; array copies are folded into the device side
 _COPY_KIND = {"HtoD": "HtoD", "DtoH": "DtoH", "DtoD": "DtoD", "HtoH": "HtoH", "PtoP": "PtoP",
@@ -79,24 +84,21 @@ _COPY_KIND = {"HtoD": "HtoD", "DtoH": "DtoH", "DtoD": "DtoD", "HtoH": "HtoH", "P
 _MEMCPY_NAME = re.compile(r"Memcpy (\w+)(?: \(([^)]*)\))?")
 
 
+_INT64 = 1 << 63
+
+
 def _as_int(v, default: int = -1) -> int:
+    """An integer from a number or a string like "stream 7"; `default` for anything else."""
     if isinstance(v, bool) or v is None:
         return default
-    if isinstance(v, int):
-        return v
     if isinstance(v, float):
-        return int(v) if v == v else default
-    digits = re.search(r"-?\d+", v)  # "stream 7", "7"
-    return int(digits.group()) if digits else default
-
-
-def _product(dims) -> int:
-    if not dims:
-        return 0
-    n = 1
-    for d in dims:
-        n *= d
-    return n
+        v = int(v) if v == v and abs(v) < _INT64 else default
+    elif isinstance(v, str):
+        digits = re.search(r"-?\d{1,18}", v)
+        v = int(digits.group()) if digits else default
+    elif not isinstance(v, int):
+        return default  # a list, an object: not a number
+    return v if -_INT64 <= v < _INT64 else default
 
 
 def _ns(ts: list[float], dur: list[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -157,12 +159,18 @@ class _Columns:
                 continue
             cols = {name: np.concatenate(arrays) for name, arrays in parts.items()}
             start, length = _checked_ns(path, cols.pop("ts"), cols.pop("dur"))
-            cols.update(name=uniques[cols.pop("code")], kind=kinds[cols.pop("bucket")],
-                        start_ns=start, end_ns=start + length)
+            codes, bucket = cols.pop("code"), cols.pop("bucket")
+            if parts is self.ranges:
+                bucket = np.where((bucket == _OP) & _annotation_names(uniques)[codes], _ANNOTATION, bucket)
+            cols.update(name=uniques[codes], kind=kinds[bucket], start_ns=start, end_ns=start + length)
             if "copy_kind" in cols:
                 cols["copy_kind"] = np.array(_COPY_KIND_CODES, object)[cols["copy_kind"]]
             out.append(_frame(columns, start, cols))
         return out[0], out[1], out[2]
+
+
+def _annotation_names(uniques: np.ndarray) -> np.ndarray:
+    return np.array([bool(_ANNOTATION_NAME.match(n)) for n in uniques], dtype=bool)
 
 
 _NO_ARGS = _Args()
@@ -200,7 +208,7 @@ def _gpu_columns(bucket: int, evs: list[_Event]) -> dict[str, np.ndarray]:
 
 
 def _dims(values: list) -> np.ndarray:
-    """Threads or blocks from [x, y, z] lists (0 when absent)."""
+    """Threads or blocks from [x, y, z] lists (0 when absent or not a list of integers)."""
     try:
         dims = np.array(values, np.int64)
         if dims.ndim == 2 and dims.shape[1] == 3:
@@ -208,6 +216,17 @@ def _dims(values: list) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):
         pass
     return np.array([_product(v) for v in values], np.int64)
+
+
+def _product(dims) -> int:
+    if not isinstance(dims, (list, tuple)) or not dims:
+        return 0
+    n = 1
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+            return 0
+        n *= d
+    return n if n < 1 << 62 else 0
 
 
 def _int_array(values: list, default: int = -1, fallback: list | None = None) -> np.ndarray:
