@@ -29,7 +29,7 @@ from .timeline_steps import find_steps, phase_ms
 from .timeline_sync import memcpy_stats, sync_stats
 from .timeline_view import TimelineView
 
-__all__ = ["timeline_analysis", "CATALOGUE", "analyze_timeline"]
+__all__ = ["timeline_analysis", "measured_analysis", "measure_timeline", "CATALOGUE", "analyze_timeline"]
 
 GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
@@ -228,17 +228,39 @@ def _fact(name: str, value, source: str, subject: Subject | None = None) -> Fact
     return Fact(name, value, spec.unit, source, subject)
 
 
-def _source(tls: list[Timeline]) -> str:
+def _source(tls: list) -> str:
     readers = sorted({READER.get(t.source, t.source) for t in tls})
     return f"{', '.join(t.path for t in tls)} ({', '.join(readers)})"
 
 
+@dataclass
+class MeasuredTimeline:
+    """One timeline reduced to its metrics plus who it is (path, source, rank): what the per-rank
+    work hands to the cross-rank analysis (the tables themselves are dropped)."""
+
+    path: str
+    source: str
+    rank: int | None
+    world_size: int | None
+    metrics: TimelineMetrics
+
+
+def measure_timeline(tl: Timeline) -> MeasuredTimeline:
+    """The per-rank part of the analysis: one Timeline -> its compact MeasuredTimeline."""
+    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, analyze_timeline(tl))
+
+
 def timeline_analysis(timelines: list[Timeline]) -> AnalysisResult:
     """Facts and chart series for one Timeline, or one per rank of a distributed run."""
-    if not timelines:
+    return measured_analysis([measure_timeline(t) for t in timelines])
+
+
+def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
+    """The cross-rank part: facts and chart series from one MeasuredTimeline, or one per rank."""
+    if not measured:
         return AnalysisResult()
-    ordered = sorted(timelines, key=lambda t: (t.rank if t.rank is not None else 1 << 30, t.path))
-    metrics = [analyze_timeline(t) for t in ordered]
+    ordered = sorted(measured, key=lambda t: (t.rank if t.rank is not None else 1 << 30, t.path))
+    metrics = [t.metrics for t in ordered]
     result = AnalysisResult(inputs=[{"path": t.path, "kind": t.source} for t in ordered])
     src = _source(ordered)
     for t, m in zip(ordered, metrics):
