@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__
+from . import __version__, limits
 from .errors import DiagnoserError
 
 FORMATS = ("md", "json", "html")
@@ -59,6 +59,8 @@ class DefaultGroup(click.Group):
             raise click.exceptions.Exit(0) from None
         except DiagnoserError as e:
             raise OneLineError(str(e)) from None
+        except MemoryError:
+            raise OneLineError(f"out of memory ({limits.memory_limit_text()})") from None
         except Exception as e:  # noqa: BLE001 - never a traceback for the user
             if os.environ.get("DIAGNOSER_DEBUG"):
                 raise
@@ -92,8 +94,14 @@ def cli():
 @click.option("--param", "params", multiple=True, help="Override a threshold: RULEID.NAME=VALUE.")
 @click.option("--fail-on", type=click.Choice(["warning", "critical"]), help="Exit 3 if a finding at/above this severity exists.")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
-def run_cmd(files, fmt, output, user_rules, params, fail_on, progress):
+@click.option("--max-memory", help="Memory ceiling, e.g. 8G (default: physical memory or DIAGNOSER_MAX_MEMORY; 0: none).")
+def run_cmd(files, fmt, output, user_rules, params, fail_on, progress, max_memory):
     from .pipeline import diagnose
+    if max_memory is not None:
+        try:
+            limits.apply_memory_limit(limits.parse_size(max_memory))
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--max-memory") from None
     from .report.render import render_html, render_json, render_markdown
 
     if progress is None:
@@ -222,8 +230,13 @@ def playbook_cmd(user_rules, output):
 
 
 def main(argv=None):
+    limits.exit_cleanly_on_signals()  # SIGTERM/SIGHUP unwind like SIGINT: temp files are removed
+    limits.apply_memory_limit(limits.default_limit())
     try:
         cli.main(args=argv, prog_name="diagnose", standalone_mode=False)
+    except limits.Terminated as e:
+        click.echo("diagnose: terminated", err=True)
+        sys.exit(128 + e.signum)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.Abort:
