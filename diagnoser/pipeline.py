@@ -31,7 +31,7 @@ READERS = {
 }
 # analysis family -> (module, function taking a list of models)
 ANALYSES = {
-    "timeline": ("diagnoser.analysis.timeline", "timeline_analysis"),
+    "timeline": ("diagnoser.analysis.timeline", "measured_analysis"),  # models: MeasuredTimelines
     "kernel": ("diagnoser.analysis.kernels", "kernel_analysis"),
     "memory": ("diagnoser.analysis.memory", "memory_analysis"),
 }
@@ -78,13 +78,18 @@ def read_input(path, kind: str, progress: bool = False):
 
 
 def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
-    """Sniff and read every input; group the ranks of a distributed run together."""
+    """Sniff and read every input (directories and globs expanded; timeline traces measured per rank,
+    in parallel as distributed.executing() says); group the ranks of a distributed run together."""
+    from .distributed import measure_inputs
+    from .ranks import attach_failures, expand_inputs
+    paths = expand_inputs(paths)
+    pre = measure_inputs(paths, progress)
     singles: list[Group] = []
     ranked: dict[int | None, Group] = {}
-    for path in paths:
-        kind = inputs_mod.sniff(path)
+    for path in (p for p in paths if p in pre.kinds):
+        kind = pre.kinds[path]
         family = READERS[kind][2]
-        model = read_input(path, kind, progress)
+        model = pre.measured[path] if path in pre.measured else read_input(path, kind, progress)
         rank = getattr(model, "rank", None)
         if family == "timeline" and rank is not None and getattr(model, "world_size", None):
             g = ranked.setdefault(model.world_size, Group(family, [], [], []))
@@ -103,6 +108,7 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
         g.paths = [g.paths[i] for i in order]
         g.kinds = [g.kinds[i] for i in order]
         g.models = [g.models[i] for i in order]
+    attach_failures(pre.failures, pre.notes, ranked)
     return singles + [ranked[k] for k in sorted(ranked)]
 
 
