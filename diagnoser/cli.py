@@ -95,7 +95,12 @@ def cli():
 @click.option("--fail-on", type=click.Choice(["warning", "critical"]), help="Exit 3 if a finding at/above this severity exists.")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
 @click.option("--max-memory", help="Memory ceiling, e.g. 8G (default: physical memory or DIAGNOSER_MAX_MEMORY; 0: none).")
-def run_cmd(files, fmt, output, user_rules, params, fail_on, progress, max_memory):
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0,
+              help="Rank traces measured in parallel by this many local processes (default 0: one per core).")
+@click.option("--scheduler", envvar="DIAGNOSER_SCHEDULER", metavar="ADDRESS",
+              help="Measure rank traces on this Dask scheduler (tcp://HOST:8786; env DIAGNOSER_SCHEDULER).")
+def run_cmd(files, fmt, output, user_rules, params, fail_on, progress, max_memory, jobs, scheduler):
+    from .distributed import executing
     from .pipeline import diagnose
     if max_memory is not None:
         try:
@@ -106,7 +111,8 @@ def run_cmd(files, fmt, output, user_rules, params, fail_on, progress, max_memor
 
     if progress is None:
         progress = sys.stderr.isatty()
-    report = diagnose(files, user_rules, params, progress=progress)
+    with executing(jobs, scheduler):
+        report = diagnose(files, user_rules, params, progress=progress)
     text = {"md": render_markdown, "json": render_json, "html": render_html}[fmt](report)
     write_output(text, output)
     if fail_on and any(f.severity in SEVERITY_GATE[fail_on] for f in report.findings):
