@@ -1,11 +1,17 @@
-"""The facts catalogue: every fact any analysis can produce (the rule authors' vocabulary)."""
+"""The facts catalogue: every fact any analysis can produce (the rule authors' vocabulary).
+
+Read from each family's catalogue module, which imports no pandas or numpy, so commands that
+only need the vocabulary (`rules list`, rule validation) start fast. The analysis settings
+(diagnoser.settings) are the catalogue's second half: `diagnose facts --catalogue` lists both.
+"""
 from __future__ import annotations
 
 import importlib
 
 from .facts import FactSpec
 
-ANALYSIS_MODULES = ("diagnoser.analysis.timeline", "diagnoser.analysis.kernels", "diagnoser.analysis.memory")
+ANALYSIS_MODULES = ("diagnoser.analysis.timeline_catalogue", "diagnoser.analysis.kernels",
+                    "diagnoser.analysis.memory_catalogue")
 
 
 def catalogue() -> dict[str, FactSpec]:

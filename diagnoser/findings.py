@@ -1,11 +1,27 @@
-"""Finding objects (what rules conclude, with their evidence numbers) and their ranking."""
+"""Finding objects (what rules conclude, with their evidence numbers), their grouping and ranking.
+
+`arrange()` turns the engine's raw findings into the report's list, in this order:
+launches of one kernel with one finding become one finding; the same rule on the same subject
+from several inputs is kept once; a rule's findings over several kernels become one finding with
+a per-kernel list; a finding whose estimated gain of a time is under the
+`findings.warning_min_gain_pct` setting is info; findings are ranked; and the time two findings
+explain is attributed to the higher-ranked one (`marginal_gain`), so no total counts it twice.
+"""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from . import settings
 from .facts import Subject
+from .rulespec.expr import budget_names, eval_expr
 from .rulespec.model import SEVERITY_RANK
+
+WARNING_MIN_GAIN_PCT = settings.register(
+    "findings.warning_min_gain_pct", 1.0, "%",
+    "a finding whose estimated gain is under this share of a time (step, GPU or kernel time) is info, "
+    "never warning or critical, so a CI gate (--fail-on) does not trip on noise")
+KERNEL_ROWS = 8  # per-kernel rows a grouped finding shows in text reports (JSON lists them all)
 
 
 @dataclass
@@ -26,9 +42,17 @@ class Finding:
     refs: tuple = ()
     sources: list[str] = field(default_factory=list)
     count: int = 1  # launches/occurrences grouped into this finding
+    gain_expr: str | None = None  # the rule's estimated_gain expression
+    gain_env: dict = field(default_factory=dict)  # the numbers it was evaluated on
+    gain_known: bool = False  # the expression could be evaluated (all its names present)
+    rule_severity: str = ""  # the rule's severity before the gain floor ("" = unchanged)
+    marginal_gain: float | None = None  # the gain not already explained by a higher-ranked finding
+    overlaps: list[str] = field(default_factory=list)  # higher-ranked rules that explain the same time
+    launches: list["Finding"] = field(default_factory=list, repr=False)  # per-launch findings merged here
+    kernels: list["Finding"] = field(default_factory=list, repr=False)  # per-kernel findings of a rule group
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "rule": self.rule, "category": self.category, "tree": self.tree, "severity": self.severity,
             "title": self.title, "message": self.message, "evidence": self.evidence,
             "estimated_gain": round(self.estimated_gain, 4), "gain_of": self.gain_of,
@@ -36,6 +60,17 @@ class Finding:
             "fix": self.fix, "verify": self.verify, "refs": list(self.refs), "count": self.count,
             "sources": self.sources,
         }
+        if self.marginal_gain is not None:
+            out["marginal_gain"] = round(self.marginal_gain, 4)
+        if self.overlaps:
+            out["overlaps"] = list(self.overlaps)
+        if self.rule_severity:
+            out["rule_severity"] = self.rule_severity
+        if self.kernels:
+            out["kernels"] = [{"subject": k.subject.to_json() if k.subject else None, "count": k.count,
+                               "estimated_gain": round(k.estimated_gain, 4), "message": k.message,
+                               "evidence": k.evidence} for k in self.kernels]
+        return out
 
 
 @dataclass(frozen=True)
@@ -65,6 +100,14 @@ def rank(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=rank_key)
 
 
+def arrange(findings: list[Finding]) -> list[Finding]:
+    """The engine's findings as the report lists them (see the module docstring)."""
+    grouped = group_across_kernels(dedupe(group_kernel_launches(findings)))
+    ranked = rank([apply_gain_floor(f) for f in grouped])
+    attribute_gains(ranked)
+    return ranked
+
+
 def group_kernel_launches(findings: list[Finding]) -> list[Finding]:
     """Many launches of the same kernel with the same finding become one finding.
 
@@ -85,14 +128,108 @@ def group_kernel_launches(findings: list[Finding]) -> list[Finding]:
         members.sort(key=lambda m: _natural(m.subject.id))
         best = max(members, key=lambda m: (m.estimated_gain, [-x[1] for x in _natural(m.subject.id)]))
         ids = [m.subject.id for m in members]
-        g = Finding(**{**best.__dict__})
-        g.subject = Subject("kernel", members[0].subject.id, members[0].subject.name)
+        g = replace(best, subject=Subject("kernel", members[0].subject.id, members[0].subject.name),
+                    launches=[leaf for m in members for leaf in leaves(m)], kernels=[])
         g.estimated_gain = min(1.0, sum(m.estimated_gain for m in members))
         g.count = sum(m.count for m in members)
         g.evidence = dict(best.evidence)
         g.evidence["launches"] = {"value": g.count, "unit": "count"}
         g.evidence["launch_ids"] = {"value": ",".join(ids[:20]) + ("..." if len(ids) > 20 else ""), "unit": ""}
         out.append(g)
+    return out
+
+
+def group_across_kernels(findings: list[Finding]) -> list[Finding]:
+    """One rule's findings on several kernels become one finding with a per-kernel list.
+
+    The group reads as its costliest kernel (message, evidence, fix and verify) and sums the gains
+    and launches of all; `kernels` holds every kernel's finding, costliest first.
+    """
+    by_rule: dict[str, list[Finding]] = {}
+    out = []
+    for f in findings:
+        if f.subject is not None and f.subject.kind == "kernel":
+            by_rule.setdefault(f.rule, []).append(f)
+        else:
+            out.append(f)
+    for members in by_rule.values():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        members.sort(key=lambda m: (-round(m.estimated_gain, 9), _natural(m.subject.id)))
+        top = members[0]
+        g = replace(top, kernels=list(members), launches=[])
+        g.estimated_gain = min(1.0, sum(m.estimated_gain for m in members))
+        g.count = sum(m.count for m in members)
+        g.sources = sorted({s for m in members for s in m.sources})
+        g.evidence = dict(top.evidence)
+        g.evidence["kernels"] = {"value": len(members), "unit": "count"}
+        g.evidence["launches"] = {"value": g.count, "unit": "count"}
+        g.evidence.pop("launch_ids", None)
+        out.append(g)
+    return out
+
+
+def leaves(f: Finding) -> list[Finding]:
+    """The single-subject findings a (possibly grouped) finding was made of."""
+    if f.kernels:
+        return [leaf for k in f.kernels for leaf in leaves(k)]
+    return list(f.launches) or [f]
+
+
+def is_time_gain(f: Finding) -> bool:
+    return "time" in (f.gain_of or "").lower()
+
+
+def apply_gain_floor(f: Finding) -> Finding:
+    """Warning/critical with an estimated gain of a time under the setting -> info (rule_severity keeps the rule's)."""
+    floor = float(WARNING_MIN_GAIN_PCT.value) / 100
+    if f.severity == "info" or not is_time_gain(f) or not any(leaf.gain_known for leaf in leaves(f)):
+        return f
+    if round(f.estimated_gain, 6) >= floor:
+        return f
+    g = replace(f, severity="info", rule_severity=f.rule_severity or f.severity)
+    g.kernels = [replace(k, severity="info", rule_severity=k.rule_severity or k.severity) for k in f.kernels]
+    return g
+
+
+def attribute_gains(ranked: list[Finding]) -> None:
+    """Set `marginal_gain`: each finding's gain without the time a higher-ranked one already explains.
+
+    A gain expression reads `SHARE / 100 * FRACTION`: its leftmost factor names the share of
+    `gain_of` the finding explains (`idle_launch_pct`, `kernel_time_share_pct`). A later finding on
+    the same subject whose share names a fact already claimed is re-evaluated with that fact at 0
+    (TRAIN002 claims idle_sync_pct + idle_launch_pct; TRAIN004 after it adds nothing).
+    """
+    claimed: dict[tuple, str] = {}  # (gain_of, subject, fact) -> rule that claimed it
+    for f in ranked:
+        total, overlaps = 0.0, []
+        for leaf in leaves(f):
+            if not leaf.gain_expr:
+                total += leaf.estimated_gain
+                continue
+            keys = {n: (f.gain_of, leaf.subject, n) for n in budget_names(leaf.gain_expr)}
+            taken = {n for n, k in keys.items() if k in claimed and claimed[k] != f.rule}
+            if taken:
+                env = dict(leaf.gain_env)
+                env.update({n: 0.0 for n in taken})
+                value = eval_expr(leaf.gain_expr, env)
+                total += 0.0 if value is None else max(0.0, min(leaf.estimated_gain, value))
+                overlaps += [claimed[keys[n]] for n in sorted(taken)]
+            else:
+                total += leaf.estimated_gain
+            for k in keys.values():
+                claimed.setdefault(k, f.rule)
+        f.marginal_gain = min(f.estimated_gain, total)
+        f.overlaps = sorted(set(overlaps))
+
+
+def total_gains(findings: list[Finding], severities=("critical", "warning")) -> dict[str, float]:
+    """gain_of -> the sum of marginal gains of these severities (each share of time counted once)."""
+    out: dict[str, float] = {}
+    for f in findings:
+        if f.severity in severities and f.marginal_gain:
+            out[f.gain_of] = min(1.0, out.get(f.gain_of, 0.0) + f.marginal_gain)
     return out
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Iterable
 
 from . import inputs as inputs_mod
+from . import settings as settings_mod
 from .catalogue import catalogue
 from .errors import DiagnoserError, InputError
 from .engine.evaluate import durable_matcher, evaluate
 from .engine.records import build_records
 from .facts import AnalysisResult, Fact
-from .findings import Finding, NotEvaluated, dedupe, group_kernel_launches, rank
+from .findings import Finding, NotEvaluated, arrange
 from .resources import rules_dir
 from .rulespec.loader import build_pack
 from .rulespec.model import RulePack
@@ -60,6 +61,7 @@ class Report:
     charts: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # how it was made: --param, rule packs, --set (RulePack.provenance)
 
 
 def read_input(path, kind: str, progress: bool = False):
@@ -124,8 +126,17 @@ def load_pack(user_rules: Iterable[str] = (), params: Iterable[str] = ()) -> Rul
 
 
 def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Iterable[str] = (),
-             progress: bool = False, matcher=durable_matcher, pack: RulePack | None = None) -> Report:
+             progress: bool = False, matcher=durable_matcher, pack: RulePack | None = None,
+             set_values: dict | None = None) -> Report:
+    """`set_values`: analysis settings by name (`--set`), over those the rule packs set."""
     pack = pack or load_pack(user_rules, params)
+    with settings_mod.overridden({**pack.settings, **(set_values or {})}):
+        report = _diagnose(paths, pack, progress, matcher)
+        report.settings = dict(pack.provenance(), settings=settings_mod.changed())
+    return report
+
+
+def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
     for group in load_groups(paths, progress=progress):
@@ -140,7 +151,7 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
         for key, value in result.charts.items():
             charts.setdefault(key, value)
         facts += result.facts
-    findings = rank(dedupe(group_kernel_launches(findings)))
+    findings = arrange(findings)
     fired_rules = {f.rule for f in findings}
     not_evaluated = [skipped[k] for k in sorted(skipped) if k not in fired_rules]
     return Report(all_inputs, findings, not_evaluated, charts, notes, facts)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable
 
-from ..facts import FactSpec
+from ..facts import FactSpec, short_name
 from ..findings import Finding, NotEvaluated
 from ..rulespec.compile import compile_rule, finding_field
-from ..rulespec.expr import eval_expr, render_template
+from ..rulespec.expr import eval_expr, parse_expr, render_template
 from ..rulespec.loader import order_layers
 from ..rulespec.model import Rule
 from . import durable_backend
@@ -58,7 +58,9 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
 
     A tree with none of its facts present is skipped (an OOM tree says nothing about a kernel
     report), and so is a rule scoped to a subject kind the input has none of (a straggler rule on
-    a one-process trace); a rule whose required facts are absent is "not evaluated".
+    a one-process trace); a rule whose needed facts are absent is "not evaluated": those it
+    declares in `requires` and every fact its `when` reads (Rule.missing), so a rule never goes
+    silently false for want of a measurement.
     """
     present_by_scope: dict[str, set[str]] = {}
     for rec in records:
@@ -77,7 +79,7 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
             if r.scope not in present_by_scope:
                 continue  # no subject of this kind here (no ranks in a one-process run): not applicable
             present = present_by_scope.get(r.scope, set())
-            missing = tuple(f for f in r.requires if f not in present)
+            missing = r.missing(present)
             if missing and all(_known_false(r.when, rec.values) for rec in records if rec.scope == r.scope):
                 continue  # facts that are present already rule it out (a training rule on inference)
             if missing:
@@ -121,15 +123,25 @@ def run_rules(rules: dict[str, Rule], records: list[Record], matcher: Matcher = 
 def make_finding(rule: Rule, rec: Record) -> Finding:
     env = dict(rec.values)
     env.update(rule.params)
-    env["subject"] = rec.subject.name if rec.subject and rec.subject.name else (rec.subject.id if rec.subject else "run")
+    subject_name = rec.subject.name if rec.subject and rec.subject.name else None
+    # text says a kernel by its short name; the evidence keeps the full demangled one
+    env["subject"] = short_name(subject_name) if subject_name else (rec.subject.id if rec.subject else "run")
     gain = eval_expr(rule.estimated_gain, env) if rule.estimated_gain is not None else None
+    known = gain is not None
     gain = 0.0 if gain is None else max(0.0, min(1.0, gain))
     evidence = {f: {"value": rec.values[f], "unit": rec.units.get(f, "")} for f in rule.evidence if f in rec.values}
+    if rec.subject is not None and rec.subject.kind == "kernel" and subject_name and "kernel_name" not in evidence \
+            and short_name(subject_name) != subject_name:
+        evidence["kernel_name"] = {"value": subject_name, "unit": ""}
+    gain_env = {}
+    if rule.estimated_gain is not None:
+        gain_env = {n: env[n] for n in parse_expr(rule.estimated_gain) if n in env}
     return Finding(
         rule=rule.id, name=rule.name, category=rule.category, tree=rule.tree, severity=rule.severity,
         title=rule.title, message=render_template(rule.message, env), evidence=evidence,
         estimated_gain=gain, gain_of=rule.gain_of, subject=rec.subject, fix=render_template(rule.fix, env),
         verify=render_template(rule.verify, env), refs=rule.refs, sources=sorted(rec.sources),
+        gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known,
     )
 
 

@@ -6,13 +6,13 @@ rendered from Markdown (escaped), evidence values formatted, and chart geometry 
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import jinja2
 from markupsafe import Markup
 
 from .. import __version__
+from ..facts import short_name
 from .charts import Chart, build_charts
 from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
 from .render import fmt_value, playbook_ref, share_pct, shorten, summary_counts
@@ -22,15 +22,8 @@ SUBJECT_SHORT_LIMIT = 34  # in the summary table
 
 
 def short_subject_name(name: str) -> str:
-    """A C++ kernel name as a table can hold it: no return type, namespaces, template or call
-    arguments (`void at::native::f<float>(int)` -> `f<…>`); other names just shortened."""
-    text = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", name.strip())
-    text = re.sub(r"^void\s+", "", text)
-    base = re.match(r"[^<(]*", text).group(0)
-    if base and ("::" in base or len(base) < len(text)) and " " not in base.strip():
-        rest = text[len(base):]
-        text = (base.split("::")[-1] or base) + ("<\u2026>" if rest.startswith("<") else "")
-    return shorten(text, SUBJECT_SHORT_LIMIT)
+    """A C++ kernel name as a table can hold it (see facts.short_name)."""
+    return short_name(name, SUBJECT_SHORT_LIMIT)
 
 
 def gain_text(gain: float | None) -> str | None:

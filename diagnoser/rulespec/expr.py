@@ -35,6 +35,21 @@ def parse_expr(text: str) -> set[str]:
     return names
 
 
+def budget_names(text: str) -> set[str]:
+    """The names in the leftmost factor of a product: the share a gain expression explains.
+
+    `(idle_sync_pct + idle_launch_pct) / 100 * f` -> {idle_sync_pct, idle_launch_pct};
+    `kernel_time_share_pct / 100 * (100 - sm_pct) / 100` -> {kernel_time_share_pct}.
+    """
+    try:
+        node = ast.parse(str(text), mode="eval").body
+    except SyntaxError:
+        return set()
+    while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+        node = node.left
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in _ALLOWED_FUNCS}
+
+
 def eval_expr(text: str, env: dict) -> float | None:
     """Evaluate; None when a name is missing or the result is not a finite number."""
     tree = ast.parse(str(text), mode="eval")
@@ -83,12 +98,15 @@ def template_fields(template: str) -> set[str]:
     return fields
 
 
+_ABSENT = "\x00"  # what an absent fact formats as, before the n/a clean-up below
+
+
 class _Missing:
     def __format__(self, spec):
-        return "n/a"
+        return _ABSENT
 
     def __str__(self):
-        return "n/a"
+        return _ABSENT
 
 
 class _SafeFormatter(string.Formatter):
@@ -111,4 +129,16 @@ def render_template(template: str, env: dict) -> str:
         inner = m.group(1)
         return "" if any(f not in env for f in template_fields(inner)) else inner
     text = _OPTIONAL.sub(optional, template or "")
-    return _SafeFormatter().format(text, **env)
+    return absent_as_na(_SafeFormatter().format(text, **env))
+
+
+_ABSENT_UNIT = re.compile(_ABSENT + r"(?:%|x\b| ?(?:ns|us|ms|s|B|KiB|MiB|GiB|GB/s|TB/s)\b)?")
+_ABSENT_RUN = re.compile(_ABSENT + r"(?:[ ,/]+" + _ABSENT + ")+")
+
+
+def absent_as_na(text: str) -> str:
+    """Absent facts read as one `n/a`: their unit goes, and neighbours absent too merge into it
+    ("top stall {reason} {share:.0f}%" with both absent -> "top stall n/a", not "n/a n/a%")."""
+    text = _ABSENT_UNIT.sub(_ABSENT, text)
+    text = _ABSENT_RUN.sub(_ABSENT, text)
+    return text.replace(_ABSENT, "n/a")

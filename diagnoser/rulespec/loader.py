@@ -11,16 +11,28 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-import jsonschema
 import yaml
 
 from ..engine.records import sanitize
 from ..errors import RuleError
+from . import cache
 from .expr import ExprError, parse_expr, template_fields
 from .model import COMPARE_OPS, Condition, Rule, RulePack
-from .schema import RULE_FILE, advice
 
-_VALIDATOR = jsonschema.Draft202012Validator(RULE_FILE)
+# libyaml's C parser where PyYAML was built with it (5-10x faster), the pure-Python one otherwise
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_VALIDATOR = None
+
+
+def _validator():
+    """The JSON Schema validator, built on first use (jsonschema costs ~70 ms to import)."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import jsonschema
+
+        from .schema import RULE_FILE
+        _VALIDATOR = jsonschema.Draft202012Validator(RULE_FILE)
+    return _VALIDATOR
 
 
 def _line_map(node, path=(), out=None) -> dict[tuple, int]:
@@ -46,33 +58,86 @@ def _line_for(lines: dict[tuple, int], path: Iterable) -> int | None:
     return lines.get(p)
 
 
-def read_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
+def read_text(path: Path) -> str:
+    """A rule file's text; one-line RuleError for unreadable, binary or gzipped files."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise RuleError(path, None, f"cannot read: {e.strerror}") from None
+    if raw[:2] == b"\x1f\x8b":
+        raise RuleError(path, None, "is gzip-compressed; a rule file is plain YAML text (gunzip it first)")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise RuleError(path, line, "is not UTF-8 text; a rule file is plain YAML (is this a trace or a binary?)") from None
+
+
+def read_yaml(path: Path, text: str | None = None) -> tuple[Any, dict[tuple, int]]:
+    text = read_text(path) if text is None else text
+    try:
+        node = yaml.compose(text, Loader=_YAML_LOADER)
+        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader (C or Python)
+    except yaml.YAMLError:
+        node, data = _python_yaml(path, text)  # the pure-Python parser words its errors better
+    return data, (_line_map(node) if node is not None else {})
+
+
+def _python_yaml(path: Path, text: str):
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader), yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         hint = " (check the indentation: nested keys need more spaces than their parent)" if "indent" in str(problem) or "mapping values" in str(problem) or "expected <block end>" in str(problem) else ""
         raise RuleError(path, mark.line + 1 if mark else None, f"YAML syntax error: {problem}{hint}") from None
-    return data, (_line_map(node) if node is not None else {})
 
 
 def load_rule_file(path: Path, known_facts: dict | None = None, shipped: bool = False) -> list[Rule]:
+    """Rules of one file, validated. A file validated before (same bytes, same fact catalogue,
+    same loader) is rebuilt from the compiled-pack cache without parsing or checking it again."""
+    return load_rule_file_with_settings(path, known_facts, shipped)[0]
+
+
+def load_rule_file_with_settings(path: Path, known_facts: dict | None = None,
+                                 shipped: bool = False) -> tuple[list[Rule], dict]:
     path = Path(path)
-    data, lines = read_yaml(path)
+    text = read_text(path)
+    key = cache.key(text, sorted(known_facts) if known_facts is not None else None)
+    hit = cache.get(key)
+    if hit is not None:
+        try:
+            return [_rule(raw, tree, path, line, shipped) for raw, tree, line in hit["rules"]], hit["settings"]
+        except (KeyError, TypeError, ValueError):
+            pass  # a cache entry of another shape: parse the file again
+    rules, entries, settings = _load_checked(path, text, known_facts, shipped)
+    cache.put(key, {"rules": entries, "settings": settings})
+    return rules, settings
+
+
+def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool) -> Rule:
+    return Rule(
+        id=raw["id"], name=raw["name"], title=raw["title"], tree=tree, category=raw["category"],
+        severity=raw["severity"], status=raw.get("status", "stable"), scope=raw.get("scope", "run"),
+        requires=tuple(raw.get("requires", ())), params=dict(raw.get("params", {})),
+        when=_condition(raw["when"]), message=raw["message"], evidence=tuple(raw.get("evidence", ())),
+        estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
+        gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
+        refs=tuple(raw.get("refs", ())), path=str(path), line=line or 0, shipped=shipped,
+    )
+
+
+def _load_checked(path: Path, text: str, known_facts: dict | None, shipped: bool):
+    data, lines = read_yaml(path, text)
     if not isinstance(data, dict):
         raise RuleError(path, 1, "a rule file is a mapping with `tree:` and `rules:` (a list of rules)")
-    errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: (_line_for(lines, e.absolute_path) or 0, str(e.absolute_path)))
+    errors = sorted(_validator().iter_errors(data), key=lambda e: (_line_for(lines, e.absolute_path) or 0, str(e.absolute_path)))
     if errors:
+        from .schema import advice
         err = _deepest(errors[0])
         raise RuleError(path, _line_for(lines, err.absolute_path), advice(err))
     file_tree = data.get("tree")
-    rules, seen = [], {}
+    rules, entries, seen = [], [], {}
     for i, raw in enumerate(data["rules"]):
         line = _line_for(lines, ("rules", i))
         tree = raw.get("tree", file_tree)
@@ -81,18 +146,19 @@ def load_rule_file(path: Path, known_facts: dict | None = None, shipped: bool = 
         if raw["id"] in seen:
             raise RuleError(path, line, f"duplicate id {raw['id']} (first at line {seen[raw['id']]}); ids are never reused")
         seen[raw["id"]] = line
-        rule = Rule(
-            id=raw["id"], name=raw["name"], title=raw["title"], tree=tree, category=raw["category"],
-            severity=raw["severity"], status=raw.get("status", "stable"), scope=raw.get("scope", "run"),
-            requires=tuple(raw.get("requires", ())), params=dict(raw.get("params", {})),
-            when=_condition(raw["when"]), message=raw["message"], evidence=tuple(raw.get("evidence", ())),
-            estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
-            gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
-            refs=tuple(raw.get("refs", ())), path=str(path), line=line or 0, shipped=shipped,
-        )
+        rule = _rule(raw, tree, path, line, shipped)
         _check_rule(rule, path, lines, i, known_facts)
         rules.append(rule)
-    return rules
+        entries.append([raw, tree, line or 0])
+    settings = {}
+    for name, value in (data.get("settings") or {}).items():
+        from .. import settings as settings_mod
+        from ..errors import DiagnoserError
+        try:
+            settings[name] = settings_mod.checked(name, value, "settings")
+        except DiagnoserError as e:
+            raise RuleError(path, _line_for(lines, ("settings", name)), str(e)) from None
+    return rules, entries, settings
 
 
 _BRANCH = {"fact": 0, "op": 0, "finding": 1, "all": 2, "any": 3, "none": 4}
@@ -195,27 +261,44 @@ def rule_files(path: Path) -> list[Path]:
 
 def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overrides: Iterable[str] = (),
                known_facts: dict | None = None) -> RulePack:
-    """Shipped rules, then user packs (a user rule with a shipped id replaces it), then --param overrides."""
+    """Shipped rules, then user packs (a user rule with a shipped id replaces it), then --param overrides.
+
+    The pack records how it was made (RulePack.provenance): each user pack with the rules it
+    adds and the shipped ones it replaces, each --param with its default, and pack settings.
+    """
     rules: dict[str, Rule] = {}
     trees: dict[str, str] = {}
-    sources = [(p, True) for p in (rule_files(shipped_dir) if shipped_dir else [])]
+    sources = [(p, True, None) for p in (rule_files(shipped_dir) if shipped_dir else [])]
     for up in user_paths:
-        sources += [(p, False) for p in rule_files(Path(up))]
-    for file, shipped in sources:
-        for rule in load_rule_file(file, known_facts, shipped=shipped):
+        sources += [(p, False, str(up)) for p in rule_files(Path(up))]
+    packs: dict[str, dict] = {}
+    pack_settings: dict = {}
+    for file, shipped, given in sources:
+        file_rules, file_settings = load_rule_file_with_settings(file, known_facts, shipped=shipped)
+        pack_settings.update(file_settings)
+        for rule in file_rules:
             if rule.id in rules and rules[rule.id].shipped == shipped:
                 raise RuleError(file, rule.line, f"duplicate id {rule.id} (also in {rules[rule.id].path}); ids are never reused")
+            if given is not None:
+                entry = packs.setdefault(given, {"path": given, "rules": [], "replaces": []})
+                entry["rules"].append(rule.id)
+                if rule.id in rules:
+                    entry["replaces"].append(rule.id)
             rules[rule.id] = rule
             trees.setdefault(rule.tree, str(file))
+    applied = []
     for item in overrides:
-        _apply_override(rules, item)
+        applied.append(_apply_override(rules, item))
     for rid, rule in rules.items():  # the engine and every evaluator see the same (sanitized) thresholds
         rules[rid] = rule.with_params({k: sanitize(v) for k, v in rule.params.items() if sanitize(v) is not None})
     _check_references(rules)
-    return RulePack(rules=rules, trees=trees)
+    for entry in packs.values():
+        entry["rules"].sort()
+        entry["replaces"].sort()
+    return RulePack(rules=rules, trees=trees, params=applied, packs=list(packs.values()), settings=pack_settings)
 
 
-def _apply_override(rules: dict[str, Rule], item: str) -> None:
+def _apply_override(rules: dict[str, Rule], item: str) -> dict:
     from ..errors import DiagnoserError
     m = re.fullmatch(r"([A-Z][A-Z0-9]*[0-9]{3})\.([a-z][a-z0-9_]*)=(.*)", item.strip())
     if not m:
@@ -230,6 +313,7 @@ def _apply_override(rules: dict[str, Rule], item: str) -> None:
     if isinstance(old, (int, float)) and not isinstance(old, bool) and not isinstance(value, (int, float)):
         raise DiagnoserError(f"--param {item!r}: {name} is a number")
     rules[rid] = rules[rid].with_params({name: value})
+    return {"rule": rid, "param": name, "value": value, "default": old}
 
 
 def _check_references(rules: dict[str, Rule]) -> None:

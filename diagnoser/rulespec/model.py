@@ -36,6 +36,19 @@ class Condition:
             return {self.finding}
         return set().union(*(c.findings() for c in self.items)) if self.items else set()
 
+    def missing(self, present) -> tuple[str, ...]:
+        """Facts this condition reads that are absent from `present`, in the order it reads them;
+        () when it can be decided. Every fact a condition reads is needed (`exists` tests presence
+        itself and needs nothing); an `any` is decided when one of its branches can be."""
+        if self.kind == "fact":
+            return () if self.op == "exists" or self.fact in present else (self.fact,)
+        if self.kind == "finding":
+            return ()
+        parts = [c.missing(present) for c in self.items]
+        if self.kind == "any" and parts and any(not p for p in parts):
+            return ()
+        return tuple(dict.fromkeys(f for p in parts for f in p))
+
     def params(self) -> set[str]:
         if self.kind == "fact":
             return {self.param} if self.param else set()
@@ -73,6 +86,15 @@ class Rule:
         merged.update(overrides)
         return replace(self, params=merged)
 
+    def missing(self, present) -> tuple[str, ...]:
+        """What this rule needs and `present` lacks: its declared `requires`, then what `when` reads."""
+        declared = tuple(f for f in self.requires if f not in present)
+        return tuple(dict.fromkeys(declared + self.when.missing(present)))
+
+    def needs(self) -> tuple[str, ...]:
+        """Every fact the rule needs when all are absent (declared and derived from `when`)."""
+        return self.missing(())
+
     @property
     def playbook_anchor(self) -> str:
         return self.id.lower()
@@ -84,6 +106,14 @@ class RulePack:
 
     rules: dict[str, Rule]
     trees: dict[str, str] = field(default_factory=dict)  # tree name -> source file
+    params: list[dict] = field(default_factory=list)  # --param overrides: {rule, param, value, default}
+    packs: list[dict] = field(default_factory=list)  # user packs: {path, rules, replaces}
+    settings: dict = field(default_factory=dict)  # analysis settings the packs set (`settings:`)
+
+    def provenance(self) -> dict:
+        """How this pack differs from the shipped one, for the report's settings record."""
+        return {"params": [dict(p) for p in self.params], "rule_packs": [dict(p) for p in self.packs],
+                "pack_settings": dict(self.settings)}
 
     def ordered(self) -> list[Rule]:
         return [self.rules[k] for k in sorted(self.rules)]

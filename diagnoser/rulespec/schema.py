@@ -68,6 +68,11 @@ RULE_FILE = {
     "properties": {
         "tree": {"type": "string", "pattern": _NAME},
         "rules": {"type": "array", "items": RULE, "minItems": 1},
+        "settings": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"},
+            "additionalProperties": {"type": ["number", "string", "boolean"]},
+        },
     },
     "additionalProperties": False,
     "$defs": {

@@ -40,26 +40,38 @@ class CorpusAbsent(Exception):
 
 
 def _resolve(test_file: Path, rel: str) -> str:
-    for base in (test_file.parent, test_file.parent.parent, Path.cwd()):
-        p = base / rel
+    """A case's input path, relative to the test file: its folder, or the nearest folder above it
+    that holds the path (so `fixtures/x.gz` in `rules/NAME.test.yaml` is the repo's fixtures/x.gz),
+    whatever the current directory is."""
+    p = Path(rel)
+    if p.is_absolute():
         if p.exists():
             return str(p)
+    else:
+        for base in (test_file.resolve().parent, *test_file.resolve().parent.parents):
+            if (base / p).exists():
+                return str(base / p)
     if "shared/corpus/" in rel:
         raise CorpusAbsent(rel)
-    raise RuleError(test_file, None, f"case input {rel} not found (paths are relative to the repo root)")
+    raise RuleError(test_file, None, f"case input {rel} not found (paths are relative to the test file's "
+                                     f"folder or a folder above it)")
 
 
 def _first_by_subject(findings) -> dict[str, str]:
-    """Subject id -> category of its first warning-or-critical finding (grouped launches included)."""
+    """Subject id -> category of its first warning-or-critical finding (grouped kernels and launches
+    included), by the rule's severity: a subject's diagnosis, whether or not its gain clears the
+    floor that makes small findings info (findings.warning_min_gain_pct)."""
+    from ..findings import leaves
     out: dict[str, str] = {}
     for f in findings:
-        if f.severity not in ("critical", "warning") or f.subject is None:
+        if (f.rule_severity or f.severity) not in ("critical", "warning") or f.subject is None:
             continue
-        ids = [f.subject.id]
-        if "launch_ids" in f.evidence:
-            ids = str(f.evidence["launch_ids"]["value"]).rstrip(".").split(",")
-        for i in ids:
-            out.setdefault(i, f.category)
+        for part in (f.kernels or [f]):
+            if (part.rule_severity or part.severity) not in ("critical", "warning"):
+                continue
+            for leaf in leaves(part):
+                if leaf.subject is not None:
+                    out.setdefault(leaf.subject.id, f.category)
     return out
 
 
@@ -76,7 +88,7 @@ def _synthetic_facts(case: dict, catalogue: dict) -> list[Fact]:
 def run_case(case: dict, test_file: Path, pack: RulePack, catalogue: dict) -> CaseResult:
     from ..engine.evaluate import evaluate
     from ..engine.records import build_records
-    from ..findings import group_kernel_launches, rank
+    from ..findings import arrange
     from ..pipeline import diagnose
 
     name = case.get("name", "?")
@@ -87,7 +99,7 @@ def run_case(case: dict, test_file: Path, pack: RulePack, catalogue: dict) -> Ca
             findings = diagnose([_resolve(test_file, p) for p in inputs], pack=pack).findings
         else:
             records, _ = build_records(_synthetic_facts(case, catalogue))
-            findings = rank(group_kernel_launches(evaluate(pack.rules, records, catalogue)[0]))
+            findings = arrange(evaluate(pack.rules, records, catalogue)[0])
     except CorpusAbsent as e:
         result.skipped = f"needs {e}"
         return result
@@ -133,8 +145,15 @@ def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[
     real_fires: set[str] = set()
     covered_files: set[str] = set()
     for path in paths:
-        for tf in case_files(Path(path)):
-            data = yaml.safe_load(tf.read_text(encoding="utf-8")) or {}
+        files = case_files(Path(path))
+        if not files:
+            raise RuleError(path, None, "no test cases: put them in NAME.test.yaml beside each NAME.yaml "
+                                        "(see docs/rules.md, Test cases)")
+        for tf in files:
+            from .loader import read_yaml
+            data = read_yaml(tf)[0] or {}
+            if not isinstance(data, dict):
+                raise RuleError(tf, 1, "a test file is a mapping with `cases:` (a list of cases)")
             covered_files.add(str(tf.with_name(tf.name.replace(".test.yaml", ".yaml")).resolve()))
             for case in data.get("cases") or []:
                 r = run_case(case, tf, pack, catalogue)

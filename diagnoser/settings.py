@@ -1,0 +1,144 @@
+"""Named analysis settings: the thresholds Python code uses to decide between findings.
+
+Rule thresholds are rule params (`--param RULE.NAME=V`); thresholds that live in analysis or
+ranking code are registered here once, with a default, a unit and a meaning, so they are
+documented (`diagnose facts --catalogue`), overridable (`--set NAME=VALUE`, or `settings:` in a
+rule pack) and echoed in the report when changed. A module registers at import time:
+
+    LAUNCH_GAP_MAX_NS = settings.register("timeline.launch_gap_max_ns", 50_000, "ns",
+                                          "longest GPU gap still counted as launch overhead")
+    ...
+    if gap_ns <= LAUNCH_GAP_MAX_NS.value: ...
+
+and reads `.value` where it decides (never a copy taken at import, so an override reaches it).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Union
+
+from .errors import DiagnoserError
+
+Value = Union[int, float, str, bool]
+NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+# modules that register settings; imported when the full list is needed (validation, catalogue)
+SETTING_MODULES = ("diagnoser.findings", "diagnoser.analysis.timeline", "diagnoser.analysis.kernels",
+                   "diagnoser.analysis.memory")
+
+_REGISTRY: dict[str, "Setting"] = {}
+_OVERRIDES: dict[str, Value] = {}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One named setting: `family.name`, its default, unit and what it decides."""
+
+    name: str
+    default: Value
+    unit: str
+    meaning: str
+
+    @property
+    def value(self) -> Value:
+        """The value in force now (an override from --set or a rule pack, else the default)."""
+        return _OVERRIDES.get(self.name, self.default)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "default": self.default, "unit": self.unit, "meaning": self.meaning}
+
+
+def register(name: str, default: Value, unit: str, meaning: str) -> Setting:
+    """Declare a setting (idempotent for the same declaration; a name is never declared twice)."""
+    if not NAME.match(name):
+        raise ValueError(f"setting name {name!r} must be family.name in lower case")
+    setting = Setting(name, default, unit, meaning)
+    old = _REGISTRY.get(name)
+    if old is not None and old != setting:
+        raise ValueError(f"setting {name} declared twice with different defaults or meanings")
+    _REGISTRY[name] = setting
+    return setting
+
+
+def all_settings() -> dict[str, Setting]:
+    """Every registered setting, by name (imports the modules that declare them)."""
+    for module in SETTING_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:  # an analysis family not built yet
+            if e.name != module:
+                raise
+    return dict(sorted(_REGISTRY.items()))
+
+
+def parse_value(setting: Setting, raw: Value, origin: str) -> Value:
+    """`raw` converted to the type of the setting's default; a clear one-line error otherwise."""
+    default = setting.default
+    text = str(raw).strip()
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, bool):
+                return raw
+            if text.lower() in ("true", "yes", "1", "on"):
+                return True
+            if text.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int):
+            number = float(text.replace("_", ""))
+            if number != int(number):
+                raise ValueError
+            return int(number)
+        if isinstance(default, float):
+            return float(text.replace("_", ""))
+    except ValueError:
+        kind = type(default).__name__.replace("bool", "true/false").replace("int", "whole number").replace("float", "number")
+        raise DiagnoserError(f"{origin}: {setting.name} takes a {kind} (default {default} {setting.unit})".rstrip()) from None
+    return text
+
+
+def parse_assignments(items: Iterable[str], origin: str = "--set") -> dict[str, Value]:
+    """`NAME=VALUE` strings -> {name: typed value}, checked against the registry."""
+    known = all_settings()
+    out: dict[str, Value] = {}
+    for item in items:
+        name, sep, raw = str(item).partition("=")
+        name = name.strip()
+        if not sep or not NAME.match(name):
+            raise DiagnoserError(f"{origin} {item!r}: expected NAME=VALUE, e.g. findings.warning_min_gain_pct=2")
+        out[name] = checked(name, raw, f"{origin} {item!r}", known)
+    return out
+
+
+def checked(name: str, raw: Value, origin: str, known: dict[str, Setting] | None = None) -> Value:
+    known = all_settings() if known is None else known
+    if name not in known:
+        import difflib
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise DiagnoserError(f"{origin}: no setting {name}{hint}; `diagnose facts --catalogue` lists them")
+    return parse_value(known[name], raw, origin)
+
+
+@contextlib.contextmanager
+def overridden(values: dict[str, Value]) -> Iterator[None]:
+    """Apply overrides for the duration of one diagnosis (restored afterwards, even on error)."""
+    saved = dict(_OVERRIDES)
+    _OVERRIDES.update(values)
+    try:
+        yield
+    finally:
+        _OVERRIDES.clear()
+        _OVERRIDES.update(saved)
+
+
+def changed() -> list[dict]:
+    """The settings now in force that differ from their defaults (for the report's settings)."""
+    out = []
+    for name in sorted(_OVERRIDES):
+        setting = _REGISTRY.get(name)
+        if setting is not None and _OVERRIDES[name] != setting.default:
+            out.append({"name": name, "value": _OVERRIDES[name], "default": setting.default, "unit": setting.unit})
+    return out
