@@ -1,4 +1,15 @@
 """One exception family; the CLI turns each into a one-line message and exit code 1."""
+import re
+
+MAX_PROBLEM_CHARS = 500
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def one_line(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """`text` as one line: whitespace runs and control characters (newlines in quoted SQL, NULs
+    in a file name) become one space; cut at `limit` characters."""
+    text = " ".join(_CONTROL.sub(" ", str(text)).split())
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
 
 
 class DiagnoserError(Exception):
@@ -9,9 +20,9 @@ class InputError(DiagnoserError):
     """An input file is missing, unreadable, truncated, corrupt or of the wrong kind."""
 
     def __init__(self, path, problem: str):
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        self.path = _CONTROL.sub("?", str(path))  # a newline in a file name stays on the line
+        self.problem = one_line(problem)
+        super().__init__(f"{self.path}: {self.problem}")
 
 
 class RuleError(DiagnoserError):

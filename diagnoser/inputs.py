@@ -3,17 +3,24 @@
 Kinds: ncu-rep, ncu-csv-raw, ncu-csv-details, nsys-sqlite, nsys-rep, torch-trace, mem-snapshot,
 mem-stats, mem-summary. Any of them may be gzipped. `open_input` returns a binary stream with
 gzip undone; readers use it so `.gz` is transparent everywhere.
+
+Hostile input is refused before work is spent on it: only regular files are opened (a FIFO, a
+device or a symlink loop gets one line, and a FIFO swapped in after the check cannot block the
+open), and gzip is undone by a streaming decompressor with a bound (`gzip_limit`): a file may
+expand to GZIP_MAX_RATIO times its own size, or to GZIP_FREE_BYTES whatever its size, never more.
+Unpacking to disk (`gunzip_to`) also checks the first bytes before writing any and stops before the
+temporary folder's free space runs out.
 """
 from __future__ import annotations
 
-import gzip
+import errno
 import io
 import re
 import os
-import shutil
+import stat
 import zlib
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from .errors import InputError
 
@@ -21,46 +28,285 @@ GZIP_MAGIC = b"\x1f\x8b"
 KINDS_HELP = ("an Nsight Compute report (.ncu-rep or its CSV export), an Nsight Systems report "
               "(.nsys-rep or its SQLite export), a PyTorch profiler trace (JSON with traceEvents), "
               "or a CUDA memory snapshot / memory_stats JSON / memory_summary text")
+# Real profiler files compress 5-26x (fixtures, corpus and external files measured); gzip's own
+# maximum is ~1030x, reached only by runs of one byte: a bomb, not a profile.
+GZIP_MAX_RATIO = int(os.environ.get("DIAGNOSER_GZIP_MAX_RATIO", "64"))
+GZIP_FREE_BYTES = 256 << 20
+TMP_RESERVE_BYTES = 64 << 20  # unpacking stops while this much is still free in the temp folder
+_CHUNK = 1 << 20
 
 
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
+# ---------------------------------------------------------------- regular files only
+
+def _mode_problem(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, expected a profiler file"
+    if stat.S_ISFIFO(mode):
+        return ("is a FIFO (named pipe), not a regular file: save the profiler output to a file "
+                "and pass that")
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a regular file: pass the profiler's output file"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a regular file: pass the profiler's output file"
+    return "is not a regular file"
+
+
+def _os_problem(path, e: OSError) -> str:
+    if e.errno == errno.ELOOP:
+        return "symlink loop (the link leads back to itself); point it at the profiler file"
+    if e.errno == errno.ENOENT:
+        if os.path.islink(path):
+            return f"broken symlink (its target {os.readlink(path)} does not exist)"
+        return "no such file"
+    if e.errno == errno.ENOTDIR:
+        return "no such file (a part of the path is not a folder)"
+    if e.errno == errno.EACCES:
+        return "permission denied"
+    if e.errno == errno.ENAMETOOLONG:
+        return "file name too long"
+    return f"cannot open: {e.strerror or e}"
+
+
+def regular_file(path: str | os.PathLike) -> os.stat_result:
+    """stat() of an input that must be a regular file; InputError names anything else."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as e:
+        raise InputError(path, _os_problem(path, e) if isinstance(e, OSError) else "invalid file name") from None
+    problem = _mode_problem(st.st_mode)
+    if problem:
+        raise InputError(path, problem)
+    return st
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """Open a regular file for binary reading; never blocks on a FIFO, even one swapped in late."""
+    regular_file(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise InputError(path, _os_problem(path, e)) from None
+    try:
+        problem = _mode_problem(os.fstat(fd).st_mode)
+        if problem:
+            raise InputError(path, problem)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    with open_regular(path) as f:
         return f.read(2) == GZIP_MAGIC
 
 
-def gunzip_to(path: str | os.PathLike, dest: Path) -> None:
-    """Decompress the gzipped file at `path` into the file `dest` (for tools that need a plain file)."""
+# ---------------------------------------------------------------- bounded gzip
+
+def gzip_limit(compressed_size: int) -> int:
+    """Most bytes a gzip of `compressed_size` bytes may expand to before it is refused as a bomb."""
+    return max(GZIP_FREE_BYTES, GZIP_MAX_RATIO * compressed_size)
+
+
+class _Inflater(io.RawIOBase):
+    """gzip members (concatenated ones too) inflated in bounded pieces, refused past `limit`."""
+
+    def __init__(self, fileobj: BinaryIO, path, limit: int):
+        self.fileobj, self.path, self.limit = fileobj, path, limit
+        self.produced = 0
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b""  # compressed bytes not yet given to zlib
+        self._in_member = False
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> bool:
+        if self._pending:
+            return True
+        data = self.fileobj.read(_CHUNK)
+        self._pending = data
+        return bool(data)
+
+    def readinto(self, b) -> int:
+        want = len(b)
+        while not self._done:
+            if not self._fill():
+                if self._in_member:
+                    raise InputError(self.path, "truncated gzip data: the file ends inside a gzip member (a truncated or corrupt copy)")
+                self._done = True
+                break
+            if not self._in_member:
+                self._pending = self._pending.lstrip(b"\x00")  # gzip allows zero padding after a member
+                if not self._pending:
+                    continue
+                if len(self._pending) < 2:
+                    more = self.fileobj.read(_CHUNK)
+                    if more:
+                        self._pending += more
+                        continue
+                if self._pending[:2] != GZIP_MAGIC:
+                    raise InputError(self.path, "corrupt gzip data (what follows the last member is not gzip)")
+                self._in_member = True
+            try:
+                out = self._z.decompress(self._pending, want)
+            except zlib.error as e:
+                raise InputError(self.path, f"truncated or corrupt gzip data ({e})") from None
+            self._pending = self._z.unconsumed_tail
+            if self._z.eof:
+                self._pending = self._z.unused_data
+                self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self._in_member = False
+            if out:
+                self.produced += len(out)
+                if self.produced > self.limit:
+                    raise InputError(self.path, _bomb_message(self.fileobj, self.limit))
+                b[:len(out)] = out
+                return len(out)
+        return 0
+
+def _bomb_message(raw, limit: int) -> str:
     try:
-        with gzip.open(path, "rb") as src, open(dest, "wb") as dst:
-            shutil.copyfileobj(src, dst, 4 << 20)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
+        size = os.fstat(raw.fileno()).st_size
+    except (OSError, AttributeError, ValueError):
+        size = 0
+    return (f"gzip expands past {limit >> 20} MiB ({GZIP_MAX_RATIO}x its {size:,} bytes, or "
+            f"{GZIP_FREE_BYTES >> 20} MiB): a decompression bomb, not a profile; gunzip it yourself "
+            "if it is real (or raise DIAGNOSER_GZIP_MAX_RATIO)")
+
+
+class GzipStream(io.BufferedReader):
+    """Buffered binary stream over an inflated gzip file; `fileobj` is the compressed file
+    (its tell() is the compressed position, for progress); forward seeks read and discard."""
+
+    def __init__(self, raw_file: BinaryIO, path, limit: int):
+        self.fileobj = raw_file
+        self.inflater = _Inflater(raw_file, path, limit)
+        super().__init__(self.inflater, 1 << 16)
+
+    def seekable(self) -> bool:
+        return False
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        here = self.tell()
+        target = here + offset if whence == os.SEEK_CUR else offset if whence == os.SEEK_SET else None
+        if target is None or target < here:
+            raise io.UnsupportedOperation("a gzip stream only seeks forward")
+        left = target - here
+        while left > 0:
+            got = len(self.read(min(left, _CHUNK)))
+            if not got:
+                break
+            left -= got
+        return self.tell()
+
+    def tell(self) -> int:
+        return self.inflater.produced - len(self.peek(0)) if not self.closed else 0
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.fileobj.close()
 
 
 def open_input(path: str | os.PathLike) -> BinaryIO:
-    """Open an input for binary reading, transparently gunzipping it."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(p, "no such file")
-    if p.is_dir():
-        raise InputError(p, "is a directory, expected a profiler file")
+    """Open an input for binary reading, transparently (and boundedly) gunzipping it."""
+    f = open_regular(path)
     try:
-        f = open(p, "rb")
-    except OSError as e:
-        raise InputError(p, f"cannot open: {e.strerror}") from None
-    if f.read(2) == GZIP_MAGIC:
+        magic = f.read(2)
         f.seek(0)
-        return gzip.GzipFile(fileobj=f, mode="rb")
-    f.seek(0)
+        if magic == GZIP_MAGIC:
+            return GzipStream(f, path, gzip_limit(os.fstat(f.fileno()).st_size))
+    except OSError as e:
+        f.close()
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
     return f
 
+
+def _gzip_size_hint(f: BinaryIO) -> int:
+    """The gzip trailer's ISIZE: the (last member's) size mod 2**32, a lower bound of the output."""
+    try:
+        size = os.fstat(f.fileno()).st_size
+        if size < 18:
+            return 0
+        here = f.tell()
+        f.seek(size - 4)
+        hint = int.from_bytes(f.read(4), "little")
+        f.seek(here)
+        return hint
+    except OSError:
+        return 0
+
+
+def gunzip_to(path: str | os.PathLike, dest: Path, check_head: Callable[[bytes], None] | None = None,
+              head_bytes: int = 100) -> None:
+    """Decompress the gzipped file at `path` into the file `dest` (for tools that need a plain file).
+
+    `check_head(first_bytes)` runs before anything is written (raise InputError to refuse); the
+    output is bounded by `gzip_limit` and by the free space of dest's folder. `dest` is removed
+    when anything fails (an interrupt included).
+    """
+    dest = Path(dest)
+    with open_regular(path) as raw:
+        need = _gzip_size_hint(raw)
+        free = _free_bytes(dest.parent)
+        if free is not None and need > free - TMP_RESERVE_BYTES:
+            raise InputError(path, _no_room(need, free, dest.parent))
+        stream = GzipStream(raw, path, gzip_limit(os.fstat(raw.fileno()).st_size))
+        try:
+            head = stream.peek(head_bytes)[:head_bytes]
+            if check_head is not None:
+                check_head(head)
+            written = 0
+            with open(dest, "wb") as out:
+                while True:
+                    chunk = stream.read(4 << 20)
+                    if not chunk:
+                        break
+                    written += len(chunk)
+                    free = _free_bytes(dest.parent)
+                    if free is not None and len(chunk) > free - TMP_RESERVE_BYTES:
+                        raise InputError(path, _no_room(written, free, dest.parent))
+                    out.write(chunk)
+        except BaseException as e:
+            try:
+                dest.unlink()
+            except OSError:
+                pass
+            if isinstance(e, OSError) and not isinstance(e, InputError):
+                raise InputError(path, f"cannot decompress into {dest.parent}: {e.strerror or e}") from None
+            raise
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _no_room(need: int, free: int, folder: Path) -> str:
+    return (f"unpacking needs more than the {max(free, 0) >> 20} MiB free in {folder} (at least "
+            f"{need >> 20} MiB); set TMPDIR to a folder with room, or gunzip it yourself")
+
+
+# ---------------------------------------------------------------- detection
 
 def read_head(path: str | os.PathLike, n: int = 65536) -> bytes:
     """First n bytes of the (decompressed) content; a truncated gzip is reported as such."""
     try:
         with open_input(path) as f:
             return f.read(n)
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+    except InputError:
+        raise
+    except (EOFError, zlib.error, OSError) as e:
         raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
 
 
@@ -114,7 +360,9 @@ def _json_has_key(path, key: bytes, limit: int = 64 << 20) -> bool:
                     return True
                 tail = chunk[-len(key):]
                 seen += len(chunk)
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+    except InputError:
+        raise
+    except (EOFError, zlib.error, OSError):
         raise InputError(path, "corrupt or truncated gzip data") from None
     return False
 

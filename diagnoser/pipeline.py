@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -30,6 +31,10 @@ READERS = {
     "mem-stats": ("diagnoser.ingest.mem_stats", "read_memory_stats", "memory"),
     "mem-summary": ("diagnoser.ingest.mem_stats", "read_memory_summary", "memory"),
 }
+# Largest distributed run a trace may claim to be part of (the biggest jobs run ~1e5 GPUs): a
+# larger distributedInfo.world_size is a corrupt claim, never a size to allocate for.
+MAX_WORLD_SIZE = 1 << 20
+MISSING_RANKS_SHOWN = 16
 # analysis family -> (module, function taking a list of models)
 ANALYSES = {
     "timeline": ("diagnoser.analysis.timeline", "measured_analysis"),  # models: MeasuredTimelines
@@ -65,18 +70,48 @@ class Report:
 
 
 def read_input(path, kind: str, progress: bool = False):
-    """Run the reader for `kind`; anything unexpected it raises still names the file, on one line."""
+    """Run the reader for `kind`; anything unexpected it raises still names the file, on one line.
+
+    numpy's RuntimeWarnings (overflow, invalid casts) are errors here: a value a reader cannot
+    represent is bad input, not terminal noise.
+    """
     module, func, _ = READERS[kind]
     try:
-        return _call(module, func, path, progress=progress)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            return _call(module, func, path, progress=progress)
     except DiagnoserError:
         raise
     except RecursionError:
         raise InputError(path, f"nested too deeply to be a {inputs_mod.display_kind(kind)}") from None
     except MemoryError:
-        raise InputError(path, "ran out of memory while reading") from None
+        raise InputError(path, "ran out of memory while reading (see --max-memory)") from None
+    except RuntimeWarning as e:
+        raise InputError(path, f"holds a value out of range for a {inputs_mod.display_kind(kind)} ({e})") from None
     except Exception as e:  # noqa: BLE001 - a reader bug or an input shape nobody foresaw
         raise InputError(path, f"could not be read as a {inputs_mod.display_kind(kind)} ({type(e).__name__}: {e})") from None
+
+
+def _check_ranks(path, model) -> None:
+    """rank / world_size come from the file: check them before anything is sized by them."""
+    world, rank = model.world_size, model.rank
+    if world is not None and not 0 < world <= MAX_WORLD_SIZE:
+        raise InputError(path, f"distributedInfo.world_size {world} is not a plausible number of ranks "
+                               f"(1 to {MAX_WORLD_SIZE:,})")
+    if rank is not None and world and not 0 <= rank < world:
+        raise InputError(path, f"distributedInfo.rank {rank} is outside world_size {world}")
+
+
+def _missing_ranks(world: int, present: set[int]) -> str:
+    """The first few ranks absent from `present` (never a set of all `world` ranks)."""
+    shown = []
+    for r in range(world):
+        if r not in present:
+            shown.append(str(r))
+            if len(shown) == MISSING_RANKS_SHOWN:
+                break
+    more = world - len(present) - len(shown)
+    return ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
 
 
 def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
@@ -94,6 +129,7 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
         model = pre.measured[path] if path in pre.measured else read_input(path, kind, progress)
         rank = getattr(model, "rank", None)
         if family == "timeline" and rank is not None and getattr(model, "world_size", None):
+            _check_ranks(path, model)
             g = ranked.setdefault(model.world_size, Group(family, [], [], []))
             g.paths.append(str(path))
             g.kinds.append(kind)
@@ -101,10 +137,10 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
         else:
             singles.append(Group(family, [str(path)], [kind], [model]))
     for world, g in ranked.items():
-        if len({m.rank for m in g.models}) < world:
-            missing = sorted(set(range(world)) - {m.rank for m in g.models})
+        present = {m.rank for m in g.models}
+        if len(present) < world:
             g.notes.append(f"the traces cover {len(g.models)} of {world} ranks (missing rank(s) "
-                           f"{', '.join(map(str, missing))}): pass every rank's trace to compare ranks and find stragglers")
+                           f"{_missing_ranks(world, present)}): pass every rank's trace to compare ranks and find stragglers")
     for g in ranked.values():
         order = sorted(range(len(g.models)), key=lambda i: g.models[i].rank)
         g.paths = [g.paths[i] for i in order]

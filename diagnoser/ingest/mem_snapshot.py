@@ -7,7 +7,6 @@ deduplicated table of allocation stacks; it computes no metrics (that is analysi
 """
 from __future__ import annotations
 
-import gzip
 import os
 import pickle
 import zlib
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..inputs import open_input
+from ..inputs import GZIP_MAX_RATIO, open_input
 from ..progress import Progress
 
 READER = "mem_snapshot"
@@ -123,49 +122,135 @@ class SafeUnpickler(pickle.Unpickler):
         raise InputError(self._path, "refuses pickle persistent ids; not a CUDA memory snapshot")
 
 
-class _CountingReader:
-    """File wrapper that reports compressed bytes consumed to a Progress."""
+# Unpickled real snapshots take 3-6x their pickled size in memory (fixtures, corpus, external
+# files measured); an opcode bomb takes ~72x (EMPTY_LIST). Growth past HEAP_RATIO x the bytes
+# consumed (and past HEAP_FLOOR) is refused as a bomb, checked at every read of the unpickler.
+HEAP_RATIO = 32
+HEAP_FLOOR = 256 << 20
+_PIECE = 16 << 20
 
-    def __init__(self, f, raw, progress: Progress):
-        self._f, self._raw, self._progress = f, raw, progress
 
-    def _tick(self):
-        self._progress.update(self._raw.tell() / 1e6)
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class _GuardedReader:
+    """The unpickler's file: length claims are checked against what the file holds, heap growth
+    against the bytes consumed; compressed progress goes to a Progress."""
+
+    def __init__(self, f, path, progress: Progress | None):
+        self._f, self._path, self._progress = f, path, progress
+        self._raw = getattr(f, "fileobj", f)
+        self._plain = self._raw is f
+        self._size = os.fstat(self._raw.fileno()).st_size
+        self._base = _rss()
+        self._consumed = 0
+
+    def _check(self, n: int) -> None:
+        if self._plain and n > self._size - self._f.tell():
+            raise InputError(self._path, f"pickle claims a {n:,}-byte object, the file has "
+                                         f"{max(self._size - self._f.tell(), 0):,} bytes left: not a CUDA memory snapshot")
+
+    def _tick(self, got: int) -> None:
+        self._consumed += got
+        grown = _rss() - self._base if self._base else 0
+        if grown > max(HEAP_FLOOR, HEAP_RATIO * self._consumed):
+            raise InputError(self._path, f"pickle bomb: {self._consumed / 1e6:.1f} MB of pickle grew "
+                                         f"{grown / 1e6:.0f} MB of objects (a real snapshot takes under "
+                                         "6x its size); not a CUDA memory snapshot")
+        if self._progress is not None and self._progress.enabled:
+            self._progress.update(self._raw.tell() / 1e6)
 
     def read(self, n=-1):
-        data = self._f.read(n)
-        self._tick()
+        if n is None or n < 0:
+            n = self._size - self._f.tell() if self._plain else _PIECE
+        self._check(n)
+        if n <= _PIECE:
+            data = self._f.read(n)
+        else:  # a gzip stream: memory follows the data, not the claim
+            parts, got = [], 0
+            while got < n:
+                part = self._f.read(min(_PIECE, n - got))
+                if not part:
+                    break
+                parts.append(part)
+                got += len(part)
+                self._tick(len(part))
+            data = b"".join(parts)
+            self._consumed -= len(data)
+        self._tick(len(data))
         return data
 
     def readinto(self, b):
+        self._check(len(b))
         n = self._f.readinto(b)
-        self._tick()
+        self._tick(n or 0)
         return n
 
+    def peek(self, n=0):
+        data = self._f.peek(n)
+        self._tick(0)
+        return data
+
     def readline(self, *a):
-        return self._f.readline(*a)
+        line = self._f.readline(*a)
+        self._tick(len(line))
+        return line
+
+
+class _AddressCeiling:
+    """During the load, RLIMIT_AS at what the process maps now plus `extra`: one giant
+    allocation a length field asks for (BYTEARRAY8 of 64 GiB) fails at once as a MemoryError."""
+
+    def __init__(self, extra: int):
+        self.extra, self.saved = extra, None
+
+    def __enter__(self):
+        try:
+            import resource
+            with open("/proc/self/statm", "rb") as f:
+                mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            want = mapped + self.extra
+            if soft == resource.RLIM_INFINITY or want < soft:
+                resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+                self.saved = (resource, soft, hard)
+        except (ImportError, OSError, ValueError, IndexError):
+            self.saved = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            resource, soft, hard = self.saved
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def load_raw(path: str | os.PathLike, progress: Progress | None = None):
     """Unpickle `path` safely; InputError for anything that is not a readable plain-data pickle."""
     stream = open_input(path)
-    raw = getattr(stream, "fileobj", stream)
     if progress is not None and progress.enabled:
         progress.total = os.path.getsize(path) / 1e6
-        src = _CountingReader(stream, raw, progress)
-    else:
-        src = stream
     try:
         with stream:
             if hasattr(stream, "peek") and not stream.peek(1):
                 raise InputError(path, "file is empty; expected a CUDA memory snapshot pickle")
-            return SafeUnpickler(src, str(path)).load()
+            src = _GuardedReader(stream, path, progress)
+            plausible = src._size * (1 if src._plain else GZIP_MAX_RATIO)
+            with _AddressCeiling(max(2 * HEAP_FLOOR, 2 * HEAP_RATIO * plausible)):
+                return SafeUnpickler(src, str(path)).load()
     except InputError:
         raise
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+    except MemoryError:
+        raise InputError(path, "pickle asks for more memory than its data can fill (a pickle bomb, "
+                               "not a CUDA memory snapshot)") from None
+    except (EOFError, zlib.error) as e:
         raise InputError(path, f"truncated or corrupt snapshot ({e.__class__.__name__})") from None
     except (pickle.UnpicklingError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-            OverflowError, UnicodeDecodeError, RecursionError, MemoryError, OSError) as e:
+            OverflowError, UnicodeDecodeError, RecursionError, OSError, SystemError) as e:
         raise InputError(path, f"not a readable CUDA memory snapshot pickle ({e.__class__.__name__})") from None
     finally:
         if progress is not None:

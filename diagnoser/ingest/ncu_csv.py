@@ -10,7 +10,6 @@ the metrics the kernel analysis needs are mapped back to metric names, the rest 
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import os
 import re
@@ -126,12 +125,29 @@ def _launch_from_identity(row: dict) -> NcuLaunch:
                      process_id=num("Process ID"))
 
 
+MAX_LINE_CHARS = 16 << 20  # a raw-page row of ~1,700 metrics is ~50 KB
+
+
+def _lines(path, text: io.TextIOBase):
+    """The file's lines, refusing one longer than MAX_LINE_CHARS before it is read whole."""
+    lineno = 0
+    while True:
+        line = text.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        lineno += 1
+        if len(line) >= MAX_LINE_CHARS and not line.endswith(("\n", "\r")):
+            raise InputError(path, f"line {lineno} is longer than {MAX_LINE_CHARS >> 20} MiB: "
+                                   "not an Nsight Compute CSV export")
+        yield line
+
+
 def _rows(path) -> list[list[str]]:
     try:
         with open_input(path) as raw:
             text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
-            rows = list(csv.reader(text))
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            rows = list(csv.reader(_lines(path, text)))
+    except (EOFError, zlib.error) as e:
         raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
     except csv.Error as e:
         raise InputError(path, f"malformed CSV: {e}") from None

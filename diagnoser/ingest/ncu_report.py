@@ -7,7 +7,6 @@ ns, bytes, Hz, per second); no metric is computed here.
 """
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import struct
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Union
 
 from ..errors import InputError
-from ..inputs import open_input
+from ..inputs import GzipStream, open_input, regular_file
 from ..progress import NULL_PROGRESS, Progress
 
 MetricValue = Union[float, int, str]
@@ -359,11 +358,38 @@ def _session(b: bytes, report: NcuReport) -> None:
 
 # ---------------------------------------------------------------- file walk
 
+def _remaining(f) -> int | None:
+    """Bytes left in a plain file (None for a gzip stream, whose length is unknown)."""
+    if isinstance(f, GzipStream):
+        return None
+    try:
+        return max(_size(f) - f.tell(), 0)
+    except (OSError, ValueError):
+        return None
+
+
 def _read_exact(f, n: int, what: str) -> bytes:
-    b = f.read(n)
+    """n bytes, after checking that a plain file holds them (a length field is a claim)."""
+    left = _remaining(f)
+    if left is not None and n > left:
+        raise _Corrupt(f"{what} claims {n:,} bytes, the file has {left:,} left")
+    if n <= _PIECE:
+        b = f.read(n)
+    else:  # a gzip stream: read in pieces so memory follows the data, not the claim
+        parts, got = [], 0
+        while got < n:
+            part = f.read(min(_PIECE, n - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        b = b"".join(parts)
     if len(b) != n:
         raise _Corrupt(f"file ends inside {what} ({len(b)} of {n} bytes)")
     return b
+
+
+_PIECE = 16 << 20
 
 
 def _u32(f, what: str) -> int | None:
@@ -379,14 +405,13 @@ def _skip(f, n: int, what: str) -> None:
     """Seek past n bytes (a SASS/source payload) without keeping them."""
     if n <= 0:
         return
+    left = _remaining(f)
+    if left is not None and n > left:
+        raise _Corrupt(f"file ends inside {what} (it claims {n:,} bytes, {left:,} are left)")
     try:
         pos = f.tell()
         f.seek(n, os.SEEK_CUR)
-        end = f.tell()
-        if isinstance(f, gzip.GzipFile):
-            ok = end == pos + n
-        else:
-            ok = end <= _size(f)
+        ok = f.tell() == pos + n
     except (OSError, ValueError):
         ok = False
     if not ok:
@@ -403,10 +428,7 @@ def _size(f) -> int:
 def read_ncu_report(path: str | os.PathLike, progress: bool = False) -> NcuReport:
     """Read a binary Nsight Compute report; raise InputError when it is truncated or corrupt."""
     report = NcuReport(path=str(path), kind="ncu-rep")
-    try:
-        disk_size = os.path.getsize(path)
-    except OSError:
-        disk_size = 0
+    disk_size = regular_file(path).st_size
     prog = Progress(f"reading {os.path.basename(str(path))}", total=disk_size / 1e6, unit="MB",
                     enabled=progress and disk_size > (16 << 20)) if progress else NULL_PROGRESS
     try:
@@ -417,7 +439,7 @@ def read_ncu_report(path: str | os.PathLike, progress: bool = False) -> NcuRepor
         raise InputError(path, f"corrupt or truncated Nsight Compute report: {e}") from None
     except (IndexError, struct.error, UnicodeDecodeError) as e:
         raise InputError(path, f"corrupt Nsight Compute report ({e.__class__.__name__} while decoding)") from None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+    except (EOFError, zlib.error) as e:
         raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
     finally:
         prog.close()
@@ -438,9 +460,11 @@ def _walk(f, report: NcuReport, prog: Progress, raw) -> None:
         n = _u32(f, "block header")
         if n is None:
             break
+        if n == 0:
+            raise _Corrupt(f"empty block header at byte {f.tell() - 4:,} (every block declares its payload size)")
         head = _read_exact(f, n, "block header")
         counts = {1: 0, 2: 0, 7: 0, 8: 0, 9: 0}
-        payload = 0
+        payload = None
         for fno, wt, v in _fields(head):
             if wt == 0 and fno in counts:
                 counts[fno] = v
@@ -450,18 +474,24 @@ def _walk(f, report: NcuReport, prog: Progress, raw) -> None:
                 strings.extend(_text(s) for g, w, s in _fields(v) if g == 1 and w == 2)
             elif fno == 3 and wt == 2:
                 _session(v, report)
+        if payload is None:
+            raise _Corrupt("a block header without its payload size")
+        left = _remaining(f)
+        if left is not None and payload > left:
+            raise _Corrupt(f"a block claims {payload:,} bytes of payload, the file has {left:,} left")
         start = f.tell()
-        for _ in range(counts[1]):
-            ln = _u32(f, "source")
-            if ln is None:
-                raise _Corrupt("file ends inside a source payload")
-            _skip(f, ln, "a source payload")
-        for _ in range(counts[2]):
-            ln = _u32(f, "profile result")
-            if ln is None:
-                raise _Corrupt("file ends inside a profile result")
-            res = _read_exact(f, ln, "a profile result")
-            report.launches.append(_launch(len(report.launches), res, strings))
+        for what, count in (("a source payload", counts[1]), ("a profile result", counts[2])):
+            for _ in range(count):
+                ln = _u32(f, what)
+                if ln is None:
+                    raise _Corrupt(f"file ends inside {what}")
+                if ln == 0 or f.tell() - start + ln > payload:
+                    raise _Corrupt(f"{what} of {ln:,} bytes does not fit its block's {payload:,}-byte payload")
+                if what == "a source payload":
+                    _skip(f, ln, what)
+                else:
+                    res = _read_exact(f, ln, what)
+                    report.launches.append(_launch(len(report.launches), res, strings))
         used = f.tell() - start
         if used > payload:
             raise _Corrupt(f"block payload overruns its declared size ({used} > {payload})")

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..inputs import gunzip_to, is_gzip
+from ..inputs import gunzip_to, is_gzip, regular_file
 from ..progress import NULL_PROGRESS, Progress
 from ..timeline.tables import (
     GPU_COLUMNS,
@@ -80,10 +80,7 @@ class _Corrupt(Exception):
 def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
     """Read an Nsight Systems SQLite export (plain or gzipped) into a validated Timeline."""
     shown = Path(path)
-    if not shown.exists():
-        raise InputError(shown, "no such file")
-    if shown.is_dir():
-        raise InputError(shown, "is a directory, expected an Nsight Systems SQLite export")
+    regular_file(shown)
     bar = Progress(f"reading {shown.name}", unit="rows") if progress else NULL_PROGRESS
     try:
         with _plain_sqlite(shown) as db_file:
@@ -92,7 +89,7 @@ def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
             try:
                 return _read_timeline(shown, db_file, conn, bar)
             except sqlite3.DatabaseError as e:
-                raise InputError(shown, f"corrupt or truncated SQLite database ({e})") from None
+                raise InputError(shown, _sqlite_problem(e)) from None
             except (_Corrupt, CorruptColumnError) as e:
                 raise InputError(shown, f"corrupt Nsight Systems export ({e})") from None
             finally:
@@ -103,17 +100,31 @@ def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
 
 @contextmanager
 def _plain_sqlite(path: Path) -> Iterator[Path]:
-    """Yield a path SQLite can open: the file itself, or a temporary gunzipped copy (always removed)."""
+    """Yield a path SQLite can open: the file itself, or a temporary gunzipped copy (always removed).
+
+    A gzipped file's first bytes are checked before anything is written to the temporary folder.
+    """
     if not is_gzip(path):
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="diagnoser-nsys-") as tmp:
         plain = Path(tmp) / (path.name[:-3] if path.name.endswith(".gz") else path.name + ".sqlite")
-        try:
-            gunzip_to(path, plain)
-        except OSError as e:  # the temporary folder is full or unwritable
-            raise InputError(path, f"cannot decompress into {tmp}: {e.strerror}") from None
+        gunzip_to(path, plain, check_head=lambda head: _check_head(path, head))
         yield plain
+
+
+def _check_head(shown: Path, head: bytes) -> None:
+    """The 100-byte SQLite header: magic, a valid page size and the fixed payload fractions."""
+    if not head:
+        raise InputError(shown, "file is empty; expected an Nsight Systems SQLite export")
+    if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
+        raise InputError(shown, "not an SQLite database; expected an Nsight Systems SQLite export "
+                                "(nsys export --type sqlite)")
+    page_size = int.from_bytes(head[16:18], "big")
+    if not (page_size == 1 or (512 <= page_size <= 32768 and page_size & (page_size - 1) == 0)) \
+            or head[21:24] != b"\x40\x20\x20":
+        raise InputError(shown, "corrupt SQLite header (invalid page size or payload fractions); "
+                                "expected an Nsight Systems SQLite export")
 
 
 def _check_header(shown: Path, db_file: Path) -> None:
@@ -121,17 +132,21 @@ def _check_header(shown: Path, db_file: Path) -> None:
     size = db_file.stat().st_size
     with open(db_file, "rb") as f:
         head = f.read(100)
-    if not head:
-        raise InputError(shown, "file is empty; expected an Nsight Systems SQLite export")
-    if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
-        raise InputError(shown, "not an SQLite database; expected an Nsight Systems SQLite export "
-                                "(nsys export --type sqlite)")
+    _check_head(shown, head)
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
     # The in-header page count is valid when the change counter equals version-valid-for.
     if head[24:28] == head[92:96] and pages and size < pages * page_size:
         raise InputError(shown, f"truncated SQLite database ({size} of {pages * page_size} bytes)")
+
+
+def _sqlite_problem(e: sqlite3.DatabaseError) -> str:
+    """SQLite's message without the schema text it quotes (that can span many lines)."""
+    text = str(e)
+    if text.startswith("malformed database schema"):
+        text = text.split(" - ", 1)[0]
+    return f"corrupt or truncated SQLite database ({text})"
 
 
 def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Progress) -> Timeline:
