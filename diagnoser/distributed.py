@@ -29,6 +29,11 @@ from .errors import DiagnoserError, InputError
 from .ranks import is_url
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
+WORKER_MODULES = ["diagnoser.distributed", "diagnoser.pipeline", "diagnoser.analysis.timeline",
+                  "diagnoser.ingest.torch_trace", "diagnoser.ingest.nsys_sqlite"]
+# with --jobs 0 (auto), local rank traces smaller than this in all are measured in-process: starting
+# the workers would cost more than they save
+AUTO_POOL_MIN_BYTES = 64 << 20
 # how per-rank work runs, set by `executing()` (the CLI's --jobs / --scheduler); in-process by default
 _EXECUTION = {"jobs": 1, "scheduler": None}
 
@@ -167,7 +172,11 @@ def measure_traces(items: list[tuple[str, str | None]], jobs: int | None = 1, sc
         out = _on_dask(items, scheduler, bar)
         bar.close(f"on the Dask cluster at {scheduler}")
         return out
-    jobs = min(jobs or default_jobs(), len(items))
+    if not jobs:
+        local = [os.path.getsize(s) for s, _ in items if not is_url(s) and os.path.isfile(s)]
+        small = len(local) == len(items) and sum(local) < AUTO_POOL_MIN_BYTES
+        jobs = 1 if small else default_jobs()
+    jobs = min(jobs, len(items))
     if jobs <= 1:
         out = []
         for source, kind in items:  # one trace in memory at a time; the reader's own progress too
@@ -184,8 +193,13 @@ def _on_pool(items, jobs: int, bar: RankProgress) -> list[RankOutcome]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # spawn: a fresh interpreter per worker (forking a process that holds threads or the rule engine is unsafe)
-    ctx = multiprocessing.get_context("spawn")
+    # never a plain fork of this process (it may hold threads and the rule engine): a fork server that
+    # imported the readers and analyses once forks the workers (fast: no import per worker), else spawn
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(WORKER_MODULES)
+    else:
+        ctx = multiprocessing.get_context("spawn")
     results: dict[int, RankOutcome] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = {pool.submit(measure_trace, source, kind): i for i, (source, kind) in enumerate(items)}
@@ -231,7 +245,7 @@ def _on_dask(items, scheduler: str, bar: RankProgress) -> list[RankOutcome]:
         futures = client.map(measure_trace, [s for s, _ in items], [k for _, k in items], reads,
                              pure=False, retries=retries, resources=_resources())
         index = {f.key: i for i, f in enumerate(futures)}
-        for fut in as_completed(futures):
+        for fut in as_completed(futures, loop=client.loop):
             i = index[fut.key]
             results[i] = _result(fut, items[i][0])
             fut.release()  # the worker may forget it: only the summary is kept, here
