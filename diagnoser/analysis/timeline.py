@@ -96,7 +96,8 @@ def _collectives(tv: TimelineView, steps, device: int) -> CollectiveKernels:
     labels = [steps.labels[i] for i in idx.tolist()]
     rows, k = rows[inside], k[inside]
     return CollectiveKernels(np.array([labels[j] for j in k.tolist()], dtype=object),
-                             gpu["stream"].to_numpy()[rows], tv.gpu_start[rows], tv.gpu_end[rows], labels)
+                             gpu["stream"].to_numpy()[rows], tv.gpu_start[rows], tv.gpu_end[rows], labels,
+                             np.asarray(gpu["name"].to_numpy()[rows], dtype=object))
 
 
 def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
@@ -111,6 +112,9 @@ def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
     under = classify_gaps(gs, ge, replace(act, comm=none), none, queued)
     held = ~queued & np.isin(under, [LAUNCH, DATA, SYNC])
     return np.where(held, under, COMM).astype(np.int8)
+
+
+CHART_STEPS = 1000
 
 
 def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[dict], RankComm] | None:
@@ -135,7 +139,8 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
         "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
         "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,
         "idle_ms_by_class": {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()},
-    } for row in per_step_breakdown(dev, steps, gaps)]
+        "of": int(steps.steady.size),  # the chart holds the first CHART_STEPS steps only
+    } for row in per_step_breakdown(dev, steps, gaps, limit=CHART_STEPS)]
     v["gpu_busy_pct"] = 100.0 * busy_ns / span
     v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
     for c in IDLE_CLASSES:

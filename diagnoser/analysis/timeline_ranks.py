@@ -107,6 +107,7 @@ class CollectiveKernels:
     start: np.ndarray
     end: np.ndarray
     step_labels: list    # the steady steps' labels, in order
+    name: np.ndarray | None = None  # kernel names (which collective: ncclDevKernel_AllReduce_Sum_f32_RING_LL...)
 
     @property
     def dur(self) -> np.ndarray:
