@@ -260,8 +260,9 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     return Gaps(dev.device, np.concatenate(starts), np.concatenate(ends), np.concatenate(classes))
 
 
-def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps) -> list[dict]:
-    """For each steady step: window, busy time, idle time by class (ns)."""
+def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | None = None) -> list[dict]:
+    """For each steady step (the first `limit` only: one dict per step does not scale to the
+    millions of "steps" of a degenerate trace): window, busy time, idle time by class (ns)."""
     idx = steps.steady
     s, e = steps.start[idx], steps.end[idx]
     busy = dev.busy.overlap(s, e)
@@ -275,4 +276,4 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps) -> list[dict]:
     return [{"index": int(i), "label": steps.labels[i], "start_ns": int(s[k]), "end_ns": int(e[k]),
              "busy_ns": int(busy[k]), "compute_ns": int(compute[k]),
              "idle_ns_by_class": {c: int(by_cls[c][k]) for c in IDLE_CLASSES}}
-            for k, i in enumerate(idx.tolist())]
+            for k, i in enumerate(idx[:limit].tolist())]

@@ -180,8 +180,9 @@ def steps_chart(steps: list[dict]) -> Chart | None:
     chart.legend += [{"label": IDLE_LABELS.get(c, f"idle: {c}"), "cls": cls_of(c)} for c in classes]
     if other_seen:
         chart.legend.append({"label": "not attributed", "cls": "i-other"})
-    if len(steps) > len(shown):
-        chart.caption += f" Showing the first {len(shown)} of {len(steps)} steps."
+    total = max(len(steps), int(_num(steps[0].get("of"))))  # analysis lists the first steps only
+    if total > len(shown):
+        chart.caption += f" Showing the first {len(shown)} of {total} steps."
     return chart
 
 
