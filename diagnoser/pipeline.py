@@ -37,7 +37,7 @@ MAX_WORLD_SIZE = 1 << 20
 MISSING_RANKS_SHOWN = 16
 # analysis family -> (module, function taking a list of models)
 ANALYSES = {
-    "timeline": ("diagnoser.analysis.timeline", "measured_analysis"),  # models: MeasuredTimelines
+    "timeline": ("diagnoser.analysis.rank_scale", "ranks_analysis"),  # models: MeasuredTimelines
     "kernel": ("diagnoser.analysis.kernels", "kernel_analysis"),
     "memory": ("diagnoser.analysis.memory", "memory_analysis"),
 }
