@@ -18,7 +18,7 @@ import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
 from .memory_catalogue import CATALOGUE, COLLECT_SNAPSHOT
-from .memory_owners import DURABLE_OWNER, OWNERS, describe_stack, phase_of_stack, site_of_stack
+from .memory_owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
 
 __all__ = ["memory_analysis", "analyze_snapshot", "analyze_stats", "CATALOGUE", "OWNERS", "phase_of_stack",
            "site_of_stack"]
@@ -106,35 +106,66 @@ class _Replay:
 
 
 # ------------------------------------------------------------------------------------ analysis
-def _owners_of_allocs(rep, stacks, cut):
-    """Owner of every alloc event: the durable owner of its phase unless freed before the phase ended."""
-    alloc = rep.alloc_idx.tolist()
-    stack_ids = rep.tr.stack[rep.alloc_idx].tolist()
-    desc = [describe_stack(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
-    run_end = [rep.n] * len(alloc)
-    nxt_end = rep.n  # start of the next run of a different known phase
-    run_phase, run_start = None, rep.n
-    for j in range(len(alloc) - 1, -1, -1):
-        ph = desc[j][0]
-        if ph == "unknown":
-            continue
-        if ph != run_phase:
-            nxt_end, run_phase = run_start, ph
-        run_start = alloc[j]
-        run_end[j] = nxt_end
-    free_at = rep.free_at[rep.alloc_idx].tolist()
-    owners = []
-    for j, (ph, state, _site) in enumerate(desc):
-        owner = DURABLE_OWNER[ph]
-        if ph in ("forward", "backward", "optimizer") and free_at[j] < min(run_end[j], cut) \
-                and not (ph == "optimizer" and state):
-            owner = "temporaries"
-        owners.append(owner)
-    return owners, [d[0] for d in desc], [d[2] for d in desc]
+_TEMP_PHASES = ("forward", "backward", "optimizer")
+MIN_TEMPORARY_HISTORY = 0.5  # share (by count and by bytes) of a stack's allocations freed within their phase
+
+
+class _Owners:
+    """Owner, phase and site of every alloc event, plus each stack's lifetime history up to the cut.
+
+    A tensor freed before the phase run (forward / backward / optimizer step) that made it ended is a
+    temporary; one that outlives it is durable (activations, gradients, state). A tensor still alive at
+    the cut (the OOM) while its phase still runs has no known fate: the OOM's unwinding frees it. It
+    takes the verdict of its stack's history: when most earlier allocations from the same stack (same
+    frames, so same op at the same line) were freed within their phase, it is a temporary too.
+    """
+
+    def __init__(self, rep, stacks, cut):
+        alloc = rep.alloc_idx.tolist()
+        self.stack_ids = stack_ids = rep.tr.stack[rep.alloc_idx].tolist()
+        desc = [describe_stack(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
+        run_end = [rep.n] * len(alloc)
+        nxt_end = rep.n  # start of the next run of a different known phase
+        run_phase, run_start = None, rep.n
+        for j in range(len(alloc) - 1, -1, -1):
+            ph = desc[j][0]
+            if ph == "unknown":
+                continue
+            if ph != run_phase:
+                nxt_end, run_phase = run_start, ph
+            run_start = alloc[j]
+            run_end[j] = nxt_end
+        free_at = rep.free_at[rep.alloc_idx].tolist()
+        sizes = rep.tr.size[rep.alloc_idx].tolist()
+        hist = defaultdict(lambda: [0, 0, 0, 0])  # stack -> [temporary count, bytes, all count, bytes]
+        owners, in_flight = [], []
+        for j, (ph, state, _site) in enumerate(desc):
+            owner = DURABLE_OWNER[ph]
+            if ph in _TEMP_PHASES and not (ph == "optimizer" and state) and alloc[j] < cut:
+                h = hist[stack_ids[j]]
+                h[2] += 1
+                h[3] += sizes[j]
+                if free_at[j] < min(run_end[j], cut):
+                    owner = "temporaries"
+                    h[0] += 1
+                    h[1] += sizes[j]
+                elif run_end[j] >= cut and free_at[j] >= cut:
+                    in_flight.append(j)
+            owners.append(owner)
+        self.hist = dict(hist)
+        for j in in_flight:
+            if self.temporary_by_history(stack_ids[j]):
+                owners[j] = "temporaries"
+        self.owners, self.phases, self.sites = owners, [d[0] for d in desc], [d[2] for d in desc]
+
+    def temporary_by_history(self, stack_id) -> bool:
+        h = self.hist.get(stack_id)
+        return bool(h and h[0] >= MIN_TEMPORARY_HISTORY * h[2] and h[1] >= MIN_TEMPORARY_HISTORY * h[3])
 
 
 def _iteration_bounds(snap, device, rep, phases):
-    """Event indexes where iterations start: optimizer.step annotations, else optimizer/backward runs."""
+    """Event indexes where iterations start: optimizer.step annotations, else optimizer/backward runs,
+    else model calls (a loop with forward only, e.g. evaluation)."""
     starts = sorted(a.time_us for a in snap.annotations
                     if a.device == device and a.stage == "START" and "Optimizer.step" in a.name)
     if starts:
@@ -149,7 +180,21 @@ def _iteration_bounds(snap, device, rep, phases):
             prev = ph
         if bounds:
             return np.array(bounds, np.int64)
-    return np.zeros(0, np.int64)
+    return _model_call_bounds(snap, rep, phases)
+
+
+def _model_call_bounds(snap, rep, phases):
+    """Starts of model calls: runs of allocations made at the first top-level forward line seen (same
+    caller, same line of the outermost module's forward), broken by any other allocation. Layers
+    repeated inside one call share a line of the top-level forward, so they start no new iteration."""
+    keys = [describe_call(snap.stacks[s])[1] if s >= 0 and ph == "forward" else None
+            for s, ph in zip(rep.tr.stack[rep.alloc_idx].tolist(), phases)]
+    first = next((k for k in keys if k is not None), None)
+    if first is None:
+        return np.zeros(0, np.int64)
+    bounds = [i for j, (i, k) in enumerate(zip(rep.alloc_idx.tolist(), keys))
+              if k == first and (j == 0 or keys[j - 1] != first)]
+    return np.array(bounds if len(bounds) >= 2 else [], np.int64)
 
 
 def _timeline(rep):
@@ -187,12 +232,12 @@ def analyze_snapshot(snap) -> AnalysisResult:
         out.notes.append(f"{snap.path}: no allocation history in the snapshot; " + COLLECT_SNAPSHOT)
         out.facts = sink.facts
         return out
-    device = snap.ooms[0].device if snap.ooms else max(snap.traces, key=lambda d: len(snap.traces[d]))
+    device = snap.ooms[-1].device if snap.ooms else max(snap.traces, key=lambda d: len(snap.traces[d]))
     rep = _Replay(snap, device)
     ooms = [o for o in snap.ooms if o.device == device]
-    oom = ooms[0] if ooms else None
+    oom = ooms[-1] if ooms else None  # the last one raised; earlier ones were caught (e.g. cuDNN workspace tries)
     cut = oom.index if oom else rep.n
-    owners, phases, sites = _owners_of_allocs(rep, snap.stacks, cut)
+    own = _Owners(rep, snap.stacks, cut)
     upto = cut if oom else rep.n
     peak = int(np.argmax(rep.allocated[:max(upto, 1)]))
     sink.add("num_ooms", len(ooms), "count")
@@ -203,13 +248,16 @@ def analyze_snapshot(snap) -> AnalysisResult:
     sink.add("peak_reserved_free_gib", float(gaps.sum() + rep.free_blocks_at(peak, False).sum()) / GIB, "GiB")
     if gaps.sum() > 0:
         sink.add("peak_fragmentation_pct", 100.0 * (1 - gaps.max() / gaps.sum()), "%")
+    request = None
     if oom:
         _oom_facts(sink, rep, oom)
+        request = _request_facts(sink, rep, snap, oom, own)
     ref = oom.index if oom else peak
     sink.add("composition_at", "oom" if oom else "peak", "")
-    _composition(sink, out, rep, snap, ref, owners, sites)
-    bounds = _iteration_bounds(snap, device, rep, phases)
-    _growth(sink, rep, ref, bounds, owners, sites)
+    total = _composition(sink, out, rep, snap, ref, own.owners, own.sites)
+    _temporaries(sink, rep, snap, ref, own, total, request)
+    bounds = _iteration_bounds(snap, device, rep, own.phases)
+    _growth(sink, rep, snap, ref, bounds, own)
     out.charts["memory_timeline"] = _timeline(rep)
     if rep.orphans:
         pre = sum(o[2] for o in rep.orphans) / GIB
@@ -217,6 +265,21 @@ def analyze_snapshot(snap) -> AnalysisResult:
                          "'unknown' (raise max_entries in _record_memory_history to see their owners)")
     out.facts = sink.facts
     return out
+
+
+def _request_facts(sink, rep, snap, oom, own):
+    """Site, op and would-be owner of the failing request; (site, op, size, owner) for _temporaries."""
+    s = int(rep.tr.stack[oom.index])
+    if s < 0:
+        return None
+    phase, _state, site = describe_stack(snap.stacks[s])
+    _keep, _call, op = describe_call(snap.stacks[s])
+    owner = "temporaries" if phase in _TEMP_PHASES and own.temporary_by_history(s) else DURABLE_OWNER[phase]
+    sink.add("oom_request_site", site, "")
+    if op:
+        sink.add("oom_request_op", op, "")
+    sink.add("oom_request_owner", owner, "")
+    return site, op, oom.size, owner
 
 
 def _oom_facts(sink, rep, oom):
@@ -252,6 +315,7 @@ def _oom_facts(sink, rep, oom):
 
 
 def _composition(sink, out, rep, snap, ref, owners, sites):
+    """Owner shares and top sites of the memory live at `ref`; returns the live bytes."""
     live, older = rep.live_at(ref)
     pos = np.searchsorted(rep.alloc_idx, live).tolist()
     sizes = rep.tr.size[live].tolist()
@@ -296,10 +360,60 @@ def _composition(sink, out, rep, snap, ref, owners, sites):
             sink.add("site_share_pct", 100.0 * b / total, "%", subj)
         sink.add("site_alloc_count", int(count), "count", subj)
         sink.add("site_owner", owner, "", subj)
+    return total
 
 
-def _growth(sink, rep, ref, bounds, owners, sites):
-    """Iterations, the growth of memory at iteration starts, and the site whose tensors outlive them."""
+def _temporaries(sink, rep, snap, ref, own, total, request):
+    """Short-lived tensors at `ref` (plus the failing request when it is one), by allocation site.
+
+    One site (file:line) is one fix, so the ops of a line (`(a - b).pow(2)`: sub, then pow) count together.
+    """
+    live, _older = rep.live_at(ref)
+    groups = defaultdict(lambda: [0, 0, defaultdict(int)])  # site -> [bytes, count, {op: bytes}]
+
+    def add(site, op, size):
+        g = groups[site]
+        g[0] += size
+        g[1] += 1
+        g[2][op] += size
+
+    for p, sz in zip(np.searchsorted(rep.alloc_idx, live).tolist(), rep.tr.size[live].tolist()):
+        if own.owners[p] == "temporaries":
+            s = own.stack_ids[p]
+            add(own.sites[p], describe_call(snap.stacks[s])[2] if s >= 0 else "", sz)
+    needed = total
+    if request is not None:
+        site, op, size, owner = request
+        needed += size
+        if owner == "temporaries":
+            add(site, op, size)
+    temp = sum(g[0] for g in groups.values())
+    sink.add("needed_gib", needed / GIB, "GiB")
+    sink.add("temporary_buffers_gib", temp / GIB, "GiB")
+    if needed:
+        sink.add("temporary_buffers_share_pct", 100.0 * temp / needed, "%")
+    if not groups:
+        return
+    site, (b, count, ops) = max(groups.items(), key=lambda kv: (kv[1][0], kv[0]))
+    sink.add("temporary_site", site, "")
+    named = sorted((op for op in ops if op), key=lambda op: (-ops[op], op))
+    if named:
+        sink.add("temporary_site_op", ", ".join(named[:3]), "")
+    sink.add("temporary_site_gib", b / GIB, "GiB")
+    sink.add("temporary_site_count", int(count), "count")
+    if needed:
+        sink.add("temporary_site_share_pct", 100.0 * b / needed, "%")
+    sink.add("needed_without_temporary_site_gib", (needed - b) / GIB, "GiB")
+
+
+def _growth(sink, rep, snap, ref, bounds, own):
+    """Iterations, the growth of memory at iteration starts, and what survives from earlier iterations.
+
+    A leak is memory made in an earlier iteration and still alive: grouped by where it was kept (the
+    user line that called the model, for tensors made inside it; else the allocation site), a group
+    alive from several earlier iterations is a leak. What the running iteration holds is its working
+    set (activations, temporaries), not a leak.
+    """
     bounds = bounds[bounds <= ref]
     sink.add("iterations_seen", int(len(bounds)), "count")
     if len(bounds) >= 3:
@@ -311,27 +425,32 @@ def _growth(sink, rep, ref, bounds, owners, sites):
         sink.add("iteration_growth_mib_per_iter", float(slope) / MIB, "MiB")
         sink.add("iteration_growth_r2", max(0.0, r2), "ratio")
     live, _older = rep.live_at(ref)
-    if not len(live):
-        return
+    current = int(np.searchsorted(bounds, ref, side="right"))
+    per_key = defaultdict(lambda: [0, set(), defaultdict(int), defaultdict(int)])
     iters = np.searchsorted(bounds, live, side="right").tolist()
     pos = np.searchsorted(rep.alloc_idx, live).tolist()
-    sizes = rep.tr.size[live].tolist()
-    per_site = defaultdict(lambda: [0, set(), defaultdict(int)])
-    for p, it, sz in zip(pos, iters, sizes):
-        rec = per_site[sites[p]]
+    for p, it, sz in zip(pos, iters, rep.tr.size[live].tolist()):
+        if it >= current:
+            continue  # made in the iteration still running
+        s = own.stack_ids[p]
+        rec = per_key[describe_call(snap.stacks[s])[0] if s >= 0 else own.sites[p]]
         rec[0] += sz
         rec[1].add(it)
-        rec[2][owners[p]] += sz
+        rec[2][own.owners[p]] += sz
+        rec[3][own.sites[p]] += sz
     total = int(rep.allocated[ref])
-    multi = [(b, len(its), s) for s, (b, its, _o) in per_site.items() if len(its) >= 2]
-    if not multi:  # nothing outlives an iteration: no leak in this window
-        sink.add("leak_iterations", max(len(its) for _b, its, _o in per_site.values()), "count")
+    multi = [(b, len(its), k) for k, (b, its, _o, _s) in per_key.items() if len(its) >= 2]
+    if not multi:  # nothing outlives more than one iteration: no leak in this window
+        sink.add("leak_iterations", max((len(r[1]) for r in per_key.values()), default=0), "count")
         sink.add("leak_gib", 0.0, "GiB")
         sink.add("leak_share_pct", 0.0, "%")
         return
-    b, n_it, site = max(multi, key=lambda t: (t[0], t[1], t[2]))
-    owner_bytes = per_site[site][2]
-    sink.add("leak_site", site, "")
+    b, n_it, key = max(multi)
+    _b, _its, owner_bytes, site_bytes = per_key[key]
+    sink.add("leak_site", key, "")
+    alloc_site = max(sorted(site_bytes), key=lambda k: site_bytes[k])
+    if alloc_site != key:
+        sink.add("leak_alloc_site", alloc_site, "")
     sink.add("leak_owner", max(sorted(owner_bytes), key=lambda o: owner_bytes[o]), "")
     sink.add("leak_iterations", n_it, "count")
     sink.add("leak_gib", b / GIB, "GiB")

@@ -61,19 +61,45 @@ CATALOGUE: list[FactSpec] = [
     _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit "
           "(an upper bound under a cap, whose exact size the snapshot does not record)"),
     _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM"),
+    _spec("oom_request_site", "", "allocation site (file:line in function, innermost user frame) of the failing "
+          "request, from the OOM event's stack", type="string"),
+    _spec("oom_request_op", "", "ATen operator that made the failing request (`aten::pow`), from the OOM event's "
+          "C++ frames", type="string"),
+    _spec("oom_request_owner", "", "owner the failing request would have had: temporaries when most earlier "
+          "allocations from its stack were freed within their phase, else the durable owner of its phase",
+          type="string"),
+    _spec("needed_gib", "GiB", "memory the program needed at the composition point: live bytes plus the failing "
+          "request"),
+    _spec("temporary_buffers_gib", "GiB", "short-lived tensors in needed_gib: live temporaries (freed within the "
+          "phase that made them, or from a stack whose tensors always were) plus the failing request when it is one"),
+    _spec("temporary_buffers_share_pct", "%", "temporary_buffers_gib as a share of needed_gib"),
+    _spec("temporary_site", "", "allocation site holding the most temporary bytes (the failing request included)",
+          type="string"),
+    _spec("temporary_site_op", "", "ATen operators of temporary_site's temporaries, most bytes first (up to 3)", type="string"),
+    _spec("temporary_site_gib", "GiB", "temporary bytes from temporary_site (with the failing request when it is "
+          "one)"),
+    _spec("temporary_site_count", "count", "temporary tensors from temporary_site at the composition point"),
+    _spec("temporary_site_share_pct", "%", "temporary_site_gib as a share of needed_gib"),
+    _spec("needed_without_temporary_site_gib", "GiB", "needed_gib minus temporary_site_gib: the peak once that "
+          "temporary is chunked, computed in place or fused away"),
     _spec("expandable_segments", "", "allocator setting expandable_segments was on", type="bool"),
     _spec("composition_at", "", "when the owner composition was taken: oom | peak", type="string"),
     _spec("composition_allocated_gib", "GiB", "allocated bytes at the composition point"),
     _spec("dominant_owner", "", "owner holding the most live memory: " + " | ".join(OWNERS), type="string"),
     _spec("dominant_owner_gib", "GiB", "live memory of the dominant owner"),
     _spec("dominant_owner_share_pct", "%", "dominant owner's share of live memory"),
-    _spec("iterations_seen", "count", "training iterations seen in the trace (optimizer steps or backward passes)"),
+    _spec("iterations_seen", "count", "iterations seen in the trace (optimizer steps or backward passes; "
+          "model calls when neither runs)"),
     _spec("iteration_growth_mib_per_iter", "MiB", "slope of allocated memory at iteration starts"),
     _spec("iteration_growth_r2", "ratio", "how linear that growth is (R^2 of the fit, 0..1)"),
-    _spec("leak_site", "", "allocation site whose tensors survive the most iterations", type="string"),
+    _spec("leak_site", "", "where the tensors that survive iterations are kept: the user line that called the "
+          "model for tensors made inside it (its outputs and their graphs), else the allocation site",
+          type="string"),
+    _spec("leak_alloc_site", "", "allocation site of most of the leaked bytes (innermost user frame)",
+          type="string"),
     _spec("leak_owner", "", "owner class of the leak site's allocations", type="string"),
-    _spec("leak_iterations", "count", "distinct iterations whose allocations from leak_site are still live"),
-    _spec("leak_gib", "GiB", "live bytes from leak_site at the composition point"),
+    _spec("leak_iterations", "count", "distinct earlier iterations whose allocations kept at leak_site are still live"),
+    _spec("leak_gib", "GiB", "live bytes made in earlier iterations and kept at leak_site, at the composition point"),
     _spec("leak_share_pct", "%", "leak_gib as a share of live memory"),
     _spec("leak_mib_per_iter", "MiB", "bytes leak_site keeps per iteration"),
     _spec("allocated_without_leak_gib", "GiB", "live memory minus leak_gib: the point a fix returns to"),

@@ -5,6 +5,7 @@ the phase with when the tensor was freed to decide between a durable owner and "
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
@@ -13,6 +14,8 @@ _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<froz
 _PARAM_FUNCS = {"_apply", "convert", "to", "cuda", "reset_parameters", "to_empty", "_load_from_state_dict"}
 _OPT_STATE_FUNCS = {"_init_group", "_init_state", "load_state_dict", "__setstate__"}
 _ENGINE = "torch::autograd::Engine::"
+_MODULE_CALL = ("_call_impl", "_wrapped_call_impl")
+_ATEN_OP = re.compile(r"\bat::_ops::([A-Za-z0-9_]+?)(?:_[A-Z][A-Za-z0-9_]*)?::(?:call|redispatch)\b")
 
 
 def _py(stack):
@@ -50,6 +53,58 @@ def site_of_stack(stack) -> str:
     user = [f for f in pys if not any(m in f.filename.replace("\\", "/") for m in _LIBRARY_MARKERS)]
     f = (user or pys)[0]
     return f"{f.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.line} in {f.name}"
+
+
+def _is_user(f) -> bool:
+    return not any(m in f.filename.replace("\\", "/") for m in _LIBRARY_MARKERS)
+
+
+def _site(f) -> str:
+    return f"{f.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.line} in {f.name}"
+
+
+def _is_module_call(f) -> bool:
+    return f.name in _MODULE_CALL and f.filename.replace("\\", "/").endswith("nn/modules/module.py")
+
+
+def call_of_stack(stack):
+    """(caller site, top-level forward frame) of an allocation made inside an nn.Module call, else None.
+
+    The caller is the first user frame outside the outermost module call (the line of the loop that
+    calls the model: where its outputs are produced and, when they are kept, kept); the top-level
+    frame is the outermost module's own forward line, which tells one model call's sections apart.
+    """
+    pys = _py(stack)
+    outer = max((i for i, f in enumerate(pys) if _is_module_call(f)), default=-1)
+    if outer < 0:
+        return None
+    inner = outer
+    while inner > 0 and _is_module_call(pys[inner - 1]):
+        inner -= 1
+    top = pys[inner - 1] if inner > 0 else None
+    caller = next((f for f in pys[outer + 1:] if _is_user(f)), None)
+    return (_site(caller) if caller else "<no caller frame>", _site(top) if top else "")
+
+
+def op_of_stack(stack) -> str:
+    """The ATen operator called from Python (`aten::pow`), from the C++ frames; "" when none recorded."""
+    op = ""
+    for f in stack:  # innermost first: the last match is the outermost op, the one Python called
+        if f.name.startswith("at::_ops::"):
+            m = _ATEN_OP.match(f.name)
+            if m:
+                op = m.group(1)
+        elif f.filename.endswith(".py"):
+            break
+    return f"aten::{op}" if op else ""
+
+
+@lru_cache(maxsize=4096)
+def describe_call(stack):
+    """(keeping site, top-level call frame, op) of one stack; cached like describe_stack."""
+    call = call_of_stack(stack)
+    keep = call[0] if call else site_of_stack(stack)
+    return keep, (call if call else None), op_of_stack(stack)
 
 
 @lru_cache(maxsize=4096)
