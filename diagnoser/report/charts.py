@@ -415,13 +415,14 @@ def top_sites_table(rows: list[dict]) -> Chart | None:
 
 def build_charts(data: dict | None) -> list[Chart]:
     """Every chart the report's data allows, in reading order (time, kernels, memory)."""
+    from .rank_charts import rank_charts
     data = data or {}
     cats = sorted((r for r in data.get("kernel_categories") or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_ms")))
     sol = sorted((r for r in data.get("kernel_sol") or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_share_pct")))
     colours = palette([str(r.get("category")) for r in cats] + [str(r.get("category")) for r in sol])
     charts = [
         steps_chart(data.get("steps")),
-        ranks_chart(data.get("ranks")),
+        *rank_charts(data, ranks_chart),  # many ranks: sorted columns, rank groups, collectives (rank_charts.py)
         kernel_categories_chart(data.get("kernel_categories"), colours),
         kernel_sol_chart(data.get("kernel_sol"), colours),
         memory_composition_chart(data.get("memory_composition")),
