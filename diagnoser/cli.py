@@ -12,9 +12,20 @@ import click
 from . import __version__, limits
 from .errors import DiagnoserError
 
-FORMATS = ("md", "json", "html")
+FORMATS = ("md", "json", "html", "terminal")
+EXTENSION_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
 SEVERITY_GATE = {"warning": ("warning", "critical"), "critical": ("critical",)}
 EXIT_GATE = 3
+DEFAULT_TOP = 10  # findings shown in full in a text report; the rest are summarized in one table
+
+
+def output_format(fmt: str | None, output: str | None, stdout_is_tty: bool) -> str:
+    """--format, else the -o file's extension, else `terminal` for a terminal and `md` for a pipe."""
+    if fmt:
+        return fmt
+    if output:
+        return EXTENSION_FORMATS.get(Path(output).suffix.lower(), "md")
+    return "terminal" if stdout_is_tty else "md"
 
 
 def write_output(text: str, output: str | None) -> None:
@@ -23,8 +34,13 @@ def write_output(text: str, output: str | None) -> None:
         click.echo(text, nl=False)
         return
     target = Path(output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
+    if target.is_dir() or str(output).endswith(("/", os.sep)):
+        raise DiagnoserError(f"-o {output}: is a directory; name a file, e.g. -o {Path(output) / 'report.md'}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
+    except OSError as e:
+        raise DiagnoserError(f"-o {output}: cannot write there ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -32,6 +48,10 @@ def write_output(text: str, output: str | None) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp, target)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise DiagnoserError(f"-o {output}: cannot write there ({e.strerror or e})") from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -73,8 +93,30 @@ class DefaultGroup(click.Group):
             args = ["--help"]
         return super().parse_args(ctx, args)
 
+    def format_usage(self, ctx, formatter):
+        formatter.write("Usage: diagnose [OPTIONS] FILE...\n       diagnose COMMAND [ARGS]...\n")
 
-@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    def format_options(self, ctx, formatter):
+        """The main command's options first (they are what `diagnose FILE` takes), then the commands."""
+        main_cmd = self.commands["run"]
+        with click.Context(main_cmd, info_name="diagnose", parent=None) as run_ctx:
+            records = [p.get_help_record(run_ctx) for p in main_cmd.get_params(run_ctx)
+                       if isinstance(p, click.Option) and "--help" not in p.opts]
+        records += [p.get_help_record(ctx) for p in self.get_params(ctx)]
+        with formatter.section("Options (diagnose FILE...)"):
+            formatter.write_dl([r for r in records if r])
+        self.format_commands(ctx, formatter)
+
+
+class MainCommand(click.Command):
+    """`diagnose FILE...`: its help is the top-level help (it has no name of its own to show)."""
+
+    def get_help(self, ctx):
+        root = ctx.find_root()
+        return root.command.get_help(root)
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="diagnose")
 def cli():
     """diagnose: rule-based diagnosis of GPU performance from profiler output.
@@ -83,15 +125,28 @@ def cli():
     diagnose report.ncu-rep                       Nsight Compute report (or its CSV export)
     diagnose run.sqlite trace.pt.trace.json.gz    Nsight Systems export and/or PyTorch trace
     diagnose snapshot.pickle                      CUDA memory snapshot after an OOM
+    diagnose FILE -o report.html                  format from the extension (.md .json .html)
+    diagnose FILE --format json --fail-on warning the CI contract; exit 3 on a warning
+
+    Reads what the profilers wrote, measures facts, walks the YAML rule trees and prints a
+    ranked diagnosis: what is wrong, the numbers that prove it, the gain, the fix, how to verify.
+    In a terminal the report is rendered for it; piped, it is plain Markdown.
     """
 
 
-@cli.command("run", hidden=True)
-@click.argument("files", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
-@click.option("-o", "--output", help="Write the report to this file (atomically).")
-@click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder (repeatable).")
-@click.option("--param", "params", multiple=True, help="Override a threshold: RULEID.NAME=VALUE.")
+@cli.command("run", hidden=True, cls=MainCommand)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="md | json | html | terminal (default: from the -o extension; terminal on a TTY, else md).")
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (atomically).")
+@click.option("--top", type=click.IntRange(min=1), metavar="N",
+              help=f"Show the first N findings in full, the rest in one table (default {DEFAULT_TOP}; JSON: all).")
+@click.option("--min-severity", type=click.Choice(["info", "warning", "critical"]), default="info",
+              help="Leave out findings below this severity (default: info, all).")
+@click.option("--rules", "user_rules", multiple=True, metavar="PATH", help="Extra rule file or folder (repeatable).")
+@click.option("--param", "params", multiple=True, metavar="RULE.NAME=V", help="Override a rule threshold (repeatable).")
+@click.option("--set", "set_items", multiple=True, metavar="NAME=V",
+              help="Override an analysis setting (repeatable; `diagnose facts --catalogue` lists them).")
 @click.option("--fail-on", type=click.Choice(["warning", "critical"]), help="Exit 3 if a finding at/above this severity exists.")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
 @click.option("--max-memory", help="Memory ceiling, e.g. 8G (default: physical memory or DIAGNOSER_MAX_MEMORY; 0: none).")
@@ -99,7 +154,8 @@ def cli():
               help="Rank traces measured in parallel by this many local processes (default 0: one per core).")
 @click.option("--scheduler", envvar="DIAGNOSER_SCHEDULER", metavar="ADDRESS",
               help="Measure rank traces on this Dask scheduler (tcp://HOST:8786; env DIAGNOSER_SCHEDULER).")
-def run_cmd(files, fmt, output, user_rules, params, fail_on, progress, max_memory, jobs, scheduler):
+def run_cmd(files, fmt, output, top, min_severity, user_rules, params, set_items, fail_on, progress, max_memory,
+            jobs, scheduler):
     from .distributed import executing
     from .pipeline import diagnose
     if max_memory is not None:
@@ -107,13 +163,18 @@ def run_cmd(files, fmt, output, user_rules, params, fail_on, progress, max_memor
             limits.apply_memory_limit(limits.parse_size(max_memory))
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--max-memory") from None
-    from .report.render import render_html, render_json, render_markdown
+    from . import settings
+    from .report.render import render_report
 
+    set_values = settings.parse_assignments(set_items) if set_items else {}
+    fmt = output_format(fmt, output, sys.stdout.isatty())
     if progress is None:
         progress = sys.stderr.isatty()
     with executing(jobs, scheduler):
-        report = diagnose(files, user_rules, params, progress=progress)
-    text = {"md": render_markdown, "json": render_json, "html": render_html}[fmt](report)
+        report = diagnose(files, user_rules, params, progress=progress, set_values=set_values)
+    if top is None and fmt in ("md", "terminal"):
+        top = DEFAULT_TOP
+    text = render_report(report, fmt, top=top, min_severity=min_severity)
     write_output(text, output)
     if fail_on and any(f.severity in SEVERITY_GATE[fail_on] for f in report.findings):
         sys.exit(EXIT_GATE)
@@ -197,42 +258,74 @@ def rules_test(paths, user_rules):
 
 
 @cli.command("facts")
-@click.argument("files", nargs=-1)
-@click.option("--catalogue", "show_catalogue", is_flag=True, help="List every fact the readers can produce.")
+@click.argument("files", nargs=-1, metavar="FILE...")
+@click.option("--catalogue", "show_catalogue", is_flag=True,
+              help="List every fact the readers can produce, and the analysis settings.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def facts_cmd(files, show_catalogue, fmt):
-    """Print the facts measured from FILE(s), or the facts catalogue."""
+    """Print the facts measured from FILE(s), one block per input (or per run of several ranks), or the
+    facts catalogue and the analysis settings (`--set NAME=VALUE`)."""
     if show_catalogue:
         from .catalogue import catalogue
+        from .settings import all_settings
         specs = list(catalogue().values())
+        known = list(all_settings().values())
         if fmt == "json":
-            click.echo(json.dumps([s.__dict__ | {"sources": list(s.sources)} for s in specs], indent=2))
+            click.echo(json.dumps({"facts": [s.__dict__ | {"sources": list(s.sources)} for s in specs],
+                                   "settings": [s.to_json() for s in known]}, indent=2))
             return
         for s in specs:
             click.echo(f"{s.name:<40} {s.type:<7} {s.unit:<8} {s.subject:<7} {s.meaning}")
+        click.echo("\nAnalysis settings (override with --set NAME=VALUE, or `settings:` in a rule pack):")
+        for s in known:
+            click.echo(f"{s.name:<40} {s.default!s:<10} {s.unit:<6} {s.meaning}")
         return
     if not files:
         raise DiagnoserError("give FILE(s), or --catalogue")
-    from .pipeline import collect_facts
-    inputs, facts = collect_facts(files)
+    from .inputs import display_kind
+    from .pipeline import analyse, load_groups
+    blocks = []
+    for group in load_groups(files):
+        result = analyse(group)
+        blocks.append((result.inputs, result.facts))
     if fmt == "json":
-        out = {"inputs": inputs, "facts": [
+        out = {"inputs": [i for inputs, _ in blocks for i in inputs], "facts": [
             {"name": f.name, "value": f.value, "unit": f.unit, "source": f.source,
-             "subject": f.subject.to_json() if f.subject else None} for f in facts]}
+             "subject": f.subject.to_json() if f.subject else None,
+             "inputs": [i["path"] for i in inputs]} for inputs, facts in blocks for f in facts]}
         click.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return
-    for f in facts:
-        subj = f"{f.subject.kind} {f.subject.id}" if f.subject else "run"
-        click.echo(f"{subj:<14} {f.name:<40} {f.value!s:<22} {f.unit}")
+    for n, (inputs, facts) in enumerate(blocks):
+        kinds = sorted({display_kind(i["kind"]) for i in inputs})
+        what = f"{len(inputs)} ranks, " if len(inputs) > 1 else ""
+        click.echo(("\n" if n else "") + f"== {', '.join(i['path'] for i in inputs)} ({what}{', '.join(kinds)}): "
+                   f"{len(facts)} facts")
+        for f in facts:
+            subj = f"{f.subject.kind} {f.subject.id}" if f.subject else "run"
+            click.echo(f"{subj:<14} {f.name:<40} {f.value!s:<22} {f.unit}")
 
 
 @cli.command("playbook")
+@click.argument("rule_id", required=False, metavar="[RULE]")
 @click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder.")
-@click.option("-o", "--output", help="Write the HTML handbook here (atomically).")
-def playbook_cmd(user_rules, output):
-    """The remediation handbook of every rule (shipped and custom) as one HTML file."""
+@click.option("-o", "--output", help="Write here (atomically).")
+def playbook_cmd(rule_id, user_rules, output):
+    """The remediation handbook: one rule's playbook section (`diagnose playbook TRAIN002`, Markdown),
+    or, without RULE, every rule's (shipped and custom) as one HTML file."""
+    pack = _pack(user_rules)
+    if rule_id:
+        from .report.playbook import rule_playbook_markdown
+        rid = rule_id.upper()
+        if rid not in pack.rules:
+            raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
+        text = rule_playbook_markdown(pack, rid)
+        if not output and sys.stdout.isatty():
+            from .report.terminal import render_markdown_text
+            text = render_markdown_text(text)
+        write_output(text, output)
+        return
     from .report.playbook import render_playbook_html
-    write_output(render_playbook_html(_pack(user_rules)), output)
+    write_output(render_playbook_html(pack), output)
 
 
 def main(argv=None):
@@ -248,6 +341,12 @@ def main(argv=None):
     except click.Abort:
         click.echo("diagnose: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as e:  # one line, naming the command the user typed (never the hidden `run`)
+        hint = "diagnose --help"
+        if e.ctx is not None and e.ctx.command.name not in ("run", None) and e.ctx.parent is not None:
+            hint = f"{e.ctx.command_path} --help"
+        click.echo(f"diagnose: error: {e.format_message()} (see `{hint}`)", err=True)
+        sys.exit(e.exit_code)
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)

@@ -15,7 +15,8 @@ from .. import __version__
 from ..facts import short_name
 from .charts import Chart, build_charts
 from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
-from .render import fmt_value, playbook_ref, share_pct, shorten, summary_counts
+from .render import (fmt_value, gain_note, kernel_table, playbook_ref, settings_lines, severity_note, share_pct,
+                     shorten, summary_counts)
 
 SUBJECT_NAME_LIMIT = 160
 SUBJECT_SHORT_LIMIT = 34  # in the summary table
@@ -71,6 +72,9 @@ class FindingView:
     verify_detail: Markup | None
     refs: list[tuple[str, bool]]
     playbook_ref: str
+    kernels: dict | None = None  # per-kernel table of a finding grouped across kernels (render.kernel_table)
+    severity_note: Markup | None = None
+    gain_note: Markup | None = None
 
 
 def _fact_meanings() -> dict[str, str]:
@@ -93,7 +97,7 @@ def _evidence(f, meanings: dict[str, str]) -> list[EvidenceItem]:
     return sorted(items, key=lambda e: not e.numeric)
 
 
-def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> FindingView:
+def finding_view(index: int, f, sections: dict, meanings: dict[str, str], index_of: dict | None = None) -> FindingView:
     section = sections.get(f.rule)
 
     def part(name: str) -> Markup | None:
@@ -114,6 +118,9 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str]) -> Fin
         fix=render_inline(f.fix or "", links=False), verify=render_inline(f.verify or "", links=False),
         meaning=part("meaning"), fix_detail=part("fix"), verify_detail=part("verify"),
         refs=[(r, safe_href(r)) for r in f.refs], playbook_ref=playbook_ref(f),
+        kernels=kernel_table(f),
+        severity_note=render_inline(severity_note(f), links=False) if severity_note(f) else None,
+        gain_note=render_inline(gain_note(f, index_of or {}), links=False) if gain_note(f, index_of or {}) else None,
     )
 
 
@@ -121,7 +128,10 @@ def report_view(report) -> dict:
     """Everything report.html.j2 places, computed here so the template stays a layout."""
     sections = sections_by_rule(load_playbooks())
     meanings = _fact_meanings()
-    findings = [finding_view(i, f, sections, meanings) for i, f in enumerate(report.findings, 1)]
+    index_of: dict[str, int] = {}
+    for i, f in enumerate(report.findings, 1):
+        index_of.setdefault(f.rule, i)
+    findings = [finding_view(i, f, sections, meanings, index_of) for i, f in enumerate(report.findings, 1)]
     charts: list[Chart] = build_charts(report.charts)
     counts = summary_counts(report.findings)
     top = findings[0] if findings and findings[0].f.severity != "info" else None
@@ -134,6 +144,7 @@ def report_view(report) -> dict:
         "charts": charts,
         "not_evaluated": [{"n": n, "collect": render_inline(n.collect or "", links=False)} for n in report.not_evaluated],
         "notes": report.notes,
+        "settings": [render_inline(line, links=False) for line in settings_lines(report)],
     }
 
 

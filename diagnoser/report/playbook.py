@@ -263,3 +263,29 @@ def render_playbook_html(pack: RulePack, directory: Path | None = None) -> str:
     from .render import _env
     view = handbook_view(pack, load_playbooks(directory), custom_playbooks(pack))
     return _env(True).get_template("playbook.html.j2").render(view=view, version=__version__)
+
+
+def rule_playbook_markdown(pack: RulePack, rule_id: str) -> str:
+    """One rule's playbook section as Markdown (`diagnose playbook RULE`): what it means, the
+    evidence, the fix and how to verify, with the conditions and thresholds in force."""
+    rule = pack.rules[rule_id]
+    custom = sections_by_rule(custom_playbooks(pack))
+    section = custom.get(rule.id) if not rule.shipped and rule.id in custom else sections_by_rule(load_playbooks()).get(rule.id)
+    lines = [f"# {rule.id} {rule.name}", "", f"**{rule.title}** · tree {rule.tree} · severity {rule.severity} · "
+             f"category `{rule.category}`", ""]
+    if section and section.part(""):
+        lines += [section.part(""), ""]
+    for part in PART_NAMES:
+        text = section.part(part) if section else ""
+        if text:
+            lines += [f"## {part.capitalize()}", "", text, ""]
+    if not section:
+        lines += ["## Fix", "", fill_params(rule.fix, rule.params), "", "## Verify", "",
+                  fill_params(rule.verify, rule.params), ""]
+    lines += ["## When it fires", "", condition_text(rule.when, rule.params), ""]
+    if rule.needs():
+        lines += [f"Needs: {', '.join(rule.needs())} (absent: the rule is listed as not evaluated).", ""]
+    source = f"{Path(rule.path).name}:{rule.line}" if rule.shipped else f"{rule.path}:{rule.line}"
+    where = f"; playbook {Path(section.path).name}:{section.line}" if section else "; no playbook section"
+    lines += [f"Rule: {source}{where}. The whole handbook: `diagnose playbook -o playbooks.html`."]
+    return "\n".join(lines) + "\n"

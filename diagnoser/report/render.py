@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import jinja2
 
+from .. import __version__
+from ..facts import short_name
+from ..findings import KERNEL_ROWS, total_gains
 from ..inputs import display_kind
 from ..resources import templates_dir
+from ..rulespec.model import SEVERITY_RANK
 
 SCHEMA = "diagnoser.report/1"
 TREE_FILES = {"train-slow": "train_slow", "inference-slow": "inference_slow", "kernel": "kernel", "oom": "oom"}
@@ -47,7 +52,118 @@ def shorten(text, limit: int) -> str:
 
 
 def playbook_ref(finding) -> str:
-    return f"playbooks/{TREE_FILES.get(finding.tree, finding.tree.replace('-', '_'))}.md#{finding.rule.lower()}"
+    """How an installed user reads the rule's playbook section (the handbook ships in the package)."""
+    return f"diagnose playbook {finding.rule}"
+
+
+def md_cell(text) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def subject_label(f) -> tuple[str, str]:
+    """("kernel 86", "short name") for a finding's subject; the name only where it says more than the id."""
+    if f.subject is None:
+        return "", ""
+    label = f"{f.subject.kind} {f.subject.id}"
+    name = f.subject.name or ""
+    if name in (label, f.subject.id):
+        name = ""
+    return label, short_name(name) if name else ""
+
+
+KERNEL_COLUMNS = 3  # evidence columns of a grouped finding's per-kernel table
+_NOT_COLUMNS = {"launches", "kernels", "launch_ids", "kernel_name", "kernel_time_share_pct"}
+
+
+def kernel_table(f) -> dict | None:
+    """The per-kernel table of a finding grouped across kernels: the costliest KERNEL_ROWS kernels,
+    the rest summed in one row. Columns: the first numeric evidence facts of the rule."""
+    if not f.kernels:
+        return None
+    columns = [n for n, ev in f.evidence.items() if n not in _NOT_COLUMNS
+               and isinstance(ev.get("value"), (int, float)) and not isinstance(ev.get("value"), bool)][:KERNEL_COLUMNS]
+    rows = []
+    for k in f.kernels[:KERNEL_ROWS]:
+        share = k.evidence.get("kernel_time_share_pct", {}).get("value") if "kernel_time_share_pct" in k.evidence else None
+        rows.append({
+            "kernel": short_name(k.subject.name or k.subject.id) if k.subject else "",
+            "first": k.subject.id if k.subject else "", "launches": k.count,
+            "gain": share_pct(k.estimated_gain) if k.estimated_gain > 0 else "-",
+            "cells": [fmt_value(k.evidence[c]["value"], k.evidence[c].get("unit", "")) if c in k.evidence else "n/a"
+                       for c in columns],
+            "share": "" if share is None else fmt_value(share, "%"),
+        })
+    rest = f.kernels[KERNEL_ROWS:]
+    more = None
+    if rest:
+        more = {"kernels": len(rest), "launches": sum(k.count for k in rest),
+                "gain": share_pct(min(1.0, sum(k.estimated_gain for k in rest)))}
+    return {"columns": columns, "rows": rows, "more": more, "kernels": len(f.kernels)}
+
+
+def gain_note(f, index_of: dict) -> str:
+    """Why a finding's gain does not add to the ones above it (the same time explained twice)."""
+    if f.marginal_gain is None or not f.overlaps or f.estimated_gain - f.marginal_gain < 0.005:
+        return ""
+    refs = ", ".join(f"`{r}`" + (f" (finding {index_of[r]})" if r in index_of else "") for r in f.overlaps)
+    return (f"{share_pct(f.marginal_gain)} of it not already explained by {refs}: they claim the same share "
+            f"of {f.gain_of}, counted once in totals")
+
+
+def severity_note(f) -> str:
+    """Why a warning/critical rule's finding is info here (the gain floor)."""
+    if not f.rule_severity or f.rule_severity == f.severity:
+        return ""
+    from ..findings import WARNING_MIN_GAIN_PCT
+    return (f"info here: `{f.rule}` is a {f.rule_severity} rule, but its estimated gain is under "
+            f"{WARNING_MIN_GAIN_PCT.value:g}% of {f.gain_of} (setting findings.warning_min_gain_pct)")
+
+
+def settings_lines(report) -> list[str]:
+    """How the report was made, one Markdown line each: rule packs, --param, analysis settings."""
+    made = getattr(report, "settings", None) or {}
+    lines = []
+    for pack in made.get("rule_packs", []):
+        adds = [r for r in pack["rules"] if r not in pack["replaces"]]
+        parts = ([f"adds {', '.join(adds)}"] if adds else []) + \
+                ([f"replaces shipped {', '.join(pack['replaces'])}"] if pack["replaces"] else [])
+        lines.append(f"rule pack `{pack['path']}`: {'; '.join(parts) or 'no rules'}")
+    for p in made.get("params", []):
+        lines.append(f"--param {p['rule']}.{p['param']}={p['value']} (default {p['default']})")
+    for st in made.get("analysis_settings", made.get("settings", [])):
+        unit = f" {st['unit']}" if st.get("unit") else ""
+        lines.append(f"setting {st['name']}={st['value']} (default {st['default']}{unit})")
+    return lines
+
+
+def present(report, top: int | None = None, min_severity: str = "info") -> dict:
+    """What a text report shows: findings at or above min_severity, the first `top` in full, the
+    rest as one table; the summary counts and the gain totals of what is kept."""
+    limit = SEVERITY_RANK[min_severity]
+    kept = [f for f in report.findings if SEVERITY_RANK[f.severity] <= limit]
+    shown = kept[:top] if top else kept
+    index_of: dict[str, int] = {}
+    for i, f in enumerate(kept, 1):
+        index_of.setdefault(f.rule, i)
+    totals = total_gains(kept)
+    serious = [f for f in kept if f.severity in ("critical", "warning")]
+    total_lines = [f"{share_pct(v)} of {k}" for k, v in sorted(totals.items())
+                   if sum(1 for f in serious if f.gain_of == k and f.marginal_gain) > 1]
+    views = []
+    for i, f in enumerate(shown, 1):
+        label, name = subject_label(f)
+        views.append({"i": i, "f": f, "label": label, "name": name, "kernels": kernel_table(f),
+                      "gain_note": gain_note(f, index_of), "severity_note": severity_note(f),
+                      "playbook": playbook_ref(f)})
+    more = []
+    for i, f in enumerate(kept[len(shown):], len(shown) + 1):
+        label, name = subject_label(f)
+        subject = ("many kernels" if f.kernels else (name or label)) or "run"
+        more.append({"i": i, "f": f, "subject": md_cell(subject), "gain": share_pct(f.estimated_gain) if f.estimated_gain > 0 else "-"})
+    return {"report": report, "counts": summary_counts(kept), "findings": views, "more": more,
+            "hidden": len(report.findings) - len(kept), "min_severity": min_severity,
+            "totals": total_lines, "settings": settings_lines(report), "version": __version__}
 
 
 def _env(autoescape: bool) -> jinja2.Environment:
@@ -59,6 +175,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
     env.filters["value"] = fmt_value
     env.filters["kind"] = display_kind
     env.filters["pct"] = share_pct
+    env.filters["cell"] = md_cell
     env.globals["playbook_ref"] = playbook_ref
     return env
 
@@ -70,26 +187,58 @@ def summary_counts(findings) -> dict:
     return counts
 
 
-def render_markdown(report) -> str:
-    return _env(False).get_template("report.md.j2").render(
-        report=report, counts=summary_counts(report.findings))
+def render_markdown(report, top: int | None = None, min_severity: str = "info") -> str:
+    return _env(False).get_template("report.md.j2").render(view=present(report, top, min_severity))
 
 
-def report_json(report) -> dict:
-    return {
+def report_json(report, top: int | None = None, min_severity: str = "info") -> dict:
+    limit = SEVERITY_RANK[min_severity]
+    kept = [f for f in report.findings if SEVERITY_RANK[f.severity] <= limit]
+    out = {
         "schema": SCHEMA,
         "inputs": report.inputs,
-        "summary": summary_counts(report.findings),
-        "findings": [f.to_json() for f in report.findings],
+        "summary": summary_counts(kept),
+        "findings": [f.to_json() for f in (kept[:top] if top else kept)],
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
         "notes": report.notes,
+        "gain_totals": {k: round(v, 4) for k, v in sorted(total_gains(kept).items())},
+        "settings": dict({"diagnoser": __version__, "params": [], "rule_packs": [], "analysis_settings": []},
+                         **_settings_json(report)),
     }
+    if top and len(kept) > top:
+        out["more_findings"] = [{"rule": f.rule, "severity": f.severity, "title": f.title,
+                                 "estimated_gain": round(f.estimated_gain, 4), "count": f.count} for f in kept[top:]]
+    if len(kept) < len(report.findings):
+        out["left_out"] = {"min_severity": min_severity, "findings": len(report.findings) - len(kept)}
+    return out
 
 
-def render_json(report) -> str:
-    return json.dumps(report_json(report), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+def _settings_json(report) -> dict:
+    made = dict(getattr(report, "settings", None) or {})
+    if "settings" in made:
+        made["analysis_settings"] = made.pop("settings")
+    made.pop("pack_settings", None)
+    return made
 
 
-def render_html(report) -> str:
+def render_json(report, top: int | None = None, min_severity: str = "info") -> str:
+    return json.dumps(report_json(report, top, min_severity), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def render_html(report, top: int | None = None, min_severity: str = "info") -> str:
     from .html import render_report_html
-    return render_report_html(report, _env(True))
+    limit = SEVERITY_RANK[min_severity]
+    kept = [f for f in report.findings if SEVERITY_RANK[f.severity] <= limit]
+    return render_report_html(replace(report, findings=kept[:top] if top else kept), _env(True))
+
+
+def render_report(report, fmt: str, top: int | None = None, min_severity: str = "info") -> str:
+    """The report in `fmt`: md | json | html | terminal (Markdown rendered for a terminal with rich)."""
+    if fmt == "json":
+        return render_json(report, top, min_severity)
+    if fmt == "html":
+        return render_html(report, top, min_severity)
+    if fmt == "terminal":
+        from .terminal import render_terminal
+        return render_terminal(present(report, top, min_severity))
+    return render_markdown(report, top, min_severity)

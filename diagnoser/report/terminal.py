@@ -1,0 +1,163 @@
+"""The report drawn for a terminal (rich): coloured severities, tables, emphasis.
+
+Used when stdout is a TTY (or with `--format terminal`); piped output stays plain Markdown. It
+draws the same view as the Markdown template (render.present), so both say the same things.
+"""
+from __future__ import annotations
+
+import io
+import re
+import shutil
+
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.padding import Padding
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from ..inputs import display_kind
+from .render import fmt_value, share_pct
+
+SEVERITY_STYLE = {"critical": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}
+MAX_WIDTH = 120
+
+
+def _console(width: int | None = None) -> Console:
+    if width is None:
+        width = min(MAX_WIDTH, shutil.get_terminal_size((100, 24)).columns)
+    return Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=width,
+                   highlight=False, emoji=False, soft_wrap=False)
+
+
+def _md(text: str) -> Markdown:
+    return Markdown(text or "", code_theme="ansi_dark", inline_code_lexer=None)
+
+
+def _finding(v: dict) -> Group:
+    f = v["f"]
+    parts = []
+    head = Text()
+    head.append(f" {f.severity.upper()} ", style=SEVERITY_STYLE[f.severity])
+    head.append(f"  {v['i']}. {f.title}", style="bold")
+    parts.append(head)
+    meta = f"{f.rule} {f.name} · {f.category} · {f.tree}"
+    if v["kernels"]:
+        meta += f" · {v['kernels']['kernels']} kernels, {f.count} launches"
+    elif v["label"]:
+        meta += f" · {v['label']}" + (f": {v['name']}" if v["name"] else "") + (f" · {f.count} launches" if f.count > 1 else "")
+    parts.append(Text(meta, style="dim"))
+    if v["severity_note"]:
+        parts.append(_md(f"_{v['severity_note']}._"))
+    lead = f"{v['kernels']['kernels']} kernels show this; the costliest: " if v["kernels"] else ""
+    parts.append(Padding(_md(lead + f.message), (1, 0, 0, 0)))
+    if v["kernels"]:
+        kt = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for name in ["kernel", "first launch", "launches", "gain"] + v["kernels"]["columns"]:
+            kt.add_column(name, justify="left" if name == "kernel" else "right", overflow="fold")
+        for r in v["kernels"]["rows"]:
+            kt.add_row(r["kernel"], r["first"], str(r["launches"]), r["gain"], *r["cells"])
+        more = v["kernels"]["more"]
+        if more:
+            kt.add_row(Text(f"{more['kernels']} more kernels", style="dim"), "", str(more["launches"]), more["gain"],
+                       *[""] * len(v["kernels"]["columns"]))
+        parts.append(Padding(kt, (1, 0, 0, 2)))
+    if f.evidence:
+        et = Table(show_header=False, show_edge=False, box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        et.add_column("fact", style="cyan", no_wrap=True)
+        et.add_column("value", overflow="fold")
+        for name, ev in f.evidence.items():
+            et.add_row(name, fmt_value(ev["value"], ev.get("unit", "")))
+        parts.append(Padding(et, (1, 0, 0, 2)))
+    if f.estimated_gain > 0:
+        gain = Text("Estimated gain: up to ")
+        gain.append(f"{share_pct(f.estimated_gain)} of {f.gain_of}", style="bold green")
+        if v["gain_note"]:
+            gain.append(f"; {v['gain_note'].replace('`', '')}", style="dim")
+        parts.append(Padding(gain, (1, 0, 0, 0)))
+    parts.append(Padding(_md(f"**Fix:** {f.fix}"), (1, 0, 0, 0)))
+    parts.append(Padding(_md(f"**Verify:** {f.verify}"), (1, 0, 0, 0)))
+    parts.append(Text(f"Playbook: {v['playbook']}", style="dim"))
+    return Group(*parts)
+
+
+_TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def _text(con: Console) -> str:
+    """The console's output without the padding rich puts at the end of lines."""
+    return _TRAILING.sub(r"\1", con.file.getvalue())
+
+
+def render_terminal(view: dict, width: int | None = None) -> str:
+    """The report view (render.present) as ANSI text for a terminal."""
+    report, counts = view["report"], view["counts"]
+    con = _console(width)
+    con.print(Rule("diagnoser report", style="bold"))
+    for i in report.inputs:
+        con.print(Text.assemble(("  input  ", "dim"), (i["path"], "bold"), (f"  ({display_kind(i['kind'])})", "dim")))
+    con.print()
+    if report.findings:
+        summary = Text.assemble(("Summary: ", "bold"), (f"{counts['critical']} critical", "bold red"), ", ",
+                                (f"{counts['warning']} warning", "bold yellow"), ", ", (f"{counts['info']} info", "blue"))
+        if view["hidden"]:
+            summary.append(f" ({view['hidden']} below {view['min_severity']} left out)", style="dim")
+        con.print(summary)
+        if view["findings"] and view["findings"][0]["f"].severity != "info":
+            top = view["findings"][0]["f"]
+            first = Text.assemble(("First fix: ", "bold"), (top.title, "bold"), f" ({top.category}")
+            if top.estimated_gain > 0:
+                first.append(f", up to {share_pct(top.estimated_gain)} of {top.gain_of}", style="green")
+            first.append(")")
+            con.print(first)
+            if view["totals"]:
+                con.print(Text(f"All warning and critical findings together: up to {', '.join(view['totals'])} "
+                               "(time two findings explain is counted once).", style="dim"))
+        elif view["findings"]:
+            con.print("No warning or critical finding: nothing here is holding this workload back by our rules.")
+    else:
+        con.print(Text("Summary: no findings. No rule fired on these inputs.", style="bold"))
+    for v in view["findings"]:
+        con.print()
+        con.print(Rule(style="dim"))
+        con.print(_finding(v))
+    if view["more"]:
+        con.print()
+        con.print(Rule(f"{len(view['more'])} more findings (--top N shows more in full)", style="dim"))
+        mt = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for name in ("#", "severity", "rule", "finding", "subject", "gain"):
+            mt.add_column(name, overflow="fold", justify="right" if name in ("#", "gain") else "left")
+        for m in view["more"]:
+            f = m["f"]
+            mt.add_row(str(m["i"]), Text(f.severity, style=SEVERITY_STYLE[f.severity].replace("bold ", "").split(" on ")[0]),
+                       f.rule, f.title, m["subject"].replace("\\|", "|"), m["gain"])
+        con.print(mt)
+    if report.not_evaluated:
+        con.print()
+        con.print(Rule("Not evaluated", style="dim"))
+        for n in report.not_evaluated:
+            line = Text.assemble(("  " + n.rule, "bold"), f" {n.title}: needs ", (", ".join(n.missing), "cyan"))
+            if n.collect:
+                line.append(f"; collect it with: {n.collect}", style="dim")
+            con.print(line)
+    if report.notes:
+        con.print()
+        con.print(Rule("Notes", style="dim"))
+        for note in report.notes:
+            con.print(Text(f"  - {note}"))
+    con.print()
+    if view["settings"]:
+        con.print(Text(f"Made by diagnoser {view['version']} with:", style="dim"))
+        for line in view["settings"]:
+            con.print(Text(f"  - {line.replace('`', '')}", style="dim"))
+    else:
+        con.print(Text(f"Made by diagnoser {view['version']} with the shipped rules, default thresholds and settings.",
+                       style="dim"))
+    return _text(con)
+
+
+def render_markdown_text(text: str, width: int | None = None) -> str:
+    """Any Markdown (a playbook section) drawn for a terminal."""
+    con = _console(width)
+    con.print(_md(text))
+    return _text(con)
