@@ -107,7 +107,7 @@ class _Replay:
 
 # ------------------------------------------------------------------------------------ analysis
 _TEMP_PHASES = ("forward", "backward", "optimizer")
-MIN_TEMPORARY_HISTORY = 0.5  # share (by count and by bytes) of a stack's allocations freed within their phase
+MIN_TEMPORARY_HISTORY = 0.5  # share of a stack's allocations freed within their phase (see temporary_by_history)
 
 
 class _Owners:
@@ -152,15 +152,20 @@ class _Owners:
                 elif run_end[j] >= cut and free_at[j] >= cut:
                     in_flight.append(j)
             owners.append(owner)
-        self.hist = dict(hist)
+        self.hist, self._stacks = dict(hist), stacks
         for j in in_flight:
             if self.temporary_by_history(stack_ids[j]):
                 owners[j] = "temporaries"
         self.owners, self.phases, self.sites = owners, [d[0] for d in desc], [d[2] for d in desc]
 
     def temporary_by_history(self, stack_id) -> bool:
+        """Most allocations from this stack were freed within their phase: by count where the stack
+        names its ATen op (C++ frames recorded), else by count and by bytes (a Python-only stack
+        lumps the ops of one line together, e.g. a conv's output with its workspace)."""
         h = self.hist.get(stack_id)
-        return bool(h and h[0] >= MIN_TEMPORARY_HISTORY * h[2] and h[1] >= MIN_TEMPORARY_HISTORY * h[3])
+        if not h or h[0] < MIN_TEMPORARY_HISTORY * h[2]:
+            return False
+        return bool(describe_call(self._stacks[stack_id])[2]) or h[1] >= MIN_TEMPORARY_HISTORY * h[3]
 
 
 def _iteration_bounds(snap, device, rep, phases):
