@@ -116,3 +116,43 @@ def test_injected_straggler_found_among_64_synthetic_ranks(tmp_path):
     assert facts["world_size"] == 64 and facts["straggler_rank"] == "41"
     assert facts["straggler_cost_pct"] > 50  # the real straggler's 60 ms host stall in an ~89 ms step
     assert not any("missing rank" in n for n in report.notes)
+
+
+def test_many_rank_report_groups_ranks_and_draws_them_sorted(tmp_path):
+    # synthetic 20-rank run: above the 16 ranks the HTML draws as thin sorted columns
+    synthetic_ranks.write_run(tmp_path, world=20, straggler_rank=13, seed=3, small=True)
+    report = diagnose([str(tmp_path)])
+    groups = report.charts["rank_groups"]
+    assert [g["ranks"] for g in groups] == ["13", "0-12, 14-19"] and groups[0]["straggler"]
+    assert any(n.startswith("20 ranks in 2 groups") for n in report.notes)
+    top = report.charts["collectives"][0]
+    assert top["collective"].startswith("AllReduce") and top["last_rank"] == 13 and top["wait_ms"] > top["transfer_ms"]
+    html = render_html(report)
+    ranks = html[html.index('id="chart-ranks"'):]
+    ranks = ranks[:ranks.index("</figure>")]
+    assert "20 ranks, sorted" in ranks and ranks.count("<rect") >= 20
+    assert ranks.index("rank 13 (straggler)") < ranks.index("rank 0:")  # the last to arrive stands first
+    assert 'id="chart-rank_groups"' in html and 'id="chart-collectives"' in html
+
+
+def test_progress_names_each_rank_on_stderr(fixtures_dir):
+    result = CliRunner().invoke(cli, _ddp_paths(fixtures_dir, "x_ddp_comm_wait") + ["--progress", "--jobs", "1"])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("[")]
+    assert len(lines) == 2 and lines[0].startswith("[1/2] x_ddp_comm_wait.rank0") and "MB/s" in lines[0]
+
+
+def test_traces_at_an_fsspec_url_are_fetched_where_they_are_measured(fixtures_dir):
+    fsspec = pytest.importorskip("fsspec", reason="URLs need the optional extra diagnoser[dask]")
+    fs = fsspec.filesystem("memory")
+    for p in _ddp_paths(fixtures_dir, "ddp_straggler"):
+        fs.pipe(f"/issue15/{Path(p).name}", Path(p).read_bytes())
+    try:
+        found = expand_inputs(["memory://issue15/"])
+        assert [Path(u).name for u in found] == [f"ddp_straggler.rank{r}.pt.trace.json.gz" for r in (0, 1)]
+        report = diagnose(found)
+        first = report.findings[0]
+        assert (first.rule, first.subject.id) == ("TRAIN005", "1")
+        assert [i["path"] for i in report.inputs] == found
+    finally:
+        fs.rm("/issue15", recursive=True)
