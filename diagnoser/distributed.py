@@ -264,6 +264,7 @@ class MeasuredInputs:
     measured: dict        # path -> MeasuredTimeline (timeline traces)
     failures: list        # ranks.RankFailure, in input order
     notes: list
+    runs: dict = None     # path -> run label within its world size (ranks.run_labels)
 
 
 def _sniff_here(path: str) -> str | None:
@@ -284,7 +285,7 @@ def measure_inputs(paths: list[str], progress: bool = False) -> MeasuredInputs:
     """Sniff every input; measure the timeline traces (and anything that might be one) per rank, as
     `executing()` says."""
     from .pipeline import READERS
-    from .ranks import RankFailure, rank_from_name, ranks_from_names
+    from .ranks import RankFailure, rank_from_name, ranks_from_names, run_labels
 
     kinds = {p: _sniff_here(p) for p in paths}
     per_rank = [p for p in paths if kinds[p] is None or READERS[kinds[p]][2] == "timeline"]
@@ -297,4 +298,4 @@ def measure_inputs(paths: list[str], progress: bool = False) -> MeasuredInputs:
             kinds[o.source] = o.kind
             measured[o.source] = o.measured
     notes = ranks_from_names([measured[p] for p in per_rank if p in measured])
-    return MeasuredInputs(kinds, measured, failures, notes)
+    return MeasuredInputs(kinds, measured, failures, notes, run_labels(measured))

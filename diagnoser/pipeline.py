@@ -122,7 +122,7 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
     paths = expand_inputs(paths)
     pre = measure_inputs(paths, progress)
     singles: list[Group] = []
-    ranked: dict[int | None, Group] = {}
+    ranked: dict[tuple, Group] = {}  # (world size, run label: ranks.run_labels) -> its ranks
     for path in (p for p in paths if p in pre.kinds):
         kind = pre.kinds[path]
         family = READERS[kind][2]
@@ -130,13 +130,13 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
         rank = getattr(model, "rank", None)
         if family == "timeline" and rank is not None and getattr(model, "world_size", None):
             _check_ranks(path, model)
-            g = ranked.setdefault(model.world_size, Group(family, [], [], []))
+            g = ranked.setdefault((model.world_size, pre.runs.get(path, "")), Group(family, [], [], []))
             g.paths.append(str(path))
             g.kinds.append(kind)
             g.models.append(model)
         else:
             singles.append(Group(family, [str(path)], [kind], [model]))
-    for world, g in ranked.items():
+    for (world, _), g in ranked.items():
         present = {m.rank for m in g.models}
         if len(present) < world:
             g.notes.append(f"the traces cover {len(g.models)} of {world} ranks (missing rank(s) "

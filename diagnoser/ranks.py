@@ -132,3 +132,28 @@ def attach_failures(failures: list[RankFailure], notes: list[str], ranked: dict)
         return
     g = ranked[max(sorted(ranked), key=lambda world: len(ranked[world].models))]
     g.notes[:0] = notes + [f.note(len(g.models)) for f in failures]
+
+
+def run_stem(path: str) -> str:
+    """A file name with its rank (or, lacking one, every number) blanked: the ranks of one run share it
+    (`ddp_straggler.rank0.pt.trace.json.gz` and `...rank1...` -> `ddp_straggler.rank*.pt.trace.json.gz`)."""
+    name = os.path.basename(str(path).rstrip("/"))
+    if RANK_IN_NAME.search(name):
+        return RANK_IN_NAME.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + "*", name)
+    return re.sub(r"\d+", "*", name)
+
+
+def run_labels(measured: dict) -> dict:
+    """path -> the run it belongs to, among traces of the same world size: "" when their ranks are all
+    distinct (one run), else the file-name stem (`diagnose traces/` over a folder of several runs)."""
+    by_world: dict = {}
+    for path, m in measured.items():
+        if m.rank is not None and m.world_size:
+            by_world.setdefault(m.world_size, []).append(path)
+    labels = {}
+    for paths in by_world.values():
+        ranks = [measured[p].rank for p in paths]
+        split = len(set(ranks)) < len(ranks)
+        for p in paths:
+            labels[p] = run_stem(p) if split else ""
+    return labels

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from diagnoser.cli import cli
 from diagnoser.distributed import executing
-from diagnoser.pipeline import diagnose
+from diagnoser.pipeline import collect_facts, diagnose
 from diagnoser.ranks import expand_inputs, rank_from_name
 from diagnoser.report.render import render_html, render_json, render_markdown
 
@@ -156,3 +156,16 @@ def test_traces_at_an_fsspec_url_are_fetched_where_they_are_measured(fixtures_di
         assert [i["path"] for i in report.inputs] == found
     finally:
         fs.rm("/issue15", recursive=True)
+
+
+def test_a_folder_of_several_runs_keeps_each_run_apart(fixtures_dir, tmp_path):
+    for run in ("ddp_straggler", "x_ddp_comm_wait"):
+        for p in _ddp_paths(fixtures_dir, run):
+            (tmp_path / Path(p).name).write_bytes(Path(p).read_bytes())
+    inputs, facts = collect_facts([str(tmp_path)])
+    assert len(inputs) == 4
+    worlds = [f for f in facts if f.name == "world_size"]
+    assert [w.value for w in worlds] == [2, 2]  # two 2-rank runs, not one of four traces
+    stragglers = {f.source.split(",")[0].split("/")[-1]: f.value for f in facts if f.name == "straggler_rank"}
+    assert sorted(stragglers) == ["ddp_straggler.rank0.pt.trace.json.gz", "x_ddp_comm_wait.rank0.pt.trace.json.gz"]
+    assert stragglers["ddp_straggler.rank0.pt.trace.json.gz"] == "1"
