@@ -73,6 +73,8 @@ def test_fragmentation_snapshot_has_free_memory_only_in_small_blocks(analysed):
 def test_small_leak_snapshot_names_the_growing_site_and_bytes_per_iteration(analysed):
     f = facts_of(analysed["small_leak"])
     assert f["leak_site"].startswith("scenarios.py:") and f["leak_iterations"] >= 10
+    # kept by the loop that calls the model (`out = model(x)`), allocated by its head
+    assert f["leak_site"].endswith("in o_leak") and f["leak_alloc_site"].endswith("in forward")
     assert f["leak_mib_per_iter"] == pytest.approx(64, rel=0.05)  # bf16 logits 8 x 512 x 8192
     assert f["iteration_growth_mib_per_iter"] > 50 and f["iteration_growth_r2"] > 0.8
 

@@ -163,3 +163,30 @@ def test_synthetic_tensor_alive_at_oom_stays_activation_when_its_stack_kept_tens
     f = _write(tmp_path, trace, 100 * mib)
     assert f["activations_gib"] * 1024 == pytest.approx(400) and f["temporaries_gib"] == 0
     assert f["oom_request_owner"] == "activations" and f["temporary_buffers_share_pct"] == 0
+
+
+def test_synthetic_forward_only_loop_from_two_calling_lines_counts_every_call(tmp_path):
+    """Synthetic: a 'prefill' call from one line, then 4 'decode' calls from another; each call embeds
+    (a freed 1 MiB buffer at the model's first forward line) and keeps a 64 MiB output (its last line);
+    no backward runs: 5 iterations, and the decode line keeps tensors from 3 earlier calls."""
+    mib = 1 << 20
+
+    def frames(model_line, caller):
+        return [{"filename": "??", "line": 0, "name": "at::_ops::addmm::call(at::Tensor const&)"},
+                {"filename": "/app/model.py", "line": model_line, "name": "forward"},
+                {"filename": "/x/site-packages/torch/nn/modules/module.py", "line": 1, "name": "_call_impl"},
+                {"filename": "/app/gen.py", "line": 7, "name": caller}]
+
+    trace, t = [], 0
+    for k, caller in enumerate(["prefill", "decode", "decode", "decode", "decode"]):
+        trace += [{"action": "alloc", "addr": 512 * mib, "size": mib, "stream": 0, "time_us": t,
+                   "frames": frames(10, caller)},
+                  {"action": "free_completed", "addr": 512 * mib, "size": mib, "stream": 0, "time_us": t + 1,
+                   "frames": []},
+                  {"action": "alloc", "addr": k * 64 * mib, "size": 64 * mib, "stream": 0, "time_us": t + 2,
+                   "frames": frames(12, caller)}]
+        t += 3
+    f = _write(tmp_path, trace, 64 * mib)
+    assert f["iterations_seen"] == 5
+    assert f["leak_site"] == "gen.py:7 in decode" and f["leak_iterations"] == 3  # the running call is not a leak
+    assert f["leak_mib_per_iter"] == pytest.approx(64) and f["leak_alloc_site"] == "model.py:12 in forward"

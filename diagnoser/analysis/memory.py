@@ -2,8 +2,10 @@
 
 From a snapshot the allocator trace is replayed: allocated and reserved bytes after every event
 (baselined on the final segments so a truncated history still adds up), the live blocks and free
-gaps at the peak and at the OOM, who owns the live memory (from allocation stacks and lifetimes),
-the top allocation sites, and the memory that survives every iteration (a leak).
+gaps at the peak and at the OOM, who owns the live memory (from allocation stacks and lifetimes, and
+for tensors the OOM caught alive, their stack's history), the short-lived temporaries by site and op
+(with the failing request), the top allocation sites, and the memory made in earlier iterations
+that is still alive (a leak; iterations are optimizer steps, backward passes or model calls).
 Charts: `memory_composition` [{owner, bytes, share_pct}], `memory_timeline` [{t_ms,
 allocated_bytes, reserved_bytes}] (<= 500 points), `top_sites` [{site, bytes, count, owner}].
 The fact catalogue is in memory_catalogue.py; owner, phase and site of a stack in memory_owners.py.
@@ -189,16 +191,19 @@ def _iteration_bounds(snap, device, rep, phases):
 
 
 def _model_call_bounds(snap, rep, phases):
-    """Starts of model calls: runs of allocations made at the first top-level forward line seen (same
-    caller, same line of the outermost module's forward), broken by any other allocation. Layers
-    repeated inside one call share a line of the top-level forward, so they start no new iteration."""
+    """Starts of model calls: for each calling line, runs of allocations made at the first line of the
+    outermost module's forward seen from it, broken by any other allocation (so prefill and decode
+    called from two lines both count). Layers repeated inside one call share a line of the top-level
+    forward, so they start no new iteration."""
     keys = [describe_call(snap.stacks[s])[1] if s >= 0 and ph == "forward" else None
             for s, ph in zip(rep.tr.stack[rep.alloc_idx].tolist(), phases)]
-    first = next((k for k in keys if k is not None), None)
-    if first is None:
-        return np.zeros(0, np.int64)
-    bounds = [i for j, (i, k) in enumerate(zip(rep.alloc_idx.tolist(), keys))
-              if k == first and (j == 0 or keys[j - 1] != first)]
+    first_top, bounds, prev = {}, [], None
+    for i, k in zip(rep.alloc_idx.tolist(), keys):
+        if k is not None:
+            first = first_top.setdefault(k[0], k)
+            if k == first and prev != k:
+                bounds.append(i)
+        prev = k
     return np.array(bounds if len(bounds) >= 2 else [], np.int64)
 
 

@@ -75,7 +75,8 @@ CATALOGUE: list[FactSpec] = [
     _spec("temporary_buffers_share_pct", "%", "temporary_buffers_gib as a share of needed_gib"),
     _spec("temporary_site", "", "allocation site holding the most temporary bytes (the failing request included)",
           type="string"),
-    _spec("temporary_site_op", "", "ATen operators of temporary_site's temporaries, most bytes first (up to 3)", type="string"),
+    _spec("temporary_site_op", "", "ATen operators of temporary_site's temporaries, most bytes first (up to 3)",
+          type="string"),
     _spec("temporary_site_gib", "GiB", "temporary bytes from temporary_site (with the failing request when it is "
           "one)"),
     _spec("temporary_site_count", "count", "temporary tensors from temporary_site at the composition point"),
