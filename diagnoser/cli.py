@@ -28,10 +28,11 @@ def output_format(fmt: str | None, output: str | None, stdout_is_tty: bool) -> s
     return "terminal" if stdout_is_tty else "md"
 
 
-def write_output(text: str, output: str | None) -> None:
-    """Write to stdout, or atomically to a file (temp file + rename: nothing half-written)."""
+def write_output(text: str, output: str | None, ansi: bool = False) -> None:
+    """Write to stdout, or atomically to a file (temp file + rename: nothing half-written).
+    `ansi`: the text is drawn for a terminal; keep its escape codes even when stdout is a pipe."""
     if not output:
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=True if ansi else None)
         return
     target = Path(output)
     if target.is_dir() or str(output).endswith(("/", os.sep)):
@@ -175,7 +176,7 @@ def run_cmd(files, fmt, output, top, min_severity, user_rules, params, set_items
     if top is None and fmt in ("md", "terminal"):
         top = DEFAULT_TOP
     text = render_report(report, fmt, top=top, min_severity=min_severity)
-    write_output(text, output)
+    write_output(text, output, ansi=fmt == "terminal")
     if fail_on and any(f.severity in SEVERITY_GATE[fail_on] for f in report.findings):
         sys.exit(EXIT_GATE)
 
@@ -212,6 +213,7 @@ def rules_show(rule_id, user_rules):
     click.echo(f"{r.id} {r.name}\n  {r.title}\n  file: {r.path}:{r.line}")
     click.echo(f"  tree: {r.tree}  category: {r.category}  severity: {r.severity}  status: {r.status}  scope: {r.scope}")
     click.echo(f"  requires: {', '.join(r.requires) or '-'}")
+    click.echo(f"  needs (requires + every fact `when` reads; absent -> not evaluated): {', '.join(r.needs()) or '-'}")
     click.echo(f"  params: {json.dumps(r.params, sort_keys=True)}")
     click.echo(f"  when (compiled): {json.dumps(compile_rule(r).predicate)}")
     click.echo(f"  message: {r.message}\n  estimated_gain: {r.estimated_gain} of {r.gain_of}")
@@ -322,6 +324,8 @@ def playbook_cmd(rule_id, user_rules, output):
         if not output and sys.stdout.isatty():
             from .report.terminal import render_markdown_text
             text = render_markdown_text(text)
+            write_output(text, output, ansi=True)
+            return
         write_output(text, output)
         return
     from .report.playbook import render_playbook_html
@@ -329,9 +333,9 @@ def playbook_cmd(rule_id, user_rules, output):
 
 
 def main(argv=None):
-    limits.exit_cleanly_on_signals()  # SIGTERM/SIGHUP unwind like SIGINT: temp files are removed
-    limits.apply_memory_limit(limits.default_limit())
     try:
+        limits.exit_cleanly_on_signals()  # SIGTERM/SIGHUP unwind like SIGINT: temp files are removed
+        limits.apply_memory_limit(limits.default_limit())
         cli.main(args=argv, prog_name="diagnose", standalone_mode=False)
     except limits.Terminated as e:
         click.echo("diagnose: terminated", err=True)

@@ -244,11 +244,12 @@ class MeasuredTimeline:
     rank: int | None
     world_size: int | None
     metrics: TimelineMetrics
+    process_groups: list = None  # the run's process groups as the trace lists them (Timeline.process_groups)
 
 
 def measure_timeline(tl: Timeline) -> MeasuredTimeline:
     """The per-rank part of the analysis: one Timeline -> its compact MeasuredTimeline."""
-    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, analyze_timeline(tl))
+    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, analyze_timeline(tl), tl.process_groups)
 
 
 def timeline_analysis(timelines: list[Timeline]) -> AnalysisResult:

@@ -481,4 +481,14 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
         devices=_devices(trace.deviceProperties),
         rank=_as_int(rank) if rank is not None else None,
         world_size=_as_int(world) if world is not None else None,
+        process_groups=_process_groups(dist.get("pg_config")),
     ).validate()
+
+
+def _process_groups(pgs, limit: int = 1024) -> list[dict]:
+    """distributedInfo.pg_config as [{name, desc, size}] (entries of another shape are left out)."""
+    if not isinstance(pgs, list):
+        return []
+    return [{"name": str(pg.get("pg_name", ""))[:200], "desc": str(pg.get("pg_desc", ""))[:200],
+             "size": pg["pg_size"] if isinstance(pg.get("pg_size"), int) else None}
+            for pg in pgs[:limit] if isinstance(pg, dict)]

@@ -71,6 +71,7 @@ class Timeline:
     devices: list[dict] = field(default_factory=list)
     rank: int | None = None
     world_size: int | None = None
+    process_groups: list[dict] = field(default_factory=list)  # [{name, desc, size}] of a distributed run
 
     def validate(self) -> "Timeline":
         """Check every table against the schema (columns, dtypes, enums); raise ValueError if off."""
