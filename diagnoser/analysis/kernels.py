@@ -11,20 +11,13 @@ import math
 import re
 
 from ..facts import AnalysisResult, Fact, FactSpec, Subject
+from .kernel_units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
+                           pipe_facts, tensor_core_switch)
 
 READER = "ncu"
 COLLECT_FULL = "ncu --set full -o report <app>   (these metrics are not in --set basic)"
 COLLECT = "ncu --set full -o report <app>"
 
-# Kernels that come from vendor libraries: the fix is never in their code, only in how they are called.
-LIBRARY_PATTERNS = (
-    ("cuBLAS", r"^nvjet_|cublas|^sm\d+_xmma_|gemv|gemmk|^(ampere|hopper|volta|turing)_.*gemm"),
-    ("cuDNN", r"cudnn|^sm\d+_.*_conv|implicit_convolve"),
-    ("flash-attention", r"flash|fmha|sdpa"),
-    ("CUTLASS", r"cutlass"),
-    ("NCCL", r"^nccl"),
-    ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)"),
-)
 SOL_HIGH_PCT = 60.0  # only for the chart's colouring; rules use their own params
 
 M_DURATION = "gpu__time_duration.sum"
@@ -66,11 +59,15 @@ CATALOGUE: list[FactSpec] = [
     _k("kernel_base_name", "string", "", "function name without namespaces/templates; groups launches"),
     _k("is_library_kernel", "bool", "", "kernel comes from cuBLAS/cuDNN/CUTLASS/flash-attention/NCCL/CUB"),
     _k("library_name", "string", "", "which library the kernel belongs to (only for library kernels)"),
+    _k("kernel_origin", "string", "", "whose code it is, by name: cuBLAS | cuDNN | flash-attention | CUTLASS | NCCL | CUB | Triton | PyTorch | user code (a cuBLAS-built GEMM launched between cuDNN convolution kernels is cuDNN's)"),
+    _k("tensor_core_switch", "string", "", "the call that puts this kernel's FP32 matrix math on tensor cores (depends on kernel_origin)"),
+    _k("kernel_time_rank", "number", "count", "1 for the launch with the most GPU time in the report, 2 for the next, ..."),
     _k("kernel_duration_us", "number", "us", "GPU time of the launch (gpu__time_duration.sum)"),
     _k("kernel_time_share_pct", "number", "%", "launch duration as a share of all profiled GPU time"),
     _k("sm_throughput_pct", "number", "%", "SM Speed of Light: sm__throughput, % of peak"),
     _k("memory_throughput_pct", "number", "%", "memory Speed of Light: gpu__compute_memory_throughput, % of peak"),
     _k("sol_max_pct", "number", "%", "the larger of SM and memory throughput (distance to Speed of Light)"),
+    _k("sol_bound_side", "string", "", "which Speed-of-Light side is higher: sm | memory"),
     _k("dram_throughput_pct", "number", "%", "DRAM throughput, % of peak"),
     _k("l1_throughput_pct", "number", "%", "L1/TEX throughput, % of peak (active)"),
     _k("l2_throughput_pct", "number", "%", "L2 throughput, % of peak"),
@@ -88,6 +85,15 @@ CATALOGUE: list[FactSpec] = [
     _k("tensor_pipe_pct", "number", "%", "tensor pipe active cycles, % of peak (elapsed)"),
     _k("fp32_pipe_pct", "number", "%", "FMA (FP32) pipe active cycles, % of peak (elapsed)"),
     _k("fp64_pipe_pct", "number", "%", "FP64 pipe active cycles, % of peak (elapsed)"),
+    _k("xu_pipe_pct", "number", "%", "XU pipe (MUFU: reciprocal, rsqrt, sin/cos, exp2/log2; FP32 division), % of peak"),
+    _k("lsu_pipe_pct", "number", "%", "LSU pipe (shared/global/local memory instructions, shuffles), % of peak"),
+    _k("adu_pipe_pct", "number", "%", "ADU pipe (block barriers, divergent branches, constant loads), % of peak"),
+    _k("alu_pipe_pct", "number", "%", "ALU pipe (integer, logic, compare, conversion), % of peak"),
+    _k("issue_active_pct", "number", "%", "cycles an instruction was issued, % of peak (the issue-slot limit)"),
+    _k("sm_busiest_pipe", "string", "", "SM pipe with the highest utilization: " + " | ".join(PIPE_WORK)),
+    _k("sm_busiest_pipe_pct", "number", "%", "that pipe's utilization, % of its peak"),
+    _k("sm_busiest_pipe_work", "string", "", "what the busiest pipe executes (plain words for messages)"),
+    _k("sm_second_pipe_pct", "number", "%", "utilization of the next busiest pipe (the limit once the busiest is relieved)"),
     _k("shared_inst_share_pct", "number", "%", "shared-memory instructions as % of executed instructions", COLLECT_FULL),
     _k("shared_bank_conflicts_count", "number", "count", "shared-memory bank conflicts (L1 data pipe)", COLLECT_FULL),
     _k("shared_bank_conflict_pct", "number", "%", "bank conflicts as % of shared-memory wavefronts", COLLECT_FULL),
@@ -95,6 +101,12 @@ CATALOGUE: list[FactSpec] = [
     _k("global_store_sectors_per_request", "number", "count", "32-byte sectors per global store request", COLLECT_FULL),
     _k("global_load_efficiency_pct", "number", "%", "bytes used per fetched sector, % (100 = fully coalesced loads)", COLLECT_FULL),
     _k("global_store_efficiency_pct", "number", "%", "bytes used per written sector, % (100 = fully coalesced stores)", COLLECT_FULL),
+    _k("global_load_requests_count", "number", "count", "global load requests (warp level)", COLLECT_FULL),
+    _k("global_store_requests_count", "number", "count", "global store requests (warp level)", COLLECT_FULL),
+    _k("global_wasted_sector_share_pct", "number", "%", "global sectors (loads + stores) moved beyond the bytes requested, % of all global sectors", COLLECT_FULL),
+    _k("global_load_wasted_share_pct", "number", "%", "wasted load sectors, % of all global sectors", COLLECT_FULL),
+    _k("global_store_wasted_share_pct", "number", "%", "wasted store sectors, % of all global sectors", COLLECT_FULL),
+    _k("global_wasteful_access", "string", "", "which side wastes the sectors: loads | stores | loads and stores | none", COLLECT_FULL),
     _k("active_threads_per_warp_count", "number", "count", "average active threads per executed warp instruction (32 = no divergence)", COLLECT_FULL),
     _k("warp_efficiency_pct", "number", "%", "active threads per warp instruction as % of 32", COLLECT_FULL),
     _k("dominant_stall_reason", "string", "", "warp stall reason with the most cycles per issued instruction", COLLECT_FULL),
@@ -126,11 +138,9 @@ def _ratio(a: float | None, b: float | None, scale: float = 1.0) -> float | None
 
 
 def library_of(name: str) -> str | None:
-    """Library a kernel belongs to, judged by its name; None for user/framework kernels."""
-    for lib, pattern in LIBRARY_PATTERNS:
-        if re.search(pattern, name, re.IGNORECASE):
-            return lib
-    return None
+    """Library a kernel belongs to, judged by its name; None for user/framework/Triton kernels."""
+    origin = kernel_origin(name)
+    return None if origin in NOT_LIBRARIES or origin == "user code" else origin
 
 
 def kernel_group_key(subject: Subject) -> str:
@@ -181,12 +191,20 @@ def _stall(m: dict) -> tuple[str, float] | None:
     return reason, 100.0 * stalls[reason] / total
 
 
-def launch_facts(launch, total_ns: float, sm_count: float | None) -> dict[str, object]:
-    """Every kernel fact derivable from one launch's metrics (absent metrics -> absent facts)."""
+def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(None, None)) -> dict[str, object]:
+    """Every kernel fact derivable from one launch's metrics (absent metrics -> absent facts).
+
+    `neighbours`: the names of the launches just before and after it (library attribution).
+    """
     m = launch.metrics
     f: dict[str, object] = {"kernel_name": launch.name, "kernel_base_name": launch.short_name}
-    lib = library_of(launch.name) or library_of(launch.short_name)
+    origin = kernel_origin(launch.name, launch.short_name)
+    if cudnn_conv_gemm(neighbours[0], launch.name, neighbours[1], origin):
+        origin = "cuDNN"
+    lib = None if origin in NOT_LIBRARIES or origin == "user code" else origin
     f["is_library_kernel"] = lib is not None
+    f["kernel_origin"] = origin
+    f["tensor_core_switch"] = tensor_core_switch(origin)
     if lib:
         f["library_name"] = lib
     dur = _num(m, M_DURATION)
@@ -197,6 +215,7 @@ def launch_facts(launch, total_ns: float, sm_count: float | None) -> dict[str, o
     f["sm_throughput_pct"], f["memory_throughput_pct"] = sm, mem
     if sm is not None and mem is not None:
         f["sol_max_pct"] = max(sm, mem)
+        f["sol_bound_side"] = "sm" if sm >= mem else "memory"
     f["dram_throughput_pct"] = _num(m, M_DRAM)
     f["l1_throughput_pct"] = _num(m, M_L1)
     f["l2_throughput_pct"] = _num(m, M_L2)
@@ -223,6 +242,7 @@ def launch_facts(launch, total_ns: float, sm_count: float | None) -> dict[str, o
     f["tensor_pipe_pct"] = _num(m, M_TENSOR)
     f["fp32_pipe_pct"] = _num(m, M_FMA)
     f["fp64_pipe_pct"] = _num(m, M_FP64)
+    f.update(pipe_facts(m))
     inst = _num(m, M_INST)
     f["shared_inst_share_pct"] = _ratio(_num(m, "smsp__sass_inst_executed_op_shared.sum"), inst, 100.0)
     conflicts = _num(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum")
@@ -231,11 +251,15 @@ def launch_facts(launch, total_ns: float, sm_count: float | None) -> dict[str, o
 
     for op, word in (("ld", "load"), ("st", "store")):
         requests = _num(m, f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
+        used = _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio")
         if requests:
             f[f"global_{word}_sectors_per_request"] = _ratio(glob[0 if op == "ld" else 1], requests)
+        if requests and used != 0:  # 0 with traffic: only LDGSTS/TMA moved bytes, which the SASS counter skips
             f[f"global_{word}_efficiency_pct"] = _ratio(
                 _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio"),
                 _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.max_rate"), 100.0)
+
+    f.update(access_waste_facts(m))
 
     threads = _num(m, M_THREADS_PER_INST)
     if threads is not None and inst:
@@ -290,6 +314,8 @@ def kernel_analysis(reports: list) -> AnalysisResult:
     launches = [(rep, launch) for rep in reports for launch in rep.launches]
     durations = [_num(launch.metrics, M_DURATION) for _, launch in launches]
     total_ns = sum(d for d in durations if d)
+    order = sorted(range(len(launches)), key=lambda i: (-(durations[i] or 0.0), i))
+    time_rank = {id(launches[i][1]): r + 1 for r, i in enumerate(order) if durations[i]}
     for rep in reports:
         source = f"{rep.path} ({READER})"
         sm_count = None
@@ -303,9 +329,13 @@ def kernel_analysis(reports: list) -> AnalysisResult:
         for name, value in run.items():
             if value is not None:
                 result.facts.append(Fact(name, value, UNITS[name], source))
-        for launch in rep.launches:
+        names = [launch.name for launch in rep.launches]
+        for i, launch in enumerate(rep.launches):
             subject = Subject("kernel", str(launch.id), launch.name)
-            facts = launch_facts(launch, total_ns, sm_count)
+            around = (names[i - 1] if i > 0 else None, names[i + 1] if i + 1 < len(names) else None)
+            facts = launch_facts(launch, total_ns, sm_count, around)
+            if id(launch) in time_rank:
+                facts["kernel_time_rank"] = float(time_rank[id(launch)])
             for name, value in facts.items():
                 if isinstance(value, int) and not isinstance(value, bool):
                     value = float(value)
