@@ -18,7 +18,7 @@ import numpy as np
 from ..facts import AnalysisResult, Fact, Subject
 from ..timeline.tables import Timeline
 from .timeline_catalogue import CATALOGUE, SPECS
-from .timeline_gaps import (COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
+from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
@@ -33,7 +33,7 @@ __all__ = ["timeline_analysis", "measured_analysis", "measure_timeline", "CATALO
 
 GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
-IDLE_FACT = {"data": "idle_data_pct", "sync": "idle_sync_pct", "launch": "idle_launch_pct",
+IDLE_FACT = {"data": "idle_data_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
              "communication": "idle_comm_pct", "unexplained": "idle_unexplained_pct"}
 
 
@@ -110,7 +110,7 @@ def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
     queued = queued_mask(dev, gs, ge)
     none = IntervalSet.of([], [])
     under = classify_gaps(gs, ge, replace(act, comm=none), none, queued)
-    held = ~queued & np.isin(under, [LAUNCH, DATA, SYNC])
+    held = ~queued & np.isin(under, [LAUNCH, DATA, SYNC, ALLOC])
     return np.where(held, under, COMM).astype(np.int8)
 
 
@@ -174,7 +174,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
                      "ProfilerActivity.CUDA)")
         return TimelineMetrics(v, [], [], notes, None)
     steps_chart, comm = util
-    act = replace(act, launch=IntervalSet.of([], []))  # only idle gaps need it (large: one per launch)
+    act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
 
     kt = kernel_table(tv, steps)
     cats = category_times(kt)
@@ -342,7 +342,7 @@ def _host_held_pct(m: TimelineMetrics) -> dict:
     c = m.comm
     dur = c.gap_end - c.gap_start
     return {IDLE_CLASSES[k]: 100.0 * float(dur[c.gap_host_cls == k].sum()) / max(c.span_ns, 1)
-            for k in (LAUNCH, DATA, SYNC)}
+            for k in (LAUNCH, DATA, SYNC, ALLOC)}
 
 
 def _critical_breakdown(timed: list[TimelineMetrics], crit: int) -> dict:

@@ -49,11 +49,13 @@ CATALOGUE: list[FactSpec] = [
     _n("gpu_idle_pct", "%", "share of steady step time with no compute or copy on the GPU"),
     _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
     _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
+    _n("idle_alloc_pct", "%", "share of step time the GPU idles while the host allocates or frees device memory "
+       "(cudaMalloc/cudaFree, hipMalloc/hipFree: allocator churn)", HOST),
     _n("idle_launch_pct", "%", "share of step time in short GPU gaps while the host launches work (launch overhead)"),
     _n("idle_comm_pct", "%", "share of step time the GPU only waits in communication (NCCL) or for a collective; "
        "in a multi-rank run only the collectives' transfer (waiting for peers is idle_peer_wait_pct)"),
     _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST),
-    _s("idle_top_class", "the idle class with the most time: data | sync | launch | communication | unexplained | none"),
+    _s("idle_top_class", "the idle class with the most time: data | sync | alloc | launch | communication | unexplained | none"),
     _n("comm_kernel_ms_per_step", "ms", "time per step in NCCL kernels (waiting for peers plus transfer)"),
     _n("comm_transfer_ms_per_step", "ms", "NCCL transfer time per step: for each collective, its shortest NCCL "
        "kernel over the ranks (the time all ranks spend once everyone has arrived), summed; mean over ranks", RANKS),

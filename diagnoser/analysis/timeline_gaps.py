@@ -1,16 +1,20 @@
 """GPU busy time and GPU idle gaps, each gap classified by what the host was doing during it.
 
 A gap is a span inside a steady step where no kernel, copy or memset runs on a device. Its class
-says why the GPU had nothing to do, judged from the host side:
+says why the GPU had nothing to do, judged from the host side, in this order (docs/gap_classes.md):
   communication  an NCCL kernel is the only thing running (waiting for a peer), or the host waits
                  in a collective
+  sync           the host is blocked in a host-device synchronization for most of the gap (stream /
+                 device / event synchronize, a blocking or device-to-host copy)
+  alloc          the host is in device malloc/free for most of the gap (allocator churn)
   data           the host is loading/preprocessing input: NVTX/annotation data ranges, DataLoader,
-                 or CPU operators that launch no GPU work (ops on host tensors)
-  sync           the host is blocked in a host-device synchronization when the GPU runs dry
-                 (cudaStreamSynchronize / cudaDeviceSynchronize, blocking, device-to-host or pageable
-                 copies; `.item()` shows up as its device-to-host copy plus stream sync)
-  launch         short gaps while the host is launching work: the GPU waits for the next launch
+                 CPU operators that launch no GPU work, or a gap that ends with the host-to-device
+                 copy of the next input while the host made (almost) no CUDA calls
+  sync           (again, weaker) the gap began while the host was blocked in a sync: the sync drained
+                 the queue and the host must launch anew (`.item()` in a loop)
+  launch         short gaps, or gaps the host spends launching: the GPU waits for the next launch
   unexplained    long gaps with no recognized host activity (Python work, sleeps, other threads)
+API calls are recognized by kind (timeline/api_kinds.py), the same for CUDA and HIP.
 """
 from __future__ import annotations
 
@@ -25,18 +29,12 @@ from .timeline_names import COMM_KERNEL, name_mask
 from .timeline_steps import PHASE_PATTERNS, Steps
 from .timeline_view import Names, TimelineView, is_sorted
 
-IDLE_CLASSES = ("data", "sync", "launch", "communication", "unexplained")
+IDLE_CLASSES = ("data", "sync", "alloc", "launch", "communication", "unexplained")
 
-SYNC_API = re.compile(r"^(?:cuda|cu)(?:Stream|Device|Event|Ctx)Synchronize|^cudaMemcpy(?:2D|3D)?(?:_v\d+)?$|"
-                      r"^cuMemcpy(?:DtoH|HtoD|DtoD)?(?:_v\d+)?$")
-MEMCPY_API = re.compile(r"^(?:cudaMemcpy|cuMemcpy)")
 # ops that read a value back to the host; they sync only when they copy (the API calls say so),
 # so they are never counted as CPU-side data work
 SYNC_OPS = re.compile(r"^aten::(?:item|_local_scalar_dense|is_nonzero|nonzero)$")
-LAUNCH_API = re.compile(r"^(?:cudaLaunch|cuLaunch|cudaGraphLaunch|cuGraphLaunch|cudaMemsetAsync|cudaMemcpyAsync|"
-                        r"cuMemsetD)")
 COMM_RANGES = re.compile(r"^nccl:|ProcessGroupNCCL|^c10d::|record_param_comms", re.I)
-NCCL_API = re.compile(r"^nccl")
 DATA_RANGE = PHASE_PATTERNS["data"]
 
 LAUNCH_GAP_MAX_NS = 100_000   # a gap this short with the host busy launching is launch overhead
@@ -52,6 +50,9 @@ class HostActivity:
     launch: IntervalSet
     comm: IntervalSet
     pageable_copy: IntervalSet  # host calls that copied from/to pageable memory
+    alloc: IntervalSet          # device malloc/free and pinned host allocation calls
+    cuda: IntervalSet           # every host API call (to tell a host busy without CUDA calls)
+    input_copy: np.ndarray      # sorted GPU start times of host-to-device copies
 
 
 def _top_level_ops(ops: pd.DataFrame) -> pd.DataFrame:
@@ -93,8 +94,8 @@ def host_activity(tv: TimelineView) -> HostActivity:
     blocking_corr = tv.gpu_corr[copies][dtoh | pageable]
     pageable_corr = tv.gpu_corr[copies][pageable]
     hs, he = tv.host_start, tv.host_end
-    is_copy_call = tv.host_names.mask(MEMCPY_API)
-    sync_mask = tv.host_names.mask(SYNC_API) | _calls_with_corr(tv, is_copy_call, blocking_corr)
+    is_copy_call = tv.host_is("copy_async", "copy_sync")
+    sync_mask = tv.host_is("sync", "copy_sync") | _calls_with_corr(tv, is_copy_call, blocking_corr)
     ops = ranges[(ranges["kind"] == "op").to_numpy()]
     sync = IntervalSet.of(hs[sync_mask], he[sync_mask])
 
@@ -106,18 +107,21 @@ def host_activity(tv: TimelineView) -> HostActivity:
     data = IntervalSet.of(np.concatenate((marked_data["start_ns"], cpu_only["start_ns"])),
                           np.concatenate((marked_data["end_ns"], cpu_only["end_ns"])))
 
-    launch_mask = tv.host_names.mask(LAUNCH_API)
+    launch_mask = tv.host_is("launch", "graph_launch", "memset", "copy_async")
     launching_ops = top[calls_inside > 0] if len(top) else top
     launch = IntervalSet.of(np.concatenate((hs[launch_mask], launching_ops["start_ns"].to_numpy(np.int64))),
                             np.concatenate((he[launch_mask], launching_ops["end_ns"].to_numpy(np.int64))))
     del launch_mask
 
     comm_r = ranges[name_mask(ranges["name"], COMM_RANGES)]
-    comm_calls = tv.host_names.mask(NCCL_API)
+    comm_calls = tv.host_is("nccl")
     comm = IntervalSet.of(np.concatenate((comm_r["start_ns"], hs[comm_calls])),
                           np.concatenate((comm_r["end_ns"], he[comm_calls])))
     pc = _calls_with_corr(tv, is_copy_call, pageable_corr)
-    return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]))
+    alloc = tv.host_is("malloc", "free", "host_alloc")
+    htod = copies[Names.of(tl.gpu["copy_kind"].iloc[copies]).equals("HtoD")]
+    return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
+                        IntervalSet.of(hs, he), np.sort(tv.gpu_start[htod]))
 
 
 @dataclass
@@ -169,8 +173,9 @@ class Gaps:
         return {c: int(dur[self.cls == i].sum()) for i, c in enumerate(IDLE_CLASSES)}
 
 
-DATA, SYNC, LAUNCH, COMM, UNEXPLAINED = (IDLE_CLASSES.index(c) for c in
-                                         ("data", "sync", "launch", "communication", "unexplained"))
+DATA, SYNC, ALLOC, LAUNCH, COMM, UNEXPLAINED = (IDLE_CLASSES.index(c) for c in
+                                                ("data", "sync", "alloc", "launch", "communication", "unexplained"))
+INPUT_COPY_WINDOW_NS = 50_000  # the next input's copy starts this close to the gap's end
 
 
 def _share(sets, starts: np.ndarray, ends: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
@@ -184,29 +189,52 @@ def _share(sets, starts: np.ndarray, ends: np.ndarray, dur: np.ndarray) -> np.nd
     return covered / dur
 
 
+def _ends_in_input_copy(ends: np.ndarray, act: HostActivity) -> np.ndarray:
+    """Gaps whose end is a host-to-device copy (the next input arriving)."""
+    c = act.input_copy
+    if c.size == 0:
+        return np.zeros(ends.size, dtype=bool)
+    i = np.searchsorted(c, ends, side="left")
+    ok = i < c.size
+    out = np.zeros(ends.size, dtype=bool)
+    out[ok] = c[i[ok]] - ends[ok] <= INPUT_COPY_WINDOW_NS
+    return out
+
+
 def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_kernels: IntervalSet,
                   queued: np.ndarray | None = None) -> np.ndarray:
-    """Class of each idle gap (see module doc; an index into IDLE_CLASSES), decided in order:
-    communication, data, sync, launch.
+    """Class of each idle gap (see module doc; an index into IDLE_CLASSES). Later assignments take
+    precedence: launch, sync at the gap's start, data, alloc, sync for most of the gap, communication.
 
     `queued` marks gaps whose next work was already launched when the GPU went idle: the host did
     not hold the GPU up there, so whatever the host was doing, the gap is launch latency.
     """
     dur = np.maximum(ends - starts, 1)
     cls = np.full(starts.size, UNEXPLAINED, dtype=np.int8)
-    launch = (ends - starts) <= LAUNCH_GAP_MAX_NS  # short gaps, and long ones the host spends launching
-    long_gaps = np.flatnonzero(~launch)
+    short = (ends - starts) <= LAUNCH_GAP_MAX_NS
+    launch = short.copy()  # short gaps, and long ones the host spends launching
+    long_gaps = np.flatnonzero(~short)
     share = _share([act.launch], starts[long_gaps], ends[long_gaps], dur[long_gaps])
     if share is not None:
         launch[long_gaps] = share >= MAJORITY
     cls[launch] = LAUNCH
     host_held = np.ones(starts.size, dtype=bool) if queued is None else ~queued
-    if len(act.sync):
+    sync_share = _share([act.sync], starts, ends, dur) if len(act.sync) else None
+    if sync_share is not None:  # the queue drained at a sync, then the host had to launch anew
         sync_at_start = act.sync.contains(starts) | act.sync.contains(starts - 1)
-        cls[(sync_at_start | (_share([act.sync], starts, ends, dur) >= MAJORITY)) & host_held] = SYNC
+        cls[sync_at_start & host_held] = SYNC
     data = _share([act.data], starts, ends, dur)
     if data is not None:
         cls[(data >= MAJORITY) & host_held] = DATA
+    # a long gap that ends when the next input is copied in, while the host made (almost) no CUDA
+    # calls: the host was preparing that input (a DataLoader, tokenization, Python preprocessing)
+    cuda = _share([act.cuda], starts, ends, dur)
+    quiet = np.ones(starts.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY
+    cls[~short & quiet & host_held & _ends_in_input_copy(ends, act)] = DATA
+    if len(act.alloc):
+        cls[(_share([act.alloc], starts, ends, dur) >= MAJORITY) & host_held] = ALLOC
+    if sync_share is not None:  # blocked in a sync for most of the gap: nothing else explains it
+        cls[(sync_share >= MAJORITY) & host_held] = SYNC
     comm = _share([comm_kernels, act.comm], starts, ends, dur)
     if comm is not None:
         cls[comm >= MAJORITY] = COMM

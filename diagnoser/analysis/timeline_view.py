@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from ..timeline.api_kinds import API_KINDS, api_kind
 from ..timeline.tables import Timeline
 
 
@@ -156,6 +157,19 @@ class TimelineView:
     @cached_property
     def host_names(self) -> Names:
         return Names.of(self.tl.host["name"])
+
+    @cached_property
+    def host_api(self) -> np.ndarray:
+        """Kind of each host API call as an index into API_KINDS (vendor-neutral; see api_kinds)."""
+        if self.host_start.size == 0:
+            return np.zeros(0, dtype=np.int8)
+        names = self.host_names
+        per = names.per_unique("api_kind", lambda n: API_KINDS.index(api_kind(n)), API_KINDS.index("other"))
+        return per.astype(np.int8)[names.codes]
+
+    def host_is(self, *kinds: str) -> np.ndarray:
+        """Mask of host API calls of any of these kinds."""
+        return np.isin(self.host_api, [API_KINDS.index(k) for k in kinds])
 
     @cached_property
     def gpu_kind(self) -> Names:
