@@ -25,8 +25,9 @@ from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_time
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .timeline_ranks import (CollectiveKernels, RankSummary, critical_rank, straggler_analysis,
                              transfer_per_kernel)
+from .timeline_setup import find_setup, setup_text
 from .timeline_steps import find_steps, phase_ms
-from .timeline_sync import memcpy_stats, sync_stats
+from .timeline_sync import alloc_stats, memcpy_stats, sync_stats
 from .timeline_view import TimelineView
 
 __all__ = ["timeline_analysis", "measured_analysis", "measure_timeline", "CATALOGUE", "analyze_timeline"]
@@ -154,9 +155,13 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
 def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     """All single-timeline metrics (see the catalogue for their meaning)."""
     tv = TimelineView(tl)
-    steps = find_steps(tv)
+    setup = find_setup(tv)
+    steps = find_steps(tv, setup.end_ns)
     notes = list(steps.notes)
-    v: dict = {"step_detection": steps.method}
+    v: dict = {"step_detection": steps.method, "setup_pct": setup.pct, "setup_ms": setup.intervals.total / 1e6,
+               "trace_span_ms": setup.span_ns / 1e6}
+    if setup.top:
+        v["setup_calls"] = setup_text(setup)
     idx = steps.steady
     dur_ms = (steps.end[idx] - steps.start[idx]) / 1e6
     v["step_count"] = int(idx.size)
@@ -196,6 +201,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(ls)
     v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
     v.update(memcpy_stats(tv, steps, act))
+    v.update(alloc_stats(tv, steps))
     v.update(tensor_core_stats(kt))
     att = attention_stats(kt)
     v.update(att)

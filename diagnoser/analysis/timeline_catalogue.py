@@ -49,6 +49,14 @@ CATALOGUE: list[FactSpec] = [
     _n("gpu_idle_pct", "%", "share of steady step time with no compute or copy on the GPU"),
     _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
     _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
+    _n("setup_pct", "%", "share of the trace (first CUDA call or GPU activity to the end) spent in one-time start-up "
+       "work: context creation, lazy module loading, first-call costs, compilation (timeline_setup)"),
+    _n("setup_ms", "ms", "host time in one-time start-up work"),
+    _n("trace_span_ms", "ms", "from the first CUDA call or GPU activity to the last event of the trace"),
+    _s("setup_calls", "the start-up calls that took the most time, with their time and count"),
+    _n("alloc_calls_per_step", "count", "device malloc/free and pinned-host allocation calls per steady step"),
+    _n("alloc_ms_per_step", "ms", "host time per steady step in device malloc/free calls"),
+    _s("alloc_calls", "per step, the allocation calls that took the most time (name, calls, ms)"),
     _n("idle_alloc_pct", "%", "share of step time the GPU idles while the host allocates or frees device memory "
        "(cudaMalloc/cudaFree, hipMalloc/hipFree: allocator churn)", HOST),
     _n("idle_launch_pct", "%", "share of step time in short GPU gaps while the host launches work (launch overhead)"),

@@ -156,8 +156,11 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
                          "start_ns": t[:-1], "end_ns": t[1:]})
 
 
-def find_steps(tv: TimelineView) -> Steps:
-    """Cut a Timeline into steps (see module doc) and place each on the GPU-completion clock."""
+def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
+    """Cut a Timeline into steps (see module doc) and place each on the GPU-completion clock.
+
+    `setup_end_ns`: when one-time start-up work ended (timeline_setup); steps that end before it
+    are warm-up too, and a trace without steps is analysed from there on."""
     tl = tv.tl
     notes: list[str] = []
     found = _marker_steps(tl)
@@ -173,8 +176,15 @@ def find_steps(tv: TimelineView) -> Steps:
             method = "none"
             lo = _first_activity(tl)
             hi = max([int(t["end_ns"].max()) for t in (tl.gpu, tl.host) if len(t)] or [lo])
-            ranges = pd.DataFrame({"name": ["whole trace"], "start_ns": [lo], "end_ns": [hi]})
-            notes.append("no step markers and no repeating pattern: the whole trace is treated as one step")
+            after = tv.gpu_start[tv.gpu_start >= setup_end_ns] if setup_end_ns >= 0 else tv.gpu_start[:0]
+            if after.size:  # the steady part: from the end of start-up work on
+                lo = max(lo, setup_end_ns)
+                ranges = pd.DataFrame({"name": ["after start-up"], "start_ns": [lo], "end_ns": [hi]})
+                notes.append("no step markers and no repeating pattern: the trace after its one-time start-up "
+                             "work is treated as one step")
+            else:
+                ranges = pd.DataFrame({"name": ["whole trace"], "start_ns": [lo], "end_ns": [hi]})
+                notes.append("no step markers and no repeating pattern: the whole trace is treated as one step")
         else:
             notes.append(f"no ProfilerStep or NVTX step ranges: steps inferred from the {method.replace('_', ' ')}")
     hs = ranges["start_ns"].to_numpy(dtype=np.int64)
@@ -200,6 +210,8 @@ def find_steps(tv: TimelineView) -> Steps:
     if hs.size > 1:
         start[1:] = np.maximum(end[:-1], hs[1:])
     warmup = 1 if hs.size > 1 else 0
+    if setup_end_ns >= 0 and hs.size > 1:  # steps that end inside start-up work are warm-up too
+        warmup = int(min(max(warmup, int((he <= setup_end_ns).sum())), hs.size - 1))
     if warmup == 0:
         notes.append("only one step: the warm-up step could not be excluded")
     return Steps(method, labels, hs, he, start, end, warmup, notes)

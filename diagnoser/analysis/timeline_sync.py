@@ -59,3 +59,28 @@ def memcpy_stats(tv: TimelineView, steps: Steps, act: HostActivity) -> dict[str,
     return out
 
 
+
+
+def alloc_stats(tv: TimelineView, steps: Steps) -> dict:
+    """Device malloc/free (and pinned host allocation) calls made inside the steady steps: a caching
+    allocator makes none there; many mean no pool, `empty_cache()` in the loop, or memory pressure."""
+    idx = steps.steady
+    n = max(idx.size, 1)
+    rows = np.flatnonzero(tv.host_is("malloc", "free", "host_alloc"))
+    inside = IntervalSet.of(steps.host_start[idx], steps.host_end[idx]).contains(tv.host_start[rows])
+    rows = rows[inside]
+    dur = tv.host_end[rows] - tv.host_start[rows]
+    out: dict = {"alloc_calls_per_step": rows.size / n, "alloc_ms_per_step": float(dur.sum()) / 1e6 / n}
+    if rows.size:
+        names = tv.tl.host["name"].to_numpy()[rows].astype(str)
+        uniq, inv = np.unique(names, return_inverse=True)
+        ns = np.bincount(inv, weights=dur)
+        calls = np.bincount(inv)
+        order = sorted(range(uniq.size), key=lambda i: (-ns[i], uniq[i]))[:3]
+        out["alloc_calls"] = ", ".join(f"{uniq[i]} {_per_step(calls[i] / n)} calls {ns[i] / 1e6 / n:.1f} ms"
+                                       for i in order)
+    return out
+
+
+def _per_step(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 or x == int(x) else f"{x:.1f}"

@@ -1,0 +1,123 @@
+"""One-time start-up work on a timeline: context creation, lazy module loading, first-use costs.
+
+A profile taken from the very start of a program shows work that happens once: the first CUDA call
+creates the context (often a `cudaFree(0)` or the first `cudaMalloc`, hundreds of ms), the first
+launch of each kernel loads its module (CUDA lazy loading), cuDNN / cuBLAS set up workspaces on
+their first call, torch.compile compiles. None of it recurs in the steady state the user cares
+about, so it is measured apart and never counted as launch overhead or idle time.
+
+A host API call is start-up work when
+  - its kind is setup by nature (driver/context initialisation, module or library loading), or
+  - it takes at least SETUP_CALL_MIN_NS while the GPU does (almost) nothing, and at least
+    SETUP_OUTLIER_RATIO times the median of the calls of the same name (a first call that paid
+    a one-time cost; the same call in the steady state is fast). A call made once or twice has no
+    steady state of its own: its long call is start-up work. A name (other than a kernel launch)
+    with more than SETUP_MAX_REPEATS such calls keeps paying: that is steady-state behaviour (an
+    allocator that frees on every step), not start-up. Long launches are lazy loading or JIT of
+    each kernel's first launch: no limit.
+Compilation ranges (torch.compile / Inductor / Triton autotuning) count as start-up work too.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..timeline.api_kinds import API_KINDS
+from .timeline_intervals import IntervalSet
+from .timeline_names import name_mask
+from .timeline_view import TimelineView
+
+SETUP_CALL_MIN_NS = 1_000_000   # a one-time call costs at least 1 ms
+SETUP_OUTLIER_RATIO = 20        # ... and this many times its name's median call
+SETUP_GPU_BUSY_MAX = 0.1        # ... while the GPU is busy at most this share of it
+SETUP_MAX_REPEATS = 5           # more long calls of one name than this recur: not start-up
+COMPILE_RANGE = re.compile(r"_compile\.compile_inner|compile_fx|call_user_compiler|"
+                           r"torch/_inductor/(?:codecache|autotune|select_algorithm)|"
+                           r"^(?:TorchDynamo|Inductor|AOTAutograd) compil|autotune", re.I)
+
+
+@dataclass
+class Setup:
+    """Start-up work of one timeline (ns on the trace clock)."""
+
+    intervals: IntervalSet     # host time inside start-up calls and compilation
+    end_ns: int                # when the last of it ended (-1: none)
+    span_ns: int               # from the first CUDA call or GPU activity to the last event
+    top: list[tuple[str, int, int]]  # (what, calls, ns), biggest first
+
+    @property
+    def pct(self) -> float:
+        return 100.0 * self.intervals.total / max(self.span_ns, 1)
+
+
+def _median_by_name(codes: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n + 1, dtype=np.float64)
+    order = np.argsort(codes, kind="stable")
+    sc, sd = codes[order], dur[order]
+    bounds = np.searchsorted(sc, np.arange(n + 1))
+    for c in range(n):
+        lo, hi = bounds[c], bounds[c + 1]
+        if hi > lo:
+            out[c] = float(np.median(sd[lo:hi]))
+    return out
+
+
+def find_setup(tv: TimelineView) -> Setup:
+    tl = tv.tl
+    hs, he = tv.host_start, tv.host_end
+    firsts = [a.min() for a in (hs, tv.gpu_start) if a.size]
+    lasts = [a.max() for a in (he, tv.gpu_end) if a.size]
+    r = tl.ranges
+    if r.size:
+        lasts.append(int(r["end_ns"].max()))
+    span = int(max(lasts) - min(firsts)) if firsts and lasts else 0
+    if hs.size == 0:
+        return Setup(IntervalSet.of([], []), -1, span, [])
+    dur = he - hs
+    names = tv.host_names
+    codes = np.where(names.codes >= 0, names.codes, len(names.uniques))
+    counts = np.bincount(codes, minlength=len(names.uniques) + 1)
+    long = dur >= SETUP_CALL_MIN_NS
+    by_nature = tv.host_api == API_KINDS.index("setup")
+    cand = np.flatnonzero(long & ~by_nature)
+    one_time = by_nature.copy()
+    if cand.size:
+        median = _median_by_name(codes, dur, len(names.uniques))
+        c = codes[cand]
+        outlier = (counts[c] <= 2) | (dur[cand] >= SETUP_OUTLIER_RATIO * median[c])
+        gpu = IntervalSet.of(tv.gpu_start, tv.gpu_end)
+        busy = gpu.overlap(hs[cand], he[cand]) / np.maximum(dur[cand], 1)
+        hit = cand[outlier & (busy <= SETUP_GPU_BUSY_MAX)]
+        repeats = np.bincount(codes[hit], minlength=len(names.uniques) + 1)
+        launch = np.isin(tv.host_api[hit], [API_KINDS.index("launch"), API_KINDS.index("graph_launch")])
+        one_time[hit[launch | (repeats[codes[hit]] <= SETUP_MAX_REPEATS)]] = True
+    rows = np.flatnonzero(one_time)
+    comp = r[name_mask(r["name"], COMPILE_RANGE) & r["kind"].isin(["python", "annotation", "nvtx"]).to_numpy()] \
+        if len(r) else r
+    starts = np.concatenate((hs[rows], comp["start_ns"].to_numpy(np.int64)))
+    ends = np.concatenate((he[rows], comp["end_ns"].to_numpy(np.int64)))
+    intervals = IntervalSet.of(starts, ends)
+    top = _top_items(tv, rows, dur, comp)
+    return Setup(intervals, int(ends.max()) if ends.size else -1, span, top)
+
+
+def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.DataFrame) -> list[tuple[str, int, int]]:
+    """What the start-up time went to, by API name (plus compilation), biggest first."""
+    items: dict[str, list[int]] = {}
+    names = tv.tl.host["name"].to_numpy()
+    for i in rows.tolist():
+        it = items.setdefault(str(names[i]), [0, 0])
+        it[0] += 1
+        it[1] += int(dur[i])
+    if len(comp):
+        items["compilation (torch.compile / Inductor)"] = [len(comp), IntervalSet.of(comp["start_ns"], comp["end_ns"]).total]
+    return sorted(((k, v[0], v[1]) for k, v in items.items()), key=lambda t: (-t[2], t[0]))
+
+
+def setup_text(setup: Setup, limit: int = 3) -> str:
+    """`cudaFree 6009 ms (1 call), cudaLaunchKernel 3056 ms (1 call), ...` for messages."""
+    parts = [f"{what} {ns / 1e6:.0f} ms ({n} call{'s' if n != 1 else ''})" for what, n, ns in setup.top[:limit]]
+    return ", ".join(parts)
