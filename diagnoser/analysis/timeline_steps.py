@@ -159,8 +159,8 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
 def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
     """Cut a Timeline into steps (see module doc) and place each on the GPU-completion clock.
 
-    `setup_end_ns`: when one-time start-up work ended (timeline_setup); steps that end before it
-    are warm-up too, and a trace without steps is analysed from there on."""
+    `setup_end_ns`: when one-time start-up work ended (timeline_setup): a trace without steps is
+    analysed from there on (steps found otherwise drop their first step as warm-up, as always)."""
     tl = tv.tl
     notes: list[str] = []
     found = _marker_steps(tl)
@@ -210,8 +210,6 @@ def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
     if hs.size > 1:
         start[1:] = np.maximum(end[:-1], hs[1:])
     warmup = 1 if hs.size > 1 else 0
-    if setup_end_ns >= 0 and hs.size > 1:  # steps that end inside start-up work are warm-up too
-        warmup = int(min(max(warmup, int((he <= setup_end_ns).sum())), hs.size - 1))
     if warmup == 0:
         notes.append("only one step: the warm-up step could not be excluded")
     return Steps(method, labels, hs, he, start, end, warmup, notes)
