@@ -27,7 +27,7 @@ from .timeline_ranks import (CollectiveKernels, RankSummary, critical_rank, stra
                              transfer_per_kernel)
 from .timeline_setup import find_setup, setup_text
 from .timeline_steps import find_steps, phase_ms
-from .timeline_sync import alloc_stats, memcpy_stats, sync_stats
+from .timeline_sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
 from .timeline_view import TimelineView
 
 __all__ = ["timeline_analysis", "measured_analysis", "measure_timeline", "CATALOGUE", "analyze_timeline"]
@@ -202,6 +202,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
     v.update(memcpy_stats(tv, steps, act))
     v.update(alloc_stats(tv, steps))
+    v.update(sync_calls(tv, steps, act))
     v.update(tensor_core_stats(kt))
     att = attention_stats(kt)
     v.update(att)

@@ -56,6 +56,7 @@ CATALOGUE: list[FactSpec] = [
     _s("setup_calls", "the start-up calls that took the most time, with their time and count"),
     _n("alloc_calls_per_step", "count", "device malloc/free and pinned-host allocation calls per steady step"),
     _n("alloc_ms_per_step", "ms", "host time per steady step in device malloc/free calls"),
+    _s("sync_calls", "per step, the synchronizing calls that blocked the host longest (name, calls, ms)"),
     _s("alloc_calls", "per step, the allocation calls that took the most time (name, calls, ms)"),
     _n("idle_alloc_pct", "%", "share of step time the GPU idles while the host allocates or frees device memory "
        "(cudaMalloc/cudaFree, hipMalloc/hipFree: allocator churn)", HOST),

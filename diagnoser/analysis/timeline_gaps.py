@@ -53,6 +53,7 @@ class HostActivity:
     alloc: IntervalSet          # device malloc/free and pinned host allocation calls
     cuda: IntervalSet           # every host API call (to tell a host busy without CUDA calls)
     input_copy: np.ndarray      # sorted GPU start times of host-to-device copies
+    sync_rows: np.ndarray       # host rows of the synchronizing calls (for naming them)
 
 
 def _top_level_ops(ops: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +122,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     alloc = tv.host_is("malloc", "free", "host_alloc")
     htod = copies[Names.of(tl.gpu["copy_kind"].iloc[copies]).equals("HtoD")]
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
-                        IntervalSet.of(hs, he), np.sort(tv.gpu_start[htod]))
+                        IntervalSet.of(hs, he), np.sort(tv.gpu_start[htod]), np.flatnonzero(sync_mask))
 
 
 @dataclass

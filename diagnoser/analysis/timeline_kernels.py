@@ -22,23 +22,30 @@ KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwi
 # First match wins; order matters (an attention kernel contains "gemm"-like tile names).
 CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
     ("communication", COMM_KERNEL),
-    ("attention", re.compile(r"flash|fmha|sdpa|attention|_mha_|mha_fwd|mha_bwd|compute_dot_do_o|convert_dq", re.I)),
+    ("attention", re.compile(r"flash|fmha|sdpa|attention|_mha_|mha_fwd|mha_bwd|compute_dot_do_o|convert_dq|"
+                             r"attn_fwd|attn_bwd|_attn_|paged_attn|xformers|cutlassF|cutlassB", re.I)),
     ("optimizer", re.compile(r"multi_tensor_apply|fused_?adamw?|FusedOptimizer|adam_kernel|sgd_kernel", re.I)),
+    # NVIDIA (cuBLAS, cuBLASLt nvjet, CUTLASS, cuDNN) and AMD (Tensile / hipBLASLt `Cijk_*`, rocBLAS,
+    # composable kernel, MIOpen, skinny `wvSplitK`) GEMMs and convolutions; Triton's mm templates
     ("gemm", re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitKreduce|wgrad|dgrad|fprop|"
-                        r"conv(?!ert)|cudnn::cnn|wmma|hmma|tensorop", re.I)),
+                        r"conv(?!ert)|cudnn::cnn|wmma|hmma|tensorop|^Cijk_|hipblaslt|rocblas|Tensile|"
+                        r"wvSplitK|miopen|igemm|triton_tem_fused_\w*mm", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
     ("normalization", re.compile(r"layer_?norm|batch_?norm|group_?norm|rms_?norm|instance_?norm|GammaBeta", re.I)),
-    ("reduction", re.compile(r"reduce|argmax|argmin|scan|radix|sort|unique|cub::|nll_loss|segment|scatter", re.I)),
+    ("reduction", re.compile(r"reduce|argmax|argmin|scan|radix|sort|unique|cub::|nll_loss|segment|scatter|"
+                             r"rocprim|hipcub|triton_red_|triton_per_", re.I)),
     ("copy", re.compile(r"copy|cat_?array|CatArray|gather|index|transpose|permute|nchwToNhwc|nhwcToNchw|"
                         r"AddPadding|Memcpy|Memset|fill", re.I)),
     ("elementwise", re.compile(r"elementwise|Functor|gelu|relu|silu|dropout|tanh|sigmoid|triu|tril|where|"
-                               r"pointwise|distribution|lerp|addc|sqrt|scal_kernel|max_pool|avg_pool|pool", re.I)),
+                               r"pointwise|distribution|lerp|addc|sqrt|scal_kernel|max_pool|avg_pool|pool|"
+                               r"triton_poi_", re.I)),
 ]
 
 # GEMM kernels that run on the FP32 FMA pipe (no tensor cores) vs tensor-core GEMMs.
 NO_TENSOR_CORE = re.compile(r"sgemm|simt|_f32f32_f32f32_f32|ffma|gemv2?T?_kernel_val<[^>]*float|dgemm", re.I)
 TENSOR_CORE = re.compile(r"nvjet|hmma|wgmma|wmma|tensorop|s16816|s161616|bf16|f16|fp16|half|tf32|imma|i8816|"
-                         r"_hsh_|_tst_|_hss_|e4m3|e5m2", re.I)
+                         r"_hsh_|_tst_|_hss_|e4m3|e5m2|"
+                         r"_MI\d+x\d+x\d+|_(?:BBS|HHS|BSS|HSS|BBH|F8)_|mfma|xdl", re.I)  # AMD matrix cores (MFMA)
 
 # A softmax between two GEMMs is hand-written attention; log-softmax is the loss, not attention.
 LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|Backward|backward", re.I)
@@ -46,6 +53,7 @@ ATTENTION_WINDOW_KERNELS = 8  # how far (in kernels on the stream) a GEMM may si
 
 BACKWARD_KERNEL = re.compile(r"backward|bprop|dgrad|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
 FUSED_OPTIMIZER = re.compile(r"Fused|fused", re.I)
+OPTIMIZER_KERNEL = re.compile(r"adamw?(?![a-z])|sgd|lamb(?!da)|(?<![a-z])lion|adagrad|rmsprop|momentum|FusedOptimizer", re.I)
 MULTI_TENSOR = re.compile(r"multi_tensor_apply", re.I)
 TRAINING_RANGE = re.compile(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^autograd::engine", re.I)
 
@@ -275,10 +283,14 @@ def optimizer_stats(tl: Timeline, kt: KernelTable, steps: Steps) -> dict:
 
 
 def is_training(tl: Timeline, kt: KernelTable) -> bool:
-    """Training if the trace shows backward or optimizer work (ranges, annotations or kernels)."""
+    """Training if the trace shows backward or optimizer work (ranges, annotations or kernels); a
+    trace without either is inference (an inference server's decode loop is not training)."""
     if name_mask(tl.ranges["name"], TRAINING_RANGE).any():
         return True
     k = kt.is_kernel
     if not k.any():
         return False
-    return bool((kt.names.mask(BACKWARD_KERNEL) & k).any() or (kt.category[k] == OPTIMIZER).any())
+    # a multi_tensor_apply kernel alone is no optimizer (foreach copies and fills use it too): the
+    # optimizer shows as a kernel named after one, or as kernels launched inside an optimizer range
+    optimizer = kt.names.mask(OPTIMIZER_KERNEL) | kt.in_optimizer
+    return bool(((kt.names.mask(BACKWARD_KERNEL) | optimizer) & k).any())

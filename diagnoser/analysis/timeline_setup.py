@@ -8,7 +8,8 @@ about, so it is measured apart and never counted as launch overhead or idle time
 
 A host API call is start-up work when
   - its kind is setup by nature (driver/context initialisation, module or library loading), or
-  - it takes at least SETUP_CALL_MIN_NS while the GPU does (almost) nothing, and at least
+  - it is not a call that waits for the device (a sync, a copy, a collective), it takes at least
+    SETUP_CALL_MIN_NS while the GPU does (almost) nothing, and at least
     SETUP_OUTLIER_RATIO times the median of the calls of the same name (a first call that paid
     a one-time cost; the same call in the steady state is fast). A call made once or twice has no
     steady state of its own: its long call is start-up work. A name (other than a kernel launch)
@@ -82,7 +83,10 @@ def find_setup(tv: TimelineView) -> Setup:
     counts = np.bincount(codes, minlength=len(names.uniques) + 1)
     long = dur >= SETUP_CALL_MIN_NS
     by_nature = tv.host_api == API_KINDS.index("setup")
-    cand = np.flatnonzero(long & ~by_nature)
+    # calls that wait for the device by nature (syncs, copies, collectives) are never start-up work:
+    # a long one waits for work, however idle the trace shows the GPU
+    waits = tv.host_is("sync", "copy_sync", "copy_async", "memset", "nccl")
+    cand = np.flatnonzero(long & ~by_nature & ~waits)
     one_time = by_nature.copy()
     if cand.size:
         median = _median_by_name(codes, dur, len(names.uniques))

@@ -61,6 +61,28 @@ def memcpy_stats(tv: TimelineView, steps: Steps, act: HostActivity) -> dict[str,
 
 
 
+def sync_calls(tv: TimelineView, steps: Steps, act: HostActivity) -> dict:
+    """The synchronizing calls made inside the steady steps that blocked the host longest, by name."""
+    text = _calls_text(tv, steps, act.sync_rows)
+    return {"sync_calls": text} if text else {}
+
+
+def _calls_text(tv: TimelineView, steps: Steps, rows: np.ndarray) -> str:
+    """`name N calls T ms, ...` per steady step for the host rows given, the costliest three."""
+    idx = steps.steady
+    n = max(idx.size, 1)
+    rows = rows[IntervalSet.of(steps.host_start[idx], steps.host_end[idx]).contains(tv.host_start[rows])]
+    if rows.size == 0:
+        return ""
+    dur = tv.host_end[rows] - tv.host_start[rows]
+    names = tv.tl.host["name"].to_numpy()[rows].astype(str)
+    uniq, inv = np.unique(names, return_inverse=True)
+    ns = np.bincount(inv, weights=dur)
+    calls = np.bincount(inv)
+    order = sorted(range(uniq.size), key=lambda i: (-ns[i], uniq[i]))[:3]
+    return ", ".join(f"{uniq[i]} {_per_step(calls[i] / n)} calls {ns[i] / 1e6 / n:.1f} ms" for i in order)
+
+
 def alloc_stats(tv: TimelineView, steps: Steps) -> dict:
     """Device malloc/free (and pinned host allocation) calls made inside the steady steps: a caching
     allocator makes none there; many mean no pool, `empty_cache()` in the loop, or memory pressure."""
@@ -71,14 +93,9 @@ def alloc_stats(tv: TimelineView, steps: Steps) -> dict:
     rows = rows[inside]
     dur = tv.host_end[rows] - tv.host_start[rows]
     out: dict = {"alloc_calls_per_step": rows.size / n, "alloc_ms_per_step": float(dur.sum()) / 1e6 / n}
-    if rows.size:
-        names = tv.tl.host["name"].to_numpy()[rows].astype(str)
-        uniq, inv = np.unique(names, return_inverse=True)
-        ns = np.bincount(inv, weights=dur)
-        calls = np.bincount(inv)
-        order = sorted(range(uniq.size), key=lambda i: (-ns[i], uniq[i]))[:3]
-        out["alloc_calls"] = ", ".join(f"{uniq[i]} {_per_step(calls[i] / n)} calls {ns[i] / 1e6 / n:.1f} ms"
-                                       for i in order)
+    text = _calls_text(tv, steps, rows)
+    if text:
+        out["alloc_calls"] = text
     return out
 
 
