@@ -209,6 +209,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(memory_bound_stats(kt))
     v.update(optimizer_stats(tl, kt, steps))
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
+    v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices)
     if v["workload_kind"] == "inference":  # measured: no optimizer work at all
         v.setdefault("optimizer_kernels_per_step", 0.0)
         v.setdefault("optimizer_step_pct", 0.0)
@@ -217,6 +218,19 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
     return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm)
+
+
+def tensor_core_dtypes(devices: list[dict]) -> str:
+    """What the GPU's tensor cores take, from its compute capability (the trace's device
+    properties): Ampere and later (8.0+) TF32, bf16 and fp16; Volta / Turing (7.x) fp16 only."""
+    ccs = [d.get("cc", "") for d in devices if d.get("cc")]
+    if not ccs:
+        return "unknown"
+    try:
+        major = min(int(str(cc).split(".")[0]) for cc in ccs)
+    except ValueError:
+        return "unknown"
+    return "tf32,bf16,fp16" if major >= 8 else "fp16" if major == 7 else "none"
 
 
 def _fact(name: str, value, source: str, subject: Subject | None = None) -> Fact | None:

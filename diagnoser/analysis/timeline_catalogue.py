@@ -56,6 +56,8 @@ CATALOGUE: list[FactSpec] = [
     _s("setup_calls", "the start-up calls that took the most time, with their time and count"),
     _n("alloc_calls_per_step", "count", "device malloc/free and pinned-host allocation calls per steady step"),
     _n("alloc_ms_per_step", "ms", "host time per steady step in device malloc/free calls"),
+    _s("tensor_core_dtypes", "what the GPU's tensor cores take, from its compute capability: tf32,bf16,fp16 "
+       "(8.0+) | fp16 (Volta/Turing 7.x) | none | unknown (the trace has no device properties)"),
     _s("sync_calls", "per step, the synchronizing calls that blocked the host longest (name, calls, ms)"),
     _s("alloc_calls", "per step, the allocation calls that took the most time (name, calls, ms)"),
     _n("idle_alloc_pct", "%", "share of step time the GPU idles while the host allocates or frees device memory "

@@ -235,7 +235,7 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     if len(act.alloc):
         cls[(_share([act.alloc], starts, ends, dur) >= MAJORITY) & host_held] = ALLOC
     if sync_share is not None:  # blocked in a sync for most of the gap: nothing else explains it
-        cls[(sync_share >= MAJORITY) & host_held] = SYNC
+        cls[sync_share >= MAJORITY] = SYNC  # (even with work queued: it waits on what the sync waits for)
     comm = _share([comm_kernels, act.comm], starts, ends, dur)
     if comm is not None:
         cls[comm >= MAJORITY] = COMM

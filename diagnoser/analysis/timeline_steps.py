@@ -5,6 +5,8 @@ Steps come from the best marker available, in this order:
   2. NVTX ranges named like a step (`step_3`, `iter 3`, `train_step#3`),
   3. the repeating optimizer step (`Optimizer.step#...` annotation or an NVTX `optimizer` range):
      one step ends where each optimizer step ends,
+  3b. graph replays (cudaGraphLaunch / hipGraphLaunch) when they launch most of the GPU time: one
+     step per replay,
   4. a repeating kernel: the kernel launched at the steadiest, longest period (once per step),
      so a trace with no markers at all is still cut into steps.
 A marker gives a host-time range; the step's window on the GPU ends when both the host range and
@@ -24,7 +26,10 @@ from .timeline_names import COMM_KERNEL, name_mask, optimizer_ranges
 from .timeline_view import TimelineView
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-NVTX_STEP = re.compile(r"^(?:train[_ ]?|training[_ ]?|eval[_ ]?|infer(?:ence)?[_ ]?)?(?:step|iter|iteration)[ _#:.-]?(\d+)$", re.I)
+# `step_3`, `iter 3`, `train_step#3`, a span of iterations (`Step 30 to 40`), or a serving engine's
+# bracketed step (`step[DECODE bs=32]`); NVTX ranges or torch user annotations (record_function)
+NVTX_STEP = re.compile(r"^(?:train[_ ]?|training[_ ]?|eval[_ ]?|infer(?:ence)?[_ ]?|decode[_ ]?|prefill[_ ]?)?"
+                       r"(?:step|iter|iteration)s?(?:[ _#:.-]?(\d+)(?:\s*(?:to|-|\.\.)\s*\d+)?|\[[^\]]*\]|\([^)]*\))$", re.I)
 
 # Phases a step is cut into when the code annotates them (NVTX names, torch annotations, ops).
 PHASE_PATTERNS = {
@@ -43,7 +48,7 @@ MAX_PATTERN_PERIOD_CV = 0.2   # ... at a period this steady (std / mean of the l
 class Steps:
     """Steps of one Timeline. Arrays are per step, all steps (warm-up included)."""
 
-    method: str                 # profiler_step | nvtx | optimizer | kernel_pattern | none
+    method: str                 # profiler_step | nvtx | optimizer | graph_launch | kernel_pattern | none
     labels: list[str]           # the step numbers/names as recorded
     host_start: np.ndarray      # host-side range of each step (ns)
     host_end: np.ndarray
@@ -92,7 +97,7 @@ def _marker_steps(tl: Timeline) -> tuple[str, pd.DataFrame] | None:
     prof = r[(r["kind"] == "annotation").to_numpy() & name_mask(r["name"], PROFILER_STEP)]
     if len(prof) >= 1:
         return "profiler_step", _non_nested(prof)
-    nvtx = r[(r["kind"] == "nvtx").to_numpy() & name_mask(r["name"], NVTX_STEP)]
+    nvtx = r[r["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(r["name"], NVTX_STEP)]
     if len(nvtx) >= 1:
         return "nvtx", _non_nested(nvtx)
     return None
@@ -112,6 +117,38 @@ def _optimizer_steps(tl: Timeline) -> pd.DataFrame | None:
 def _first_activity(tl: Timeline) -> int:
     cands = [int(t["start_ns"].min()) for t in (tl.gpu, tl.host) if len(t)]
     return min(cands) if cands else 0
+
+
+GRAPH_KERNEL_SHARE = 0.5  # graph replays define steps when they launch at least this share of GPU time
+
+
+def _graph_launch_steps(tv: TimelineView) -> pd.DataFrame | None:
+    """One step per graph replay (cudaGraphLaunch / hipGraphLaunch), when replays launch most GPU
+    time: a replayed graph is one iteration, and its kernels share one launch call, so their launch
+    times cannot cut steps."""
+    graph_rows = np.flatnonzero(tv.host_is("graph_launch"))
+    if graph_rows.size == 0:
+        return None
+    row = tv.launch_row
+    dur = tv.gpu_end - tv.gpu_start
+    from_graph = np.isin(row, graph_rows)
+    if dur[from_graph].sum() < GRAPH_KERNEL_SHARE * max(int(dur.sum()), 1):
+        return None
+    # on the GPU clock: a replay starts with its first kernel and lasts until the next replay's
+    # first kernel (the last one until its last kernel ends); replays with no kernel are skipped
+    rows = np.flatnonzero(from_graph)
+    g = row[rows]
+    order = np.argsort(g, kind="stable")
+    g, rows = g[order], rows[order]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    starts = np.minimum.reduceat(tv.gpu_start[rows], first)
+    last_end = np.maximum.reduceat(tv.gpu_end[rows], first)
+    order = np.argsort(starts, kind="stable")
+    starts, last_end = starts[order], last_end[order]
+    ends = np.concatenate((np.maximum(starts[1:], last_end[:-1]) if starts.size > 1 else [], last_end[-1:]))
+    ends = np.maximum(ends.astype(np.int64), starts)
+    return pd.DataFrame({"name": [f"graph replay {i}" for i in range(starts.size)],
+                         "start_ns": starts, "end_ns": ends})
 
 
 def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
@@ -169,6 +206,9 @@ def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
     else:
         ranges = _optimizer_steps(tl)
         method = "optimizer"
+        if ranges is None:
+            ranges = _graph_launch_steps(tv)
+            method = "graph_launch"
         if ranges is None:
             ranges = _kernel_pattern_steps(tv)
             method = "kernel_pattern"
