@@ -8,7 +8,8 @@ for tensors the OOM caught alive, their stack's history), the short-lived tempor
 that is still alive (a leak; iterations are optimizer steps, backward passes or model calls).
 Charts: `memory_composition` [{owner, bytes, share_pct}], `memory_timeline` [{t_ms,
 allocated_bytes, reserved_bytes}] (<= 500 points), `top_sites` [{site, bytes, count, owner}].
-The fact catalogue is in memory_catalogue.py; owner, phase and site of a stack in memory_owners.py.
+The fact catalogue is in memory_catalogue.py; owner, phase and site of a stack in memory_owners.py;
+the trace replay in memory_replay.py; owners by lifetime and iteration starts in memory_lifetimes.py.
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
 from .memory_catalogue import CATALOGUE, COLLECT_SNAPSHOT
+from .memory_lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
 from .memory_owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
+from .memory_replay import SMALL_SEGMENT, AllocatorReplay
 
 __all__ = ["memory_analysis", "analyze_snapshot", "analyze_stats", "CATALOGUE", "OWNERS", "phase_of_stack",
            "site_of_stack"]
@@ -28,183 +31,6 @@ __all__ = ["memory_analysis", "analyze_snapshot", "analyze_stats", "CATALOGUE", 
 GIB, MIB = float(1 << 30), float(1 << 20)
 TIMELINE_POINTS = 500
 TOP_SITES = 10
-SMALL_SEGMENT = 2 << 20  # the allocator's small pool uses 2 MiB segments; requests <= 1 MiB go there
-
-
-# ------------------------------------------------------------------------------------ replay
-class _Replay:
-    """Allocator state over one device's trace (index i = state after event i)."""
-
-    def __init__(self, snap, device):
-        tr = snap.traces[device]
-        self.tr, self.n = tr, len(tr)
-        act, size = tr.action, tr.size
-        free_code = 2 if (act == 2).any() else 1  # free_completed returns the block; older traces lack it
-        is_alloc, is_free = act == 0, act == free_code
-        addrs, sizes = tr.addr.tolist(), size.tolist()
-        self.alloc_idx = np.flatnonzero(is_alloc)
-        self.free_at = np.full(self.n, np.iinfo(np.int64).max, np.int64)  # per alloc event index
-        live, orphans = {}, []
-        for i in np.flatnonzero(is_alloc | is_free).tolist():
-            if act[i] == 0:
-                live[addrs[i]] = i
-            else:
-                j = live.pop(addrs[i], None)
-                if j is None:
-                    orphans.append((i, addrs[i], sizes[i]))  # allocated before the trace window
-                else:
-                    self.free_at[j] = i
-        self.orphans = orphans
-        segs = [s for s in snap.segments if s.device == device]
-        active = [(b.address, b.size, b.stack) for s in segs for b in s.blocks if b.state.startswith("active")]
-        self.preexisting = [b for b in active if b[0] not in live]  # alive for the whole window
-        delta = np.where(is_alloc, size, 0) - np.where(is_free, size, 0)
-        base = sum(o[2] for o in orphans) + sum(b[1] for b in self.preexisting)
-        self.allocated = base + np.cumsum(delta)
-        seg_sign = np.select([(act == 3) | (act == 5), (act == 4) | (act == 6)], [1, -1], 0)
-        seg_delta = seg_sign * size
-        end_reserved = sum(s.total_size for s in segs)
-        self.reserved = end_reserved - int(seg_delta.sum()) + np.cumsum(seg_delta)
-        self.final_segments = {s.address: s.total_size for s in segs}
-        self.seg_sign = seg_sign
-
-    def live_at(self, k):
-        """(alloc event indexes alive after event k, [(addr, size, stack)] of blocks older than the trace)."""
-        a = self.alloc_idx[self.alloc_idx <= k]
-        a = a[self.free_at[a] > k]
-        older = [(addr, sz, -1) for i, addr, sz in self.orphans if i > k] + self.preexisting
-        return a, older
-
-    def segments_at(self, k):
-        segs = dict(self.final_segments)
-        for i in np.flatnonzero(self.seg_sign[k + 1:]).tolist()[::-1]:
-            i += k + 1
-            addr, sz = int(self.tr.addr[i]), int(self.tr.size[i])
-            if self.seg_sign[i] > 0:
-                segs.pop(addr, None)
-            else:
-                segs[addr] = sz
-        return segs
-
-    def free_blocks_at(self, k, large_pool: bool):
-        """Sizes of the gaps between live blocks inside the reserved segments of one pool."""
-        a, older = self.live_at(k)
-        addr = np.concatenate([self.tr.addr[a], np.array([o[0] for o in older], np.int64)])
-        size = np.concatenate([self.tr.size[a], np.array([o[1] for o in older], np.int64)])
-        order = np.argsort(addr, kind="stable")
-        addr, end = addr[order], addr[order] + size[order]
-        gaps = []
-        for s, total in sorted(self.segments_at(k).items()):
-            if (total == SMALL_SEGMENT) == large_pool:
-                continue
-            lo, hi = np.searchsorted(addr, s), np.searchsorted(addr, s + total)
-            starts = np.concatenate([[s], end[lo:hi]])
-            ends = np.concatenate([addr[lo:hi], [s + total]])
-            g = ends - starts
-            # the allocator does not split off a remainder of <= 1 MiB (large pool) or < 512 B (small
-            # pool): such a gap belongs to the block before it, so it is not free memory
-            gaps.append(g[g > (SMALL_SEGMENT // 2 if large_pool else 511)])
-        return np.concatenate(gaps) if gaps else np.zeros(0, np.int64)
-
-
-# ------------------------------------------------------------------------------------ analysis
-_TEMP_PHASES = ("forward", "backward", "optimizer")
-MIN_TEMPORARY_HISTORY = 0.5  # share of a stack's allocations freed within their phase (see temporary_by_history)
-
-
-class _Owners:
-    """Owner, phase and site of every alloc event, plus each stack's lifetime history up to the cut.
-
-    A tensor freed before the phase run (forward / backward / optimizer step) that made it ended is a
-    temporary; one that outlives it is durable (activations, gradients, state). A tensor still alive at
-    the cut (the OOM) while its phase still runs has no known fate: the OOM's unwinding frees it. It
-    takes the verdict of its stack's history: when most earlier allocations from the same stack (same
-    frames, so same op at the same line) were freed within their phase, it is a temporary too.
-    """
-
-    def __init__(self, rep, stacks, cut):
-        alloc = rep.alloc_idx.tolist()
-        self.stack_ids = stack_ids = rep.tr.stack[rep.alloc_idx].tolist()
-        desc = [describe_stack(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
-        run_end = [rep.n] * len(alloc)
-        nxt_end = rep.n  # start of the next run of a different known phase
-        run_phase, run_start = None, rep.n
-        for j in range(len(alloc) - 1, -1, -1):
-            ph = desc[j][0]
-            if ph == "unknown":
-                continue
-            if ph != run_phase:
-                nxt_end, run_phase = run_start, ph
-            run_start = alloc[j]
-            run_end[j] = nxt_end
-        free_at = rep.free_at[rep.alloc_idx].tolist()
-        sizes = rep.tr.size[rep.alloc_idx].tolist()
-        hist = defaultdict(lambda: [0, 0, 0, 0])  # stack -> [temporary count, bytes, all count, bytes]
-        owners, in_flight = [], []
-        for j, (ph, state, _site) in enumerate(desc):
-            owner = DURABLE_OWNER[ph]
-            if ph in _TEMP_PHASES and not (ph == "optimizer" and state) and alloc[j] < cut:
-                h = hist[stack_ids[j]]
-                h[2] += 1
-                h[3] += sizes[j]
-                if free_at[j] < min(run_end[j], cut):
-                    owner = "temporaries"
-                    h[0] += 1
-                    h[1] += sizes[j]
-                elif run_end[j] >= cut and free_at[j] >= cut:
-                    in_flight.append(j)
-            owners.append(owner)
-        self.hist, self._stacks = dict(hist), stacks
-        for j in in_flight:
-            if self.temporary_by_history(stack_ids[j]):
-                owners[j] = "temporaries"
-        self.owners, self.phases, self.sites = owners, [d[0] for d in desc], [d[2] for d in desc]
-
-    def temporary_by_history(self, stack_id) -> bool:
-        """Most allocations from this stack were freed within their phase: by count where the stack
-        names its ATen op (C++ frames recorded), else by count and by bytes (a Python-only stack
-        lumps the ops of one line together, e.g. a conv's output with its workspace)."""
-        h = self.hist.get(stack_id)
-        if not h or h[0] < MIN_TEMPORARY_HISTORY * h[2]:
-            return False
-        return bool(describe_call(self._stacks[stack_id])[2]) or h[1] >= MIN_TEMPORARY_HISTORY * h[3]
-
-
-def _iteration_bounds(snap, device, rep, phases):
-    """Event indexes where iterations start: optimizer.step annotations, else optimizer/backward runs,
-    else model calls (a loop with forward only, e.g. evaluation)."""
-    starts = sorted(a.time_us for a in snap.annotations
-                    if a.device == device and a.stage == "START" and "Optimizer.step" in a.name)
-    if starts:
-        return np.searchsorted(rep.tr.time_us, starts).astype(np.int64)
-    for want in ("optimizer", "backward"):
-        bounds, prev = [], None
-        for i, ph in zip(rep.alloc_idx.tolist(), phases):
-            if ph == "unknown":
-                continue
-            if ph == want and prev != want:
-                bounds.append(i)
-            prev = ph
-        if bounds:
-            return np.array(bounds, np.int64)
-    return _model_call_bounds(snap, rep, phases)
-
-
-def _model_call_bounds(snap, rep, phases):
-    """Starts of model calls: for each calling line, runs of allocations made at the first line of the
-    outermost module's forward seen from it, broken by any other allocation (so prefill and decode
-    called from two lines both count). Layers repeated inside one call share a line of the top-level
-    forward, so they start no new iteration."""
-    keys = [describe_call(snap.stacks[s])[1] if s >= 0 and ph == "forward" else None
-            for s, ph in zip(rep.tr.stack[rep.alloc_idx].tolist(), phases)]
-    first_top, bounds, prev = {}, [], None
-    for i, k in zip(rep.alloc_idx.tolist(), keys):
-        if k is not None:
-            first = first_top.setdefault(k[0], k)
-            if k == first and prev != k:
-                bounds.append(i)
-        prev = k
-    return np.array(bounds if len(bounds) >= 2 else [], np.int64)
 
 
 def _timeline(rep):
@@ -243,11 +69,11 @@ def analyze_snapshot(snap) -> AnalysisResult:
         out.facts = sink.facts
         return out
     device = snap.ooms[-1].device if snap.ooms else max(snap.traces, key=lambda d: len(snap.traces[d]))
-    rep = _Replay(snap, device)
+    rep = AllocatorReplay(snap, device)
     ooms = [o for o in snap.ooms if o.device == device]
     oom = ooms[-1] if ooms else None  # the last one raised; earlier ones were caught (e.g. cuDNN workspace tries)
     cut = oom.index if oom else rep.n
-    own = _Owners(rep, snap.stacks, cut)
+    own = AllocationOwners(rep, snap.stacks, cut)
     upto = cut if oom else rep.n
     peak = int(np.argmax(rep.allocated[:max(upto, 1)]))
     sink.add("num_ooms", len(ooms), "count")
@@ -266,7 +92,7 @@ def analyze_snapshot(snap) -> AnalysisResult:
     sink.add("composition_at", "oom" if oom else "peak", "")
     total = _composition(sink, out, rep, snap, ref, own.owners, own.sites)
     _temporaries(sink, rep, snap, ref, own, total, request)
-    bounds = _iteration_bounds(snap, device, rep, own.phases)
+    bounds = iteration_bounds(snap, device, rep, own.phases)
     _growth(sink, rep, snap, ref, bounds, own)
     out.charts["memory_timeline"] = _timeline(rep)
     if rep.orphans:
@@ -284,7 +110,7 @@ def _request_facts(sink, rep, snap, oom, own):
         return None
     phase, _state, site = describe_stack(snap.stacks[s])
     _keep, _call, op = describe_call(snap.stacks[s])
-    owner = "temporaries" if phase in _TEMP_PHASES and own.temporary_by_history(s) else DURABLE_OWNER[phase]
+    owner = "temporaries" if phase in TEMP_PHASES and own.temporary_by_history(s) else DURABLE_OWNER[phase]
     sink.add("oom_request_site", site, "")
     if op:
         sink.add("oom_request_op", op, "")

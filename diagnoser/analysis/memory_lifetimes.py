@@ -1,0 +1,115 @@
+"""Who owns each allocation (by phase, lifetime and stack history) and where iterations start.
+
+Pure functions over an AllocatorReplay and the snapshot's stacks; memory.py turns them into facts.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from .. import settings
+from .memory_owners import DURABLE_OWNER, describe_call, describe_stack
+
+TEMP_PHASES = ("forward", "backward", "optimizer")
+TEMPORARY_HISTORY_PCT = settings.register(
+    "memory.temporary_history_pct", 50.0, "%",
+    "a tensor caught alive at the OOM, in a phase still running, is a temporary when at least this share of "
+    "its stack's allocations up to the OOM were freed within their phase (by count; by bytes too for "
+    "stacks without C++ frames)")
+
+
+class AllocationOwners:
+    """Owner, phase and site of every alloc event, plus each stack's lifetime history up to the cut.
+
+    A tensor freed before the phase run (forward / backward / optimizer step) that made it ended is a
+    temporary; one that outlives it is durable (activations, gradients, state). A tensor still alive at
+    the cut (the OOM) while its phase still runs has no known fate: the OOM's unwinding frees it. It
+    takes the verdict of its stack's history: when most earlier allocations from the same stack (same
+    frames, so same op at the same line) were freed within their phase, it is a temporary too.
+    """
+
+    def __init__(self, rep, stacks, cut):
+        alloc = rep.alloc_idx.tolist()
+        self.stack_ids = stack_ids = rep.tr.stack[rep.alloc_idx].tolist()
+        desc = [describe_stack(stacks[s]) if s >= 0 else ("unknown", False, "<no frames>") for s in stack_ids]
+        run_end = [rep.n] * len(alloc)
+        nxt_end = rep.n  # start of the next run of a different known phase
+        run_phase, run_start = None, rep.n
+        for j in range(len(alloc) - 1, -1, -1):
+            ph = desc[j][0]
+            if ph == "unknown":
+                continue
+            if ph != run_phase:
+                nxt_end, run_phase = run_start, ph
+            run_start = alloc[j]
+            run_end[j] = nxt_end
+        free_at = rep.free_at[rep.alloc_idx].tolist()
+        sizes = rep.tr.size[rep.alloc_idx].tolist()
+        hist = defaultdict(lambda: [0, 0, 0, 0])  # stack -> [temporary count, bytes, all count, bytes]
+        owners, in_flight = [], []
+        for j, (ph, state, _site) in enumerate(desc):
+            owner = DURABLE_OWNER[ph]
+            if ph in TEMP_PHASES and not (ph == "optimizer" and state) and alloc[j] < cut:
+                h = hist[stack_ids[j]]
+                h[2] += 1
+                h[3] += sizes[j]
+                if free_at[j] < min(run_end[j], cut):
+                    owner = "temporaries"
+                    h[0] += 1
+                    h[1] += sizes[j]
+                elif run_end[j] >= cut and free_at[j] >= cut:
+                    in_flight.append(j)
+            owners.append(owner)
+        self.hist, self._stacks = dict(hist), stacks
+        for j in in_flight:
+            if self.temporary_by_history(stack_ids[j]):
+                owners[j] = "temporaries"
+        self.owners, self.phases, self.sites = owners, [d[0] for d in desc], [d[2] for d in desc]
+
+    def temporary_by_history(self, stack_id) -> bool:
+        """Most allocations from this stack were freed within their phase: by count where the stack
+        names its ATen op (C++ frames recorded), else by count and by bytes (a Python-only stack
+        lumps the ops of one line together, e.g. a conv's output with its workspace)."""
+        h = self.hist.get(stack_id)
+        share = float(TEMPORARY_HISTORY_PCT.value) / 100.0
+        if not h or h[0] < share * h[2]:
+            return False
+        return bool(describe_call(self._stacks[stack_id])[2]) or h[1] >= share * h[3]
+
+
+def iteration_bounds(snap, device, rep, phases):
+    """Event indexes where iterations start: optimizer.step annotations, else optimizer/backward runs,
+    else model calls (a loop with forward only, e.g. evaluation)."""
+    starts = sorted(a.time_us for a in snap.annotations
+                    if a.device == device and a.stage == "START" and "Optimizer.step" in a.name)
+    if starts:
+        return np.searchsorted(rep.tr.time_us, starts).astype(np.int64)
+    for want in ("optimizer", "backward"):
+        bounds, prev = [], None
+        for i, ph in zip(rep.alloc_idx.tolist(), phases):
+            if ph == "unknown":
+                continue
+            if ph == want and prev != want:
+                bounds.append(i)
+            prev = ph
+        if bounds:
+            return np.array(bounds, np.int64)
+    return model_call_bounds(snap, rep, phases)
+
+
+def model_call_bounds(snap, rep, phases):
+    """Starts of model calls: for each calling line, runs of allocations made at the first line of the
+    outermost module's forward seen from it, broken by any other allocation (so prefill and decode
+    called from two lines both count). Layers repeated inside one call share a line of the top-level
+    forward, so they start no new iteration."""
+    keys = [describe_call(snap.stacks[s])[1] if s >= 0 and ph == "forward" else None
+            for s, ph in zip(rep.tr.stack[rep.alloc_idx].tolist(), phases)]
+    first_top, bounds, prev = {}, [], None
+    for i, k in zip(rep.alloc_idx.tolist(), keys):
+        if k is not None:
+            first = first_top.setdefault(k[0], k)
+            if k == first and prev != k:
+                bounds.append(i)
+        prev = k
+    return np.array(bounds if len(bounds) >= 2 else [], np.int64)
