@@ -190,3 +190,13 @@ def test_synthetic_forward_only_loop_from_two_calling_lines_counts_every_call(tm
     assert f["iterations_seen"] == 5
     assert f["leak_site"] == "gen.py:7 in decode" and f["leak_iterations"] == 3  # the running call is not a leak
     assert f["leak_mib_per_iter"] == pytest.approx(64) and f["leak_alloc_site"] == "model.py:12 in forward"
+
+
+@pytest.mark.parametrize("name", ["o_knn_broadcast", "o_knn_cdist", "o_eval_keeps_graph", "o_eval_no_grad"])
+def test_mechanism_snapshot_facts_are_catalogued_and_bounded(name):
+    from diagnoser.analysis.memory import CATALOGUE
+    specs = {s.name: s for s in CATALOGUE}
+    for fact in analyze_snapshot(load_snapshot(MEM / f"{name}.snapshot.pickle.gz")).facts:
+        assert fact.name in specs, fact.name
+        if fact.name.endswith("_pct"):
+            assert 0 <= fact.value <= 100, fact.name
