@@ -1,0 +1,78 @@
+"""Start-up time of the `diagnose` command: wall time of whole processes, as a user waits for them.
+
+Target (2-core machine): <= 0.25 s for `diagnose rules list` and for a small input with the
+compiled-pack cache warm. Each command runs REPEAT times; the median and the best are printed,
+plus a cold-cache run (an empty DIAGNOSER_CACHE_DIR: YAML parse + schema checks of every rule
+file) and the same with the cache off. Run: `python benchmarks/bench_startup.py [REPEAT]`.
+
+Bytecode is cached as an installed package has it (pip compiles on install): the runs write it to
+a temporary PYTHONPYCACHEPREFIX, even where PYTHONDONTWRITEBYTECODE is set in the environment
+(then every module would be compiled from source on every start, ~0.1 s).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_S = 0.25
+SMALL_INPUTS = ("fixtures/ncu/k_cuda.details.csv.gz", "fixtures/ncu/small_kernels.raw.csv",
+                "fixtures/mem/leak.memory_stats.json", "fixtures/torch/host_sync.pt.trace.json.gz")
+
+
+def _diagnose() -> list[str]:
+    exe = Path(sys.executable).with_name("diagnose")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "diagnoser.cli"]
+
+
+CPU: list[float] = []  # user + system CPU seconds of each run (steadier than wall time on a busy machine)
+
+
+def timed(args: list[str], env: dict, repeat: int) -> list[float]:
+    out = []
+    CPU.clear()
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run(_diagnose() + args, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+        out.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    repeat = int(argv[0]) if argv else 5
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as pyc:
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        base["PYTHONPYCACHEPREFIX"] = pyc
+        warm = dict(base, DIAGNOSER_CACHE_DIR=cache)
+        for p in SMALL_INPUTS:  # bytecode of every module the runs import
+            timed([p], warm, 1)
+        timed(["rules", "list"], warm, 1)  # fill the cache (and the bytecode caches)
+        rows = [("diagnose --version", ["--version"], warm),
+                ("diagnose rules list", ["rules", "list"], warm)]
+        rows += [(f"diagnose {p}", [p], warm) for p in SMALL_INPUTS if (REPO / p).exists()]
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{'command (warm rule cache)':<58} {'median':>8} {'best':>8} {'cpu':>8}  target {TARGET_S:.2f} s (best)")
+        for name, args, env in rows:
+            times = timed(args, env, repeat)
+            flag = "ok" if min(times) <= TARGET_S else "over"
+            print(f"{name:<58} {statistics.median(times):8.3f} {min(times):8.3f} {statistics.median(CPU):8.3f}  {flag}")
+        with tempfile.TemporaryDirectory() as empty:
+            cold = timed(["rules", "list"], dict(base, DIAGNOSER_CACHE_DIR=empty), 1)[0]
+        off = statistics.median(timed(["rules", "list"], dict(base, DIAGNOSER_NO_CACHE="1"), repeat))
+        print(f"{'diagnose rules list, cold cache (first run ever)':<58} {cold:8.3f}")
+        print(f"{'diagnose rules list, cache off (DIAGNOSER_NO_CACHE=1)':<58} {off:8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,175 @@
+"""Rules never go quiet for want of a measurement: every fact a rule's `when` reads is needed, and
+a rule missing one is listed as not evaluated. Plus the rule tooling around it: the compiled-pack
+cache, binary files given to `rules validate`, and `rules test` on packs and their case paths."""
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from diagnoser.catalogue import catalogue
+from diagnoser.cli import cli
+from diagnoser.engine.evaluate import applicable
+from diagnoser.engine.records import Record
+from diagnoser.pipeline import load_pack
+from diagnoser.rulespec.compile import compile_rule
+from diagnoser.rulespec.loader import build_pack
+from diagnoser.rulespec.model import Condition
+
+ROOT = Path(__file__).resolve().parents[1]
+HEALTHY_TRACE = ROOT / "fixtures" / "torch" / "healthy.pt.trace.json.gz"
+RULE = """\
+tree: demo
+rules:
+  - id: DEMO001
+    name: busy-but-syncing
+    title: A demo rule reading a fact it does not declare
+    category: host_sync
+    severity: warning
+    requires: [gpu_busy_pct]
+    params: {max_busy: 101, min_syncs: 0}
+    when:
+      all:
+        - {fact: gpu_busy_pct, op: lt, param: max_busy}
+        - {fact: syncs_per_step, op: gte, param: min_syncs}
+    message: "busy {gpu_busy_pct:.0f}%"
+    fix: "fewer syncs"
+    verify: "busy above {max_busy}%"
+"""
+CASES = """\
+cases:
+  - name: real healthy trace, through a path relative to this file
+    input: [inputs/healthy.pt.trace.json.gz]
+    fires: [DEMO001]
+  - name: synthetic - busy above the threshold
+    facts: {gpu_busy_pct: 200.0, syncs_per_step: 1.0}
+    silent: [DEMO001]
+"""
+
+
+def _satisfying_values(cond: Condition, out: dict, negated: bool = False) -> None:
+    """Values that make string/bool tests hold (so present facts never rule the rule out)."""
+    if cond.kind in ("all", "any", "none"):
+        for c in cond.items:
+            _satisfying_values(c, out, negated ^ (cond.kind == "none"))
+        return
+    if cond.kind != "fact" or cond.fact in out:
+        return
+    value = cond.value
+    if cond.op in ("eq", "neq") and isinstance(value, bool):
+        out[cond.fact] = value if (cond.op == "eq") != negated else not value
+    elif cond.op in ("eq", "neq") and isinstance(value, str):
+        out[cond.fact] = value if (cond.op == "eq") != negated else value + "_other"
+    elif cond.op == "in":
+        out[cond.fact] = value[0] if not negated else "none_of_them"
+    elif cond.op == "matches":
+        out[cond.fact] = "kernel"
+    else:
+        out[cond.fact] = 1.0
+
+
+def _records(rule, values: dict) -> list[Record]:
+    run = Record("run", None, {k: v for k, v in values.items()})
+    if rule.scope == "run":
+        return [run]
+    from diagnoser.facts import Subject
+    return [run, Record(rule.scope, Subject(rule.scope, "1", "x"), dict(values))]
+
+
+def _another_fact_of_the_tree(rule) -> str:
+    others = {f for r in load_pack().rules.values() if r.tree == rule.tree for f in r.needs()} - set(rule.needs())
+    return sorted(others)[0] if others else "__unused"
+
+
+def _in_any(cond: Condition, fact: str, inside: bool = False) -> bool:
+    if cond.kind == "fact":
+        return inside and cond.fact == fact
+    return any(_in_any(c, fact, inside or cond.kind == "any") for c in cond.items)
+
+
+@pytest.mark.parametrize("rule_id", sorted(load_pack().rules))
+def test_every_shipped_rule_with_any_needed_fact_missing_is_not_evaluated(rule_id):
+    rule = load_pack().rules[rule_id]
+    tree = [r for r in load_pack().rules.values() if r.tree == rule.tree]  # a tree is skipped when none of its facts is here
+    cat = catalogue()
+    values: dict = {}
+    _satisfying_values(rule.when, values)
+    for f in rule.requires:
+        values.setdefault(f, 1.0)
+    read = {c for c in rule.when.facts()}
+    for fact in sorted(set(rule.requires) | read):
+        if fact not in rule.needs():
+            continue  # only read under `exists` (a test of presence itself)
+        present = {k: v for k, v in values.items() if k != fact}
+        present.setdefault(_another_fact_of_the_tree(rule), 1.0)  # the input is one this tree reads
+        todo, skipped = applicable(tree, _records(rule, present), cat)
+        todo = [r.id for r in todo if r.id == rule.id]
+        skipped = [s for s in skipped if s.rule == rule.id]
+        if _in_any(rule.when, fact) and not rule.missing(present):
+            assert todo == [rule.id], f"{fact}: another branch of its `any` decides"
+            continue
+        assert [s.rule for s in skipped] == [rule.id], f"{rule_id} without {fact} must be 'not evaluated'"
+        assert fact in skipped[0].missing, (fact, skipped[0].missing)
+    todo, skipped = applicable(tree, _records(rule, values), cat)
+    assert rule.id in [r.id for r in todo] and rule.id not in [s.rule for s in skipped], \
+        "with every fact present it is evaluated"
+
+
+def test_rule_reading_an_undeclared_fact_says_it_needs_it(tmp_path):
+    (tmp_path / "demo.yaml").write_text(RULE)
+    pack = build_pack(None, [tmp_path / "demo.yaml"], known_facts=catalogue())
+    todo, skipped = applicable(pack.rules.values(), [Record("run", None, {"gpu_busy_pct": 40.0})], catalogue())
+    assert not todo and skipped[0].missing == ("syncs_per_step",)
+    assert "syncs_per_step" in CliRunner().invoke(cli, ["rules", "show", "DEMO001", "--rules", str(tmp_path)]).output
+
+
+def test_compiled_pack_cache_gives_the_same_rules_and_survives_a_bad_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIAGNOSER_CACHE_DIR", str(tmp_path / "cache"))
+    first = load_pack()
+    entries = sorted((tmp_path / "cache").glob("rules-*.json"))
+    assert entries, "the validated rule files were cached"
+    again = load_pack()
+    assert {rid: (r, compile_rule(r)) for rid, r in first.rules.items()} == \
+        {rid: (r, compile_rule(r)) for rid, r in again.rules.items()}
+    for e in entries:
+        e.write_text("{ not json")
+    assert load_pack().rules == first.rules, "a corrupt entry is ignored, the file parsed again"
+    shutil.rmtree(tmp_path / "cache")
+    (tmp_path / "cache").write_text("a file where the cache folder should be")
+    assert load_pack().rules == first.rules, "an unwritable cache is skipped"
+    monkeypatch.setenv("DIAGNOSER_NO_CACHE", "1")
+    assert load_pack().rules == first.rules
+
+
+def test_validate_a_gzip_or_binary_file_is_one_line(tmp_path):
+    gz = tmp_path / "rules.yaml.gz"
+    gz.write_bytes(gzip.compress(RULE.encode()))
+    binary = tmp_path / "blob.yaml"
+    binary.write_bytes(b"tree: x\n\xff\xfe\x00junk")
+    for path, words in ((gz, "gzip"), (binary, "not UTF-8")):
+        result = CliRunner().invoke(cli, ["rules", "validate", str(path)])
+        assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+        assert str(path) in result.output and words in result.output and "Traceback" not in result.output
+
+
+def test_rules_test_on_a_pack_without_test_files_fails(tmp_path):
+    (tmp_path / "demo.yaml").write_text(RULE)
+    result = CliRunner().invoke(cli, ["rules", "test", str(tmp_path)])
+    assert result.exit_code == 1 and "no test cases" in result.output
+
+
+def test_case_inputs_resolve_against_the_test_file_not_the_current_folder(tmp_path, monkeypatch):
+    pack = tmp_path / "pack"
+    (pack / "inputs").mkdir(parents=True)
+    shutil.copy(HEALTHY_TRACE, pack / "inputs" / HEALTHY_TRACE.name)
+    (pack / "demo.yaml").write_text(RULE)
+    (pack / "demo.test.yaml").write_text(CASES)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = CliRunner().invoke(cli, ["rules", "test", str(pack)])
+    assert result.exit_code == 0, result.output
+    assert "2 passed, 0 failed" in result.output
