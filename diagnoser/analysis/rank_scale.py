@@ -6,9 +6,10 @@ run-level breakdown) plus, for 2+ ranks:
   charts["rank_groups"]: [{ranks, count, step_ms, comm_wait_ms, own_work_pct, busy_pct, idle_top_class,
                            straggler}] ranks that behave alike (NCCL wait and own work within a few % of
                            the step of each other), latest arrivers first;
-  charts["collectives"]: [{collective, stream, calls_per_step, transfer_ms, wait_ms, max_wait_ms,
-                           max_wait_rank, last_rank}] per collective kind and NCCL stream (each process
-                           group has its own NCCL streams), per step, mean over ranks; most waited first;
+  charts["collectives"]: [{collective, stream, process_group, calls_per_step, transfer_ms, wait_ms,
+                           max_wait_ms, max_wait_rank, last_rank}] per collective kind and NCCL stream (each
+                           process group has its own NCCL streams; process_group is named when the trace
+                           lists only one), per step, mean over ranks; most waited first;
 and a note for each, so 512 ranks read as a few lines, not 512. Pure: renders nothing.
 """
 from __future__ import annotations
@@ -43,9 +44,12 @@ def ranks_analysis(measured: list) -> AnalysisResult:
         result.notes.append(_groups_note(groups, len(timed)))
     if all(m.metrics.comm is not None and m.metrics.comm.kernels.name is not None for m in timed):
         rows = collective_breakdown(timed)
+        pgs = timed[0].process_groups or []
+        for r in rows:  # with one process group, every collective is on it
+            r["process_group"] = _pg_name(pgs[0]) if len(pgs) == 1 else ""
         if rows:
             result.charts["collectives"] = rows
-            result.notes.append(_collectives_note(rows))
+            result.notes.append(_collectives_note(rows, pgs))
     return result
 
 
@@ -116,8 +120,15 @@ def _groups_note(groups: list[dict], n: int) -> str:
         parts.append(f"{who}{' [straggler]' if g['straggler'] else ''}: {g['comm_wait_ms']:.1f} ms per step in NCCL, "
                      f"own work {g['own_work_pct']:.0f}% of the {g['step_ms']:.1f} ms step (idle mostly {g['idle_top_class']})")
     more = f"; {len(groups) - GROUPS_IN_NOTE} more groups in the HTML report" if len(groups) > GROUPS_IN_NOTE else ""
+    late, rest = groups[0], groups[1:]
+    others = sum(g["count"] for g in rest)
+    cost = ""
+    if late["count"] < others:  # a minority arrives last: what it costs everyone else
+        extra = sum(g["count"] * g["comm_wait_ms"] for g in rest) / others - late["comm_wait_ms"]
+        cost = (f". The other {others} ranks wait {extra:.1f} ms per step ({100.0 * extra / max(late['step_ms'], 1e-9):.0f}% "
+                f"of the step) longer in NCCL than rank{'s' if late['count'] > 1 else ''} {late['ranks']}")
     return (f"{n} ranks in {len(groups)} groups that behave alike, the latest to arrive at the collectives first: "
-            + "; ".join(parts) + more)
+            + "; ".join(parts) + more + cost)
 
 
 KERNEL_PREFIX = re.compile(r"^(?:void\s+)?nccl(?:Dev)?Kernel_")
@@ -161,14 +172,27 @@ def collective_breakdown(timed: list) -> list[dict]:
     return rows
 
 
-def _collectives_note(rows: list[dict]) -> str:
+def _pg_name(pg: dict) -> str:
+    size = f", {pg['size']} ranks" if pg.get("size") else ""
+    return f"{pg.get('desc') or pg.get('name')} (process group {pg.get('name')}{size})"
+
+
+def _collectives_note(rows: list[dict], pgs: list[dict]) -> str:
+    if len(pgs) == 1:
+        where = f"all on {_pg_name(pgs[0])}"
+    elif pgs:
+        where = (f"{len(pgs)} process groups ({', '.join(_pg_name(pg) for pg in pgs[:6])}"
+                 f"{', ...' if len(pgs) > 6 else ''}), each on NCCL streams of its own; the trace does not say which "
+                 "stream serves which group")
+    else:
+        where = "each process group runs on NCCL streams of its own"
     parts = [f"{r['collective']} on NCCL stream #{r['stream']}: {r['calls_per_step']:.0f} per step, transfer "
              f"{r['transfer_ms']:.2f} ms, waiting for peers {r['wait_ms']:.2f} ms per step (mean over {r['ranks']} ranks; "
              f"rank {r['max_wait_rank']} waits most, {r['max_wait_ms']:.2f} ms; rank {r['last_rank']} arrives last)"
              for r in rows[:COLLECTIVES_IN_NOTE]]
     more = f"; {len(rows) - COLLECTIVES_IN_NOTE} more in the HTML report" if len(rows) > COLLECTIVES_IN_NOTE else ""
-    return ("NCCL time by collective (each process group runs on NCCL streams of its own; stream #k is a rank's "
-            "k-th NCCL stream), most waited first: " + "; ".join(parts) + more)
+    return (f"NCCL time by collective ({where}; stream #k is a rank's k-th NCCL stream), most waited first: "
+            + "; ".join(parts) + more)
 
 
 __all__ = ["ranks_analysis", "rank_groups", "collective_breakdown", "collective_name", "rank_ranges"]

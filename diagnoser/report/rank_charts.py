@@ -108,7 +108,8 @@ def collectives_table(rows: list[dict]) -> Chart | None:
     chart.table = {"caption": "", "headers": ["collective", "NCCL stream", "calls / step", "transfer (ms)",
                                               "waiting (ms)", "waits most", "arrives last"],
                    "numeric": [False, True, True, True, True, False, False], "mono": [True] + [False] * 6,
-                   "rows": [[str(r.get("collective", "")), f"#{r.get('stream')}", fmt_value(_num(r.get("calls_per_step"))),
+                   "rows": [[str(r.get("collective", "")) + (f" on {r['process_group']}" if r.get("process_group") else ""),
+                             f"#{r.get('stream')}", fmt_value(_num(r.get("calls_per_step"))),
                              fmt_value(_num(r.get("transfer_ms"))), fmt_value(_num(r.get("wait_ms"))),
                              f"rank {r.get('max_wait_rank')} ({fmt_value(_num(r.get('max_wait_ms')))} ms)",
                              f"rank {r.get('last_rank')}"] for r in rows]}
