@@ -119,10 +119,10 @@ def _frames(op, *names):
                    "name": n} for i, (fn, n) in enumerate(names)]
 
 
-def _write(tmp_path, trace, oom_size):
+def _write(tmp_path, trace, oom_size, oom_frames=None):
     mib = 1 << 20
     trace = trace + [{"action": "oom", "size": oom_size, "device_free": 1 << 40, "stream": 0,
-                      "time_us": 10 * len(trace) + 10, "frames": trace[-1]["frames"]}]
+                      "time_us": 10 * len(trace) + 10, "frames": oom_frames or trace[-1]["frames"]}]
     seg = {"device": 0, "address": 0, "total_size": 1024 * mib, "allocated_size": 0, "active_size": 0,
            "requested_size": 0, "stream": 0, "segment_type": "large", "is_expandable": False,
            "blocks": [{"address": 0, "size": 1024 * mib, "requested_size": 0, "state": "inactive", "frames": []}]}
@@ -200,3 +200,32 @@ def test_mechanism_snapshot_facts_are_catalogued_and_bounded(name):
         assert fact.name in specs, fact.name
         if fact.name.endswith("_pct"):
             assert 0 <= fact.value <= 100, fact.name
+
+
+def test_synthetic_cache_kept_from_one_model_call_into_the_next_is_not_a_temporary(tmp_path):
+    """Synthetic: a decode loop (no backward) whose every call grows a cache with torch.cat and frees
+    the previous one in the next call. The previous cache outlived the call that made it: state, not
+    a temporary, so neither the live cache nor the failing cat counts as one."""
+    mib = 1 << 20
+
+    def frames(model_line):
+        return [{"filename": "??", "line": 0, "name": "at::_ops::cat::call(at::Tensor const&)"},
+                {"filename": "/app/model.py", "line": model_line, "name": "forward"},
+                {"filename": "/x/site-packages/torch/nn/modules/module.py", "line": 1, "name": "_call_impl"},
+                {"filename": "/app/gen.py", "line": 7, "name": "decode"}]
+
+    trace, t = [], 0
+    for k in range(5):
+        trace += [{"action": "alloc", "addr": 900 * mib, "size": mib, "stream": 0, "time_us": t, "frames": frames(10)},
+                  {"action": "free_completed", "addr": 900 * mib, "size": mib, "stream": 0, "time_us": t + 1,
+                   "frames": []},
+                  {"action": "alloc", "addr": (k % 2) * 400 * mib, "size": (k + 1) * 64 * mib, "stream": 0,
+                   "time_us": t + 2, "frames": frames(12)}]
+        if k:
+            trace.append({"action": "free_completed", "addr": ((k - 1) % 2) * 400 * mib, "size": k * 64 * mib,
+                          "stream": 0, "time_us": t + 3, "frames": []})
+        t += 4
+    f = _write(tmp_path, trace, 6 * 64 * mib, frames(12))
+    assert f["iterations_seen"] == 5
+    assert f["temporaries_gib"] == 0 and f["oom_request_owner"] == "activations"
+    assert f["temporary_buffers_share_pct"] == 0

@@ -22,11 +22,12 @@ TEMPORARY_HISTORY_PCT = settings.register(
 class AllocationOwners:
     """Owner, phase and site of every alloc event, plus each stack's lifetime history up to the cut.
 
-    A tensor freed before the phase run (forward / backward / optimizer step) that made it ended is a
-    temporary; one that outlives it is durable (activations, gradients, state). A tensor still alive at
-    the cut (the OOM) while its phase still runs has no known fate: the OOM's unwinding frees it. It
-    takes the verdict of its stack's history: when most earlier allocations from the same stack (same
-    frames, so same op at the same line) were freed within their phase, it is a temporary too.
+    A tensor freed before the phase run that made it ended (forward / backward / optimizer step; a
+    forward run ends with its model call at the latest) is a temporary; one that outlives it is
+    durable (activations, gradients, state). A tensor still alive at the cut (the OOM) while its phase
+    still runs has no known fate: the OOM's unwinding frees it. It takes the verdict of its stack's
+    history: when most earlier allocations from the same stack (same frames, so same op at the same
+    line) were freed within their phase, it is a temporary too.
     """
 
     def __init__(self, rep, stacks, cut):
@@ -44,6 +45,14 @@ class AllocationOwners:
                 nxt_end, run_phase = run_start, ph
             run_start = alloc[j]
             run_end[j] = nxt_end
+        phases = [d[0] for d in desc]
+        # a forward run also ends with the model call: a tensor kept from one call into the next (an
+        # output, a cache) is not a temporary, even in a loop where no other phase runs
+        self.call_starts = calls = model_call_bounds(stacks, rep, phases)
+        if len(calls):
+            nxt = np.searchsorted(calls, rep.alloc_idx, side="right")
+            call_end = np.append(calls, rep.n)[nxt].tolist()
+            run_end = [min(r, c) if ph == "forward" else r for r, c, ph in zip(run_end, call_end, phases)]
         free_at = rep.free_at[rep.alloc_idx].tolist()
         sizes = rep.tr.size[rep.alloc_idx].tolist()
         hist = defaultdict(lambda: [0, 0, 0, 0])  # stack -> [temporary count, bytes, all count, bytes]
@@ -65,7 +74,7 @@ class AllocationOwners:
         for j in in_flight:
             if self.temporary_by_history(stack_ids[j]):
                 owners[j] = "temporaries"
-        self.owners, self.phases, self.sites = owners, [d[0] for d in desc], [d[2] for d in desc]
+        self.owners, self.phases, self.sites = owners, phases, [d[2] for d in desc]
 
     def temporary_by_history(self, stack_id) -> bool:
         """Most allocations from this stack were freed within their phase: by count where the stack
@@ -95,15 +104,15 @@ def iteration_bounds(snap, device, rep, phases):
             prev = ph
         if bounds:
             return np.array(bounds, np.int64)
-    return model_call_bounds(snap, rep, phases)
+    return model_call_bounds(snap.stacks, rep, phases)
 
 
-def model_call_bounds(snap, rep, phases):
+def model_call_bounds(stacks, rep, phases):
     """Starts of model calls: for each calling line, runs of allocations made at the first line of the
     outermost module's forward seen from it, broken by any other allocation (so prefill and decode
     called from two lines both count). Layers repeated inside one call share a line of the top-level
     forward, so they start no new iteration."""
-    keys = [describe_call(snap.stacks[s])[1] if s >= 0 and ph == "forward" else None
+    keys = [describe_call(stacks[s])[1] if s >= 0 and ph == "forward" else None
             for s, ph in zip(rep.tr.stack[rep.alloc_idx].tolist(), phases)]
     first_top, bounds, prev = {}, [], None
     for i, k in zip(rep.alloc_idx.tolist(), keys):
