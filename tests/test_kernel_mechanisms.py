@@ -140,7 +140,7 @@ def test_hand_written_kernels_first_category_per_launch():
                 "tile_sweep_unpadded": "shared_bank_conflicts", "block_sum": None,
                 "transpose_naive_strided_store": "uncoalesced_access",
                 "transpose_naive_strided_load": "uncoalesced_access", "scale_divide_f32": "compute_bound",
-                "scale_divide_f64": "compute_bound", "scale_reciprocal_f64": None,
+                "scale_reciprocal_f32": None, "scale_divide_f64": "compute_bound", "scale_reciprocal_f64": None,
                 "jacobi_block_barrier": "barrier_stall"}
     got = {n: getattr(first_warning(K_CUDA, CUDA_IDS[n]), "category", None) for n in expected}
     assert got == expected
