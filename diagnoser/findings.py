@@ -4,8 +4,9 @@
 launches of one kernel with one finding become one finding; the same rule on the same subject
 from several inputs is kept once; a rule's findings over several kernels become one finding with
 a per-kernel list; a finding whose estimated gain of a time is under the
-`findings.warning_min_gain_pct` setting is info; findings are ranked; and the time two findings
-explain is attributed to the higher-ranked one (`marginal_gain`), so no total counts it twice.
+`findings.warning_min_gain_pct` setting is info; and findings are ranked by severity, then by the
+gain not already explained by a finding ranked above them (`marginal_gain`): the time two findings
+explain is counted once, for the one ranked first.
 """
 from __future__ import annotations
 
@@ -103,9 +104,7 @@ def rank(findings: list[Finding]) -> list[Finding]:
 def arrange(findings: list[Finding]) -> list[Finding]:
     """The engine's findings as the report lists them (see the module docstring)."""
     grouped = group_across_kernels(dedupe(group_kernel_launches(findings)))
-    ranked = rank([apply_gain_floor(f) for f in grouped])
-    attribute_gains(ranked)
-    return ranked
+    return rank_counting_once([apply_gain_floor(f) for f in grouped])
 
 
 def group_kernel_launches(findings: list[Finding]) -> list[Finding]:
@@ -193,43 +192,59 @@ def apply_gain_floor(f: Finding) -> Finding:
     return g
 
 
-def attribute_gains(ranked: list[Finding]) -> None:
-    """Set `marginal_gain`: each finding's gain without the time a higher-ranked one already explains.
+def _budget(f: Finding, leaf: Finding) -> dict[str, tuple]:
+    """The shares of time a single-subject finding claims: its gain expression's leftmost factor."""
+    if not leaf.gain_expr:
+        return {}
+    return {n: (f.gain_of, leaf.subject, n) for n in budget_names(leaf.gain_expr)}
+
+
+def _marginal(f: Finding, claimed: dict[tuple, str]) -> tuple[float, list[str]]:
+    """f's gain with the shares higher-ranked findings already claimed set to 0; and who claimed them."""
+    total, overlaps = 0.0, set()
+    for leaf in leaves(f):
+        keys = _budget(f, leaf)
+        taken = {n for n, k in keys.items() if k in claimed and claimed[k] != f.rule}
+        if not taken:
+            total += leaf.estimated_gain
+            continue
+        env = dict(leaf.gain_env)
+        env.update({n: 0.0 for n in taken})
+        value = eval_expr(leaf.gain_expr, env)
+        total += 0.0 if value is None else max(0.0, min(leaf.estimated_gain, value))
+        overlaps.update(claimed[keys[n]] for n in taken)
+    return min(f.estimated_gain, total), sorted(overlaps)
+
+
+def rank_counting_once(findings: list[Finding]) -> list[Finding]:
+    """Rank by severity, then by marginal gain (greedy: after each pick, the findings that share
+    its claimed time are re-valued), then own gain, rule id and subject. Sets `marginal_gain`.
 
     A gain expression reads `SHARE / 100 * FRACTION`: its leftmost factor names the share of
-    `gain_of` the finding explains (`idle_launch_pct`, `kernel_time_share_pct`). A later finding on
-    the same subject whose share names a fact already claimed is re-evaluated with that fact at 0
+    `gain_of` the finding explains (`idle_launch_pct`, `kernel_time_share_pct`). A finding on the
+    same subject whose share names a fact already claimed is re-evaluated with that fact at 0
     (TRAIN002 claims idle_sync_pct + idle_launch_pct; TRAIN004 after it adds nothing).
     """
     claimed: dict[tuple, str] = {}  # (gain_of, subject, fact) -> rule that claimed it
-    for f in ranked:
-        total, overlaps = 0.0, []
-        for leaf in leaves(f):
-            if not leaf.gain_expr:
-                total += leaf.estimated_gain
-                continue
-            keys = {n: (f.gain_of, leaf.subject, n) for n in budget_names(leaf.gain_expr)}
-            taken = {n for n, k in keys.items() if k in claimed and claimed[k] != f.rule}
-            if taken:
-                env = dict(leaf.gain_env)
-                env.update({n: 0.0 for n in taken})
-                value = eval_expr(leaf.gain_expr, env)
-                total += 0.0 if value is None else max(0.0, min(leaf.estimated_gain, value))
-                overlaps += [claimed[keys[n]] for n in sorted(taken)]
-            else:
-                total += leaf.estimated_gain
-            for k in keys.values():
-                claimed.setdefault(k, f.rule)
-        f.marginal_gain = min(f.estimated_gain, total)
-        f.overlaps = sorted(set(overlaps))
-
-
-def total_gains(findings: list[Finding], severities=("critical", "warning")) -> dict[str, float]:
-    """gain_of -> the sum of marginal gains of these severities (each share of time counted once)."""
-    out: dict[str, float] = {}
-    for f in findings:
-        if f.severity in severities and f.marginal_gain:
-            out[f.gain_of] = min(1.0, out.get(f.gain_of, 0.0) + f.marginal_gain)
+    out: list[Finding] = []
+    for severity in sorted({f.severity for f in findings}, key=SEVERITY_RANK.get):
+        pool = rank([f for f in findings if f.severity == severity])
+        keys = {id(f): {k for leaf in leaves(f) for k in _budget(f, leaf).values()} for f in pool}
+        value = {id(f): (f.estimated_gain, []) for f in pool}
+        for f in pool:
+            if keys[id(f)] & set(claimed):
+                value[id(f)] = _marginal(f, claimed)
+        while pool:
+            best = min(pool, key=lambda f: (-round(value[id(f)][0], 6),) + rank_key(f)[1:])
+            pool.remove(best)
+            best.marginal_gain, best.overlaps = value[id(best)]
+            out.append(best)
+            new = {k for k in keys[id(best)] if k not in claimed}
+            for k in new:
+                claimed[k] = best.rule
+            for f in pool:
+                if keys[id(f)] & new:
+                    value[id(f)] = _marginal(f, claimed)
     return out
 
 

@@ -9,7 +9,7 @@ import jinja2
 
 from .. import __version__
 from ..facts import short_name
-from ..findings import KERNEL_ROWS, total_gains
+from ..findings import KERNEL_ROWS
 from ..inputs import display_kind
 from ..resources import templates_dir
 from ..rulespec.model import SEVERITY_RANK
@@ -107,8 +107,8 @@ def gain_note(f, index_of: dict) -> str:
     if f.marginal_gain is None or not f.overlaps or f.estimated_gain - f.marginal_gain < 0.005:
         return ""
     refs = ", ".join(f"`{r}`" + (f" (finding {index_of[r]})" if r in index_of else "") for r in f.overlaps)
-    return (f"{share_pct(f.marginal_gain)} of it not already explained by {refs}: they claim the same share "
-            f"of {f.gain_of}, counted once in totals")
+    return (f"{share_pct(f.marginal_gain)} of it not already explained by {refs}, which claims the same share "
+            f"of {f.gain_of}")
 
 
 def severity_note(f) -> str:
@@ -139,17 +139,13 @@ def settings_lines(report) -> list[str]:
 
 def present(report, top: int | None = None, min_severity: str = "info") -> dict:
     """What a text report shows: findings at or above min_severity, the first `top` in full, the
-    rest as one table; the summary counts and the gain totals of what is kept."""
+    rest as one table; and the summary counts of what is kept."""
     limit = SEVERITY_RANK[min_severity]
     kept = [f for f in report.findings if SEVERITY_RANK[f.severity] <= limit]
     shown = kept[:top] if top else kept
     index_of: dict[str, int] = {}
     for i, f in enumerate(kept, 1):
         index_of.setdefault(f.rule, i)
-    totals = total_gains(kept)
-    serious = [f for f in kept if f.severity in ("critical", "warning")]
-    total_lines = [f"{share_pct(v)} of {k}" for k, v in sorted(totals.items())
-                   if sum(1 for f in serious if f.gain_of == k and f.marginal_gain) > 1]
     views = []
     for i, f in enumerate(shown, 1):
         label, name = subject_label(f)
@@ -163,7 +159,7 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
         more.append({"i": i, "f": f, "subject": md_cell(subject), "gain": share_pct(f.estimated_gain) if f.estimated_gain > 0 else "-"})
     return {"report": report, "counts": summary_counts(kept), "findings": views, "more": more,
             "hidden": len(report.findings) - len(kept), "min_severity": min_severity,
-            "totals": total_lines, "settings": settings_lines(report), "version": __version__}
+            "settings": settings_lines(report), "version": __version__}
 
 
 def _env(autoescape: bool) -> jinja2.Environment:
@@ -201,7 +197,6 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
         "findings": [f.to_json() for f in (kept[:top] if top else kept)],
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
         "notes": report.notes,
-        "gain_totals": {k: round(v, 4) for k, v in sorted(total_gains(kept).items())},
         "settings": dict({"diagnoser": __version__, "params": [], "rule_packs": [], "analysis_settings": []},
                          **_settings_json(report)),
     }

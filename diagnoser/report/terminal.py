@@ -110,9 +110,6 @@ def render_terminal(view: dict, width: int | None = None) -> str:
                 first.append(f", up to {share_pct(top.estimated_gain)} of {top.gain_of}", style="green")
             first.append(")")
             con.print(first)
-            if view["totals"]:
-                con.print(Text(f"All warning and critical findings together: up to {', '.join(view['totals'])} "
-                               "(time two findings explain is counted once).", style="dim"))
         elif view["findings"]:
             con.print("No warning or critical finding: nothing here is holding this workload back by our rules.")
     else:

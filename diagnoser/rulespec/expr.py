@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 import string
@@ -50,9 +51,14 @@ def budget_names(text: str) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in _ALLOWED_FUNCS}
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str) -> ast.Expression:
+    return ast.parse(text, mode="eval")
+
+
 def eval_expr(text: str, env: dict) -> float | None:
     """Evaluate; None when a name is missing or the result is not a finite number."""
-    tree = ast.parse(str(text), mode="eval")
+    tree = _parsed(str(text))
 
     def ev(n):
         if isinstance(n, ast.Expression):
