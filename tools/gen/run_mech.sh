@@ -14,13 +14,13 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/mout}; mkdir -p $OUT
 W=/tmp/mw; mkdir -p $W/nsys $W/torch
 # steady workloads that may share one process (torch mode); CUDA-graph capture last
-GROUP=${GROUP:-"infer_einsum_attention infer_sdpa_attention train_vit_matmul_attention train_mixer_metric_syncs
- train_mixer_metrics_on_gpu train_convnet_slow_loader train_convnet_gpu_batches infer_bert_tokenize train_unet_cached
- infer_unet_empty_cache infer_tiny_mlp_eager power_iteration_readback train_convnet_fp32 train_convnet_bf16
- infer_kv_decode train_mixer_healthy infer_tiny_mlp_graph"}
+GROUP=${GROUP:-"infer_einsum_attention infer_sdpa_attention train_vit_matmul_attention train_wide_mlp_metric_syncs
+ train_wide_mlp_metrics_on_gpu train_convnet_slow_loader train_convnet_gpu_batches infer_bert_tokenize train_unet_cached
+ infer_unet_empty_cache infer_tiny_mlp_eager power_iteration_readback power_iteration_check_every_50 train_convnet_fp32
+ train_convnet_bf16 infer_kv_decode train_vit_sdpa_healthy train_mixer_bf16 infer_tiny_mlp_graph"}
 ALONE=${ALONE:-"setup_convnet_from_start setup_convnet_scheduled train_unet_no_cache"}
-NSYS=${NSYS:-"train_mixer_metric_syncs train_convnet_slow_loader infer_bert_tokenize train_unet_no_cache
- power_iteration_readback setup_convnet_from_start train_mixer_metrics_on_gpu train_unet_cached"}
+NSYS=${NSYS:-"train_wide_mlp_metric_syncs train_convnet_slow_loader infer_bert_tokenize train_unet_no_cache
+ power_iteration_readback setup_convnet_from_start train_wide_mlp_metrics_on_gpu train_unet_cached"}
 log() { echo "== $(date +%T) $*"; }
 pack() { (cd $W && tar cf $OUT/m_$1.tar $1); }
 envof() { [[ $1 == train_unet_no_cache ]] && echo PYTORCH_NO_CUDA_MEMORY_CACHING=1; }
