@@ -9,8 +9,9 @@ measure, cross-rank analysis, rules) three ways, each in a fresh process:
   pool         --jobs W: W local worker processes
   dask         a dask.distributed.LocalCluster of W worker processes (1 thread each) that this
                benchmark starts itself (start-up time printed apart, not in the timing)
-Printed per run and mode: wall time, ranks/s and MB/s (compressed input), the peak RSS of the client
-process and of each worker process, and whether the injected straggler was named first.
+Printed per run and mode: wall time, the part of it after the per-rank work (cross-rank analysis and
+rules, in the client), ranks/s and MB/s (compressed input), seconds per rank per worker, the peak RSS
+of the client process and of each worker process, and whether the injected straggler came first.
 
     python benchmarks/bench_ranks.py                       # 8, 64, 256 ranks, 2 workers
     python benchmarks/bench_ranks.py --ranks 8,64 --workers 4 --small
@@ -43,11 +44,13 @@ def child(mode: str, run_dir: str, workers: int) -> dict:
     import diagnoser.distributed as dist
     from diagnoser.pipeline import diagnose
 
-    outcomes = []
+    outcomes, measure_s = [], []
     original = dist.measure_traces
 
     def recording(*args, **kwargs):
+        t = time.perf_counter()
         out = original(*args, **kwargs)
+        measure_s.append(time.perf_counter() - t)
         outcomes.extend(out)
         return out
 
@@ -78,6 +81,7 @@ def child(mode: str, run_dir: str, workers: int) -> dict:
     return {
         "mode": mode, "ranks": len(outcomes), "failed": sum(o.problem is not None for o in outcomes),
         "mb": sum(o.bytes for o in outcomes) / 1e6, "wall_s": wall, "startup_s": startup,
+        "cross_s": wall - sum(measure_s),
         "client_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_peak_mb": sorted(v / 1024 for v in per_worker.values()),
         "first": f"{first.rule} {first.subject.name if first.subject else ''}" if first else "",
@@ -113,10 +117,12 @@ def main() -> None:
     scales = [int(x) for x in args.ranks.split(",")]
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="diagnoser-bench-ranks-"))
     print(f"SYNTHETIC ranks (replicas of the real ddp_straggler ranks with jitter, one injected straggler); "
-          f"{os.cpu_count()} CPUs on this machine, {args.workers} workers", flush=True)
+          f"{os.cpu_count()} CPUs on this machine (load average {os.getloadavg()[0]:.1f} at start), "
+          f"{args.workers} workers. cross s: the time after the per-rank work (cross-rank analysis, rules)",
+          flush=True)
     try:
         runs = make_runs(root, scales, args.small)
-        head = (f"{'ranks':>5} {'mode':<10} {'wall s':>7} {'ranks/s':>8} {'MB/s':>6} {'s/rank/worker':>13} "
+        head = (f"{'ranks':>5} {'mode':<10} {'wall s':>7} {'cross s':>7} {'ranks/s':>8} {'MB/s':>6} {'s/rank/worker':>13} "
                 f"{'client MB':>9}  worker peak MB            first finding")
         print(head)
         for n in scales:
@@ -131,7 +137,7 @@ def main() -> None:
                 workers = ", ".join(f"{m:.0f}" for m in r["worker_peak_mb"]) if mode != "sequential" else "(in client)"
                 ok = "" if r["first"].endswith(f"rank {straggler_of(n)}") else "  <- straggler NOT first"
                 extra = f"  (cluster start {r['startup_s']:.1f} s)" if mode == "dask" else ""
-                print(f"{n:>5} {mode:<10} {r['wall_s']:>7.2f} {r['ranks'] / r['wall_s']:>8.1f} {r['mb'] / r['wall_s']:>6.1f} "
+                print(f"{n:>5} {mode:<10} {r['wall_s']:>7.2f} {r['cross_s']:>7.2f} {r['ranks'] / r['wall_s']:>8.1f} {r['mb'] / r['wall_s']:>6.1f} "
                       f"{r['wall_s'] * w / max(r['ranks'], 1):>13.3f} {r['client_peak_mb']:>9.0f}  {workers:<24} "
                       f"{r['first']}{ok}{extra}" + (f"  [{r['failed']} ranks failed]" if r["failed"] else ""), flush=True)
     finally:
