@@ -57,7 +57,7 @@ ORIGIN_PATTERNS = (
     ("NCCL", r"^nccl|ncclDevKernel"),
     ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)|cub::"),
     ("Triton", r"^triton_|^triton__"),
-    ("PyTorch", r"at::native::|^void at::|c10::|^(vectorized_|unrolled_)?elementwise_kernel"),
+    ("PyTorch", r"at::native::|at::cuda::|^void at::|^void c10::|^(vectorized_|unrolled_)?elementwise_kernel"),
 )
 NOT_LIBRARIES = {"Triton", "PyTorch"}
 ORIGIN_RES = tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)
@@ -140,9 +140,10 @@ def access_waste_facts(m: dict) -> dict[str, object]:
 
 
 # cuDNN's FFT and Winograd convolutions run their GEMM step on cuBLAS-built kernels
-# (`..._5x_cublas`): launched between two cuDNN convolution kernels, such a GEMM is cuDNN's work,
-# and the switch that changes it is cuDNN's, not cuBLAS's.
-CUDNN_CONV_STEP = re.compile(r"fft2d_|winograd|implicit_gemm|implicit_convolve|_(fprop|dgrad|wgrad)_", re.IGNORECASE)
+# (`..._5x_cublas`): launched right after or before one of those algorithms' transform kernels,
+# such a GEMM is cuDNN's work, and the switch that changes it is cuDNN's, not cuBLAS's. (Implicit
+# GEMM convolutions are self-contained: a GEMM next to one is a separate matmul.)
+CUDNN_CONV_STEP = re.compile(r"fft2d_|fft_r2c|fft_c2r|winograd", re.IGNORECASE)
 
 
 def cudnn_conv_gemm(prev_name: str | None, name: str, next_name: str | None, origin: str) -> bool:
