@@ -202,6 +202,27 @@ def test_busiest_pipe_ignores_the_fp64_tensor_shared_pipe():
     assert f["sm_busiest_pipe"] == "fp64" and f["sm_busiest_pipe_pct"] == 88.0 and f["xu_pipe_pct"] == 20.0
 
 
+def test_details_page_export_without_pipe_metrics_lists_the_pipe_rules_as_not_evaluated():
+    """NVIDIA's details-page CSV of the same kernels carries section values only: no pipe breakdown,
+    so the division kernel must not be called plain "math" (KERN001) nor anything be guessed."""
+    report = report_of(FIXTURES / "ncu" / "k_cuda.details.csv.gz")
+    missing = {ne.rule: ne.missing for ne in report.not_evaluated}
+    assert {"KERN001", "KERN013", "KERN014", "KERN016"} <= set(missing)
+    assert "sm_busiest_pipe" in missing["KERN013"]
+    assert not [f for f in report.findings if f.rule in ("KERN001", "KERN013", "KERN016")]
+    assert not [f for f in report.findings if f.severity in ("warning", "critical")]
+
+
+def test_cublas_gemm_next_to_an_implicit_gemm_convolution_stays_cublas():
+    """SYNTHETIC neighbours: implicit-GEMM convolutions call no separate GEMM, so a matmul after one is cuBLAS's."""
+    from diagnoser.analysis.kernel_units import cudnn_conv_gemm
+    gemm = "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
+    conv = "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize256x64x8_execute_kernel__5x_cudnn"
+    wino = "void winograd_nonfused::winogradWgradDelta4x4<float, float>(winograd_nonfused::WinogradDeltaParams<T1, T2>)"
+    assert not cudnn_conv_gemm(conv, gemm, None, kernel_origin(gemm))
+    assert cudnn_conv_gemm(wino, gemm, None, kernel_origin(gemm))
+
+
 # ---------------------------------------------------------------- gains and the 1% floor
 
 @pytest.mark.parametrize("path", [K_CUDA, K_CONV, K_CONV2], ids=["cuda", "conv", "conv2"])
