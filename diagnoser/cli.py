@@ -138,7 +138,7 @@ def cli():
 @cli.command("run", hidden=True, cls=MainCommand)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
-              help="md | json | html | terminal (default: from the -o extension; terminal on a TTY, else md).")
+              help="Report format (default: from the -o extension; `terminal` on a terminal, else `md`).")
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (atomically).")
 @click.option("--top", type=click.IntRange(min=1), metavar="N",
               help=f"Show the first N findings in full, the rest in one table (default {DEFAULT_TOP}; JSON: all).")
@@ -259,7 +259,7 @@ def rules_test(paths, user_rules):
         sys.exit(1)
 
 
-@cli.command("facts")
+@cli.command("facts", short_help="The measured facts of FILE(s), or the facts and settings catalogue.")
 @click.argument("files", nargs=-1, metavar="FILE...")
 @click.option("--catalogue", "show_catalogue", is_flag=True,
               help="List every fact the readers can produce, and the analysis settings.")
@@ -307,7 +307,7 @@ def facts_cmd(files, show_catalogue, fmt):
             click.echo(f"{subj:<14} {f.name:<40} {f.value!s:<22} {f.unit}")
 
 
-@cli.command("playbook")
+@cli.command("playbook", short_help="One rule's remediation playbook, or the whole handbook as HTML.")
 @click.argument("rule_id", required=False, metavar="[RULE]")
 @click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder.")
 @click.option("-o", "--output", help="Write here (atomically).")

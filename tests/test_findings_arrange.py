@@ -80,7 +80,8 @@ def test_host_sync_trace_counts_the_launch_gaps_once():
     assert report.findings[0] is first and chained.estimated_gain > 0.5
     assert chained.overlaps == ["TRAIN002"] and chained.marginal_gain < 0.01
     md = render_markdown(report)
-    assert "not already explained by `TRAIN002` (finding 1)" in md
+    assert "`TRAIN002` (finding 1) already claims this share of step time; beyond it: <1%" in md or \
+        "`TRAIN002` (finding 1) already claims this share of step time; beyond it: 0%" in md
 
 
 def test_chained_findings_in_either_order_claim_the_shared_share_once():

@@ -107,8 +107,8 @@ def gain_note(f, index_of: dict) -> str:
     if f.marginal_gain is None or not f.overlaps or f.estimated_gain - f.marginal_gain < 0.005:
         return ""
     refs = ", ".join(f"`{r}`" + (f" (finding {index_of[r]})" if r in index_of else "") for r in f.overlaps)
-    return (f"{share_pct(f.marginal_gain)} of it not already explained by {refs}, which claims the same share "
-            f"of {f.gain_of}")
+    claims = "claim" if len(f.overlaps) > 1 else "claims"
+    return f"{refs} already {claims} this share of {f.gain_of}; beyond it: {share_pct(f.marginal_gain)}"
 
 
 def severity_note(f) -> str:
