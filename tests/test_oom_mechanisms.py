@@ -229,3 +229,9 @@ def test_synthetic_cache_kept_from_one_model_call_into_the_next_is_not_a_tempora
     assert f["iterations_seen"] == 5
     assert f["temporaries_gib"] == 0 and f["oom_request_owner"] == "activations"
     assert f["temporary_buffers_share_pct"] == 0
+
+
+def test_eval_leak_message_says_iterations_are_model_calls(eval_keeps_graph):
+    f, report = eval_keeps_graph
+    assert f["iteration_kind"] == "model call"  # no backward ever ran
+    assert "earlier iterations (model calls)" in serious(report)[0].message

@@ -92,7 +92,9 @@ def analyze_snapshot(snap) -> AnalysisResult:
     sink.add("composition_at", "oom" if oom else "peak", "")
     total = _composition(sink, out, rep, snap, ref, own.owners, own.sites)
     _temporaries(sink, rep, snap, ref, own, total, request)
-    bounds = iteration_bounds(snap, device, rep, own.phases)
+    bounds, kind = iteration_bounds(snap, device, rep, own.phases, own.call_starts)
+    if len(bounds):
+        sink.add("iteration_kind", kind, "")
     _growth(sink, rep, snap, ref, bounds, own)
     out.charts["memory_timeline"] = _timeline(rep)
     if rep.orphans:

@@ -91,6 +91,8 @@ CATALOGUE: list[FactSpec] = [
     _spec("dominant_owner_share_pct", "%", "dominant owner's share of live memory"),
     _spec("iterations_seen", "count", "iterations seen in the trace (optimizer steps or backward passes; "
           "model calls when neither runs)"),
+    _spec("iteration_kind", "", "what an iteration is in this trace: optimizer step | backward pass | model call "
+          "(model call: no backward ran)", type="string"),
     _spec("iteration_growth_mib_per_iter", "MiB", "slope of allocated memory at iteration starts"),
     _spec("iteration_growth_r2", "ratio", "how linear that growth is (R^2 of the fit, 0..1)"),
     _spec("leak_site", "", "where the tensors that survive iterations are kept: the user line that called the "

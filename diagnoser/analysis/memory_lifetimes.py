@@ -87,14 +87,14 @@ class AllocationOwners:
         return bool(describe_call(self._stacks[stack_id])[2]) or h[1] >= share * h[3]
 
 
-def iteration_bounds(snap, device, rep, phases):
-    """Event indexes where iterations start: optimizer.step annotations, else optimizer/backward runs,
-    else model calls (a loop with forward only, e.g. evaluation)."""
+def iteration_bounds(snap, device, rep, phases, call_starts=None):
+    """(event indexes where iterations start, what an iteration is): optimizer.step annotations, else
+    optimizer/backward runs, else model calls (a loop with forward only, e.g. evaluation)."""
     starts = sorted(a.time_us for a in snap.annotations
                     if a.device == device and a.stage == "START" and "Optimizer.step" in a.name)
     if starts:
-        return np.searchsorted(rep.tr.time_us, starts).astype(np.int64)
-    for want in ("optimizer", "backward"):
+        return np.searchsorted(rep.tr.time_us, starts).astype(np.int64), "optimizer step"
+    for want, kind in (("optimizer", "optimizer step"), ("backward", "backward pass")):
         bounds, prev = [], None
         for i, ph in zip(rep.alloc_idx.tolist(), phases):
             if ph == "unknown":
@@ -103,8 +103,9 @@ def iteration_bounds(snap, device, rep, phases):
                 bounds.append(i)
             prev = ph
         if bounds:
-            return np.array(bounds, np.int64)
-    return model_call_bounds(snap.stacks, rep, phases)
+            return np.array(bounds, np.int64), kind
+    calls = model_call_bounds(snap.stacks, rep, phases) if call_starts is None else call_starts
+    return calls, "model call"
 
 
 def model_call_bounds(stacks, rep, phases):
