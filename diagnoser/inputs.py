@@ -31,7 +31,7 @@ KINDS_HELP = ("an Nsight Compute report (.ncu-rep or its CSV export), an Nsight 
 # Real profiler files compress 5-26x (fixtures, corpus and external files measured); gzip's own
 # maximum is ~1030x, reached only by runs of one byte: a bomb, not a profile.
 GZIP_MAX_RATIO = int(os.environ.get("DIAGNOSER_GZIP_MAX_RATIO", "64"))
-GZIP_FREE_BYTES = 256 << 20
+GZIP_FREE_BYTES = 32 << 20
 TMP_RESERVE_BYTES = 64 << 20  # unpacking stops while this much is still free in the temp folder
 _CHUNK = 1 << 20
 

@@ -42,10 +42,17 @@ class MemoryStats:
         return f"{Path(self.path).name} ({READER_JSON if self.kind == 'mem-stats' else READER_TEXT})"
 
 
+MAX_TEXT_CHARS = 64 << 20  # memory_stats JSON and memory_summary text are a few KB
+
+
 def _read_text(path) -> str:
     try:
         with as_text_stream(path) as f:
-            return f.read()
+            text = f.read(MAX_TEXT_CHARS + 1)
+        if len(text) > MAX_TEXT_CHARS:
+            raise InputError(path, f"larger than {MAX_TEXT_CHARS >> 20} MiB: torch.cuda.memory_stats() JSON and "
+                                   "memory_summary() text are a few KB")
+        return text
     except InputError:
         raise
     except (EOFError, OSError, ValueError) as e:

@@ -146,7 +146,7 @@ def _rows(path) -> list[list[str]]:
     try:
         with open_input(path) as raw:
             text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
-            rows = list(csv.reader(_lines(path, text)))
+            rows = [row for row in csv.reader(_lines(path, text)) if row]  # blank lines: not kept
     except (EOFError, zlib.error) as e:
         raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
     except csv.Error as e:
