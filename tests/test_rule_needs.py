@@ -50,15 +50,23 @@ cases:
 """
 
 
-def _satisfying_values(cond: Condition, out: dict, negated: bool = False) -> None:
-    """Values that make string/bool tests hold (so present facts never rule the rule out)."""
+def _satisfying_values(cond: Condition, out: dict, params: dict, negated: bool = False) -> None:
+    """Values that make each test hold (so facts that are present never rule the rule out)."""
     if cond.kind in ("all", "any", "none"):
         for c in cond.items:
-            _satisfying_values(c, out, negated ^ (cond.kind == "none"))
+            _satisfying_values(c, out, params, negated ^ (cond.kind == "none"))
         return
     if cond.kind != "fact" or cond.fact in out:
         return
-    value = cond.value
+    value = params.get(cond.param) if cond.param else cond.value
+    if cond.op == "exists":
+        if not negated:
+            out[cond.fact] = 1.0
+        return
+    if cond.op in ("lt", "lte", "gt", "gte"):
+        above = (cond.op in ("gt", "gte")) != negated
+        out[cond.fact] = float(value) + 1.0 if above else float(value) - 1.0
+        return
     if cond.op in ("eq", "neq") and isinstance(value, bool):
         out[cond.fact] = value if (cond.op == "eq") != negated else not value
     elif cond.op in ("eq", "neq") and isinstance(value, str):
@@ -67,6 +75,8 @@ def _satisfying_values(cond: Condition, out: dict, negated: bool = False) -> Non
         out[cond.fact] = value[0] if not negated else "none_of_them"
     elif cond.op == "matches":
         out[cond.fact] = "kernel"
+    elif cond.op in ("eq", "neq"):
+        out[cond.fact] = float(value) if (cond.op == "eq") != negated else float(value) + 1.0
     else:
         out[cond.fact] = 1.0
 
@@ -80,7 +90,8 @@ def _records(rule, values: dict) -> list[Record]:
 
 
 def _another_fact_of_the_tree(rule) -> str:
-    others = {f for r in load_pack().rules.values() if r.tree == rule.tree for f in r.needs()} - set(rule.needs())
+    others = {f for r in load_pack().rules.values() if r.tree == rule.tree for f in r.needs()} - set(rule.needs()) \
+        - rule.when.facts()
     return sorted(others)[0] if others else "__unused"
 
 
@@ -96,7 +107,7 @@ def test_every_shipped_rule_with_any_needed_fact_missing_is_not_evaluated(rule_i
     tree = [r for r in load_pack().rules.values() if r.tree == rule.tree]  # a tree is skipped when none of its facts is here
     cat = catalogue()
     values: dict = {}
-    _satisfying_values(rule.when, values)
+    _satisfying_values(rule.when, values, rule.params)
     for f in rule.requires:
         values.setdefault(f, 1.0)
     read = {c for c in rule.when.facts()}
@@ -173,3 +184,13 @@ def test_case_inputs_resolve_against_the_test_file_not_the_current_folder(tmp_pa
     result = CliRunner().invoke(cli, ["rules", "test", str(pack)])
     assert result.exit_code == 0, result.output
     assert "2 passed, 0 failed" in result.output
+
+
+def test_healthy_trace_without_syncs_lists_no_sync_rule_as_not_evaluated():
+    """kernels_per_sync is undefined without syncs; the measured syncs_per_step (0) already rules
+    TRAIN002 out, so it is neither evaluated nor listed as missing an input (Kleene pruning)."""
+    from diagnoser.pipeline import diagnose
+    report = diagnose([str(HEALTHY_TRACE)])
+    facts = {f.name: f.value for f in report.facts if f.subject is None}
+    assert "kernels_per_sync" not in facts and facts["syncs_per_step"] < 4
+    assert "TRAIN002" not in {n.rule for n in report.not_evaluated}

@@ -80,7 +80,7 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
                 continue  # no subject of this kind here (no ranks in a one-process run): not applicable
             present = present_by_scope.get(r.scope, set())
             missing = r.missing(present)
-            if missing and all(_known_false(r.when, rec.values) for rec in records if rec.scope == r.scope):
+            if missing and all(_known_false(r.when, rec.values, r.params) for rec in records if rec.scope == r.scope):
                 continue  # facts that are present already rule it out (a training rule on inference)
             if missing:
                 hints = sorted({catalogue[f].collect for f in missing if f in catalogue and catalogue[f].collect})
@@ -90,25 +90,46 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
     return todo, skipped
 
 
-def _known_false(c, values: dict) -> bool:
+def _known_false(c, values: dict, params: dict | None = None) -> bool:
     """Kleene logic over a record with gaps: is the condition false whatever the absent facts are?"""
-    return _kleene(c, values) is False
+    return _kleene(c, values, params or {}) is False
 
 
-def _kleene(c, values: dict):
-    """True / False / None (unknown: depends on absent facts or on other rules' findings)."""
+def _same_kind(a, b) -> bool:
+    kind = lambda v: "b" if isinstance(v, bool) else ("n" if isinstance(v, (int, float)) else "s")  # noqa: E731
+    return kind(a) == kind(b)
+
+
+def _kleene(c, values: dict, params: dict):
+    """True / False / None (unknown: depends on absent facts or on other rules' findings).
+
+    A test of a present fact is decided as the engine decides it (docs/rules.md, Conditions);
+    `exists` of an absent fact is false; any other test of an absent fact is unknown.
+    """
     if c.kind in ("all", "any", "none"):
-        vals = [_kleene(i, values) for i in c.items]
+        vals = [_kleene(i, values, params) for i in c.items]
         if c.kind == "all":
             return False if False in vals else (None if None in vals else True)
         hit = True if True in vals else (None if None in vals else False)
         return hit if c.kind == "any" else (None if hit is None else not hit)
-    if c.kind == "finding" or c.fact not in values:
+    if c.kind == "finding":
         return None
-    if c.op in ("eq", "neq") and c.param is None and isinstance(c.value, (str, bool)):
-        same = type(values[c.fact]) is type(c.value) and values[c.fact] == c.value
+    if c.fact not in values:
+        return False if c.op == "exists" else None
+    v = values[c.fact]
+    if c.op == "exists":
+        return True
+    target = params.get(c.param) if c.param is not None else c.value
+    if c.op == "matches":
+        return re.search(str(target), str(v)) is not None
+    if c.op == "in":
+        return any(_same_kind(v, t) and v == t for t in (target or ()))
+    if c.op in ("eq", "neq"):
+        same = _same_kind(v, target) and v == target
         return same if c.op == "eq" else not same
-    return None  # numeric comparisons: leave to the engine (only used to prune, never to fire)
+    if not _same_kind(v, target) or isinstance(v, bool) or isinstance(target, bool):
+        return False
+    return {"lt": v < target, "lte": v <= target, "gt": v > target, "gte": v >= target}[c.op]
 
 
 def run_rules(rules: dict[str, Rule], records: list[Record], matcher: Matcher = durable_matcher) -> Fired:
