@@ -16,6 +16,7 @@ e.g. `trace=1` with workers started `--resources trace=2`: two traces per worker
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import socket
@@ -29,6 +30,7 @@ from .errors import DiagnoserError, InputError
 from .ranks import is_url
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
+SCHEDULER_ADDRESS = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
 WORKER_MODULES = ["diagnoser.distributed", "diagnoser.pipeline", "diagnoser.analysis.timeline",
                   "diagnoser.ingest.torch_trace", "diagnoser.ingest.nsys_sqlite"]
 # with --jobs 0 (auto), local rank traces smaller than this in all are measured in-process: starting
@@ -233,7 +235,12 @@ def _on_dask(items, scheduler: str, bar: RankProgress) -> list[RankOutcome]:
         from dask.distributed import Client, as_completed
     except ImportError:
         raise DiagnoserError("a Dask scheduler was named but Dask is not installed: pip install \"diagnoser[dask]\"") from None
-    retries = int(os.environ.get("DIAGNOSER_DASK_RETRIES", "1"))
+    if not SCHEDULER_ADDRESS.match(scheduler):
+        raise DiagnoserError(f"scheduler address {scheduler!r}: expected tcp://HOST:PORT (as `dask scheduler` prints it)")
+    try:
+        retries = int(os.environ.get("DIAGNOSER_DASK_RETRIES", "1"))
+    except ValueError:
+        raise DiagnoserError("DIAGNOSER_DASK_RETRIES: expected a whole number") from None
     # workers open the files themselves: local paths go as absolute paths (a shared filesystem)
     reads = [s if is_url(s) else os.path.abspath(s) for s, _ in items]
     try:

@@ -169,3 +169,9 @@ def test_a_folder_of_several_runs_keeps_each_run_apart(fixtures_dir, tmp_path):
     stragglers = {f.source.split(",")[0].split("/")[-1]: f.value for f in facts if f.name == "straggler_rank"}
     assert sorted(stragglers) == ["ddp_straggler.rank0.pt.trace.json.gz", "x_ddp_comm_wait.rank0.pt.trace.json.gz"]
     assert stragglers["ddp_straggler.rank0.pt.trace.json.gz"] == "1"
+
+
+def test_a_malformed_scheduler_address_is_one_line(fixtures_dir):
+    result = CliRunner().invoke(cli, _ddp_paths(fixtures_dir, "x_ddp_comm_wait") + ["--scheduler", "foo"])
+    assert result.exit_code == 1
+    assert "scheduler address 'foo': expected tcp://HOST:PORT" in result.output and "Traceback" not in result.output
