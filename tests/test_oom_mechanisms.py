@@ -235,3 +235,34 @@ def test_eval_leak_message_says_iterations_are_model_calls(eval_keeps_graph):
     f, report = eval_keeps_graph
     assert f["iteration_kind"] == "model call"  # no backward ever ran
     assert "earlier iterations (model calls)" in serious(report)[0].message
+
+
+def test_synthetic_first_run_of_a_broadcasting_line_is_a_temporary_buffer(tmp_path):
+    """Synthetic: user code (no module) keeps 1 GiB of inputs, then one line `(a[:, None] - b[None]).pow(2)`
+    runs for the first time: the 3 GiB difference is made, the 3 GiB square fails. No history exists,
+    but the failing statement (each op of the line once) is most of what was needed: OOM007."""
+    mib = 1 << 20
+
+    def frames(op, line):
+        return [{"filename": "??", "line": 0, "name": f"at::_ops::{op}::call(at::Tensor const&)"},
+                {"filename": "/app/dist.py", "line": line, "name": "pairwise"}]
+
+    trace = [{"action": "alloc", "addr": 0, "size": 1024 * mib, "stream": 0, "time_us": 1,
+              "frames": frames("randn", 4)},
+             {"action": "alloc", "addr": 1024 * mib, "size": 3072 * mib, "stream": 0, "time_us": 2,
+              "frames": frames("sub_Tensor", 5)}]
+    f = _write(tmp_path, trace, 3072 * mib, frames("pow_Tensor_Scalar", 5))
+    assert f["oom_statement_gib"] == pytest.approx(6.0) and f["oom_statement_share_pct"] == pytest.approx(600 / 7)
+    assert f["temporary_site"] == "dist.py:5 in pairwise" and f["temporary_site_op"] == "aten::pow, aten::sub"
+    assert f["needed_without_temporary_site_gib"] == pytest.approx(1.0)
+    assert f["unknown_gib"] == pytest.approx(4.0)  # the composition itself does not guess owners
+
+
+def test_synthetic_loop_line_that_fails_is_not_a_first_run_statement(tmp_path):
+    """Synthetic: the failing line already ran (a loop allocating at the same stack): no statement."""
+    mib = 1 << 20
+    frames = [{"filename": "/app/fill.py", "line": 9, "name": "fill"}]
+    trace = [{"action": "alloc", "addr": k * 512 * mib, "size": 512 * mib, "stream": 0, "time_us": k,
+              "frames": frames} for k in range(4)]
+    f = _write(tmp_path, trace, 512 * mib)
+    assert "oom_statement_gib" not in f and f["temporary_buffers_share_pct"] == 0

@@ -106,18 +106,22 @@ def analyze_snapshot(snap) -> AnalysisResult:
 
 
 def _request_facts(sink, rep, snap, oom, own):
-    """Site, op and would-be owner of the failing request; (site, op, size, owner) for _temporaries."""
+    """Site, op and would-be owner of the failing request; (site, op, size, owner, statement) for
+    _temporaries, where statement lists the live tensors of a first-use failing statement (else None)."""
     s = int(rep.tr.stack[oom.index])
     if s < 0:
         return None
-    phase, _state, site = describe_stack(snap.stacks[s])
+    phase, state, site = describe_stack(snap.stacks[s])
     _keep, _call, op = describe_call(snap.stacks[s])
     owner = "temporaries" if phase in TEMP_PHASES and own.temporary_by_history(s) else DURABLE_OWNER[phase]
     sink.add("oom_request_site", site, "")
     if op:
         sink.add("oom_request_op", op, "")
     sink.add("oom_request_owner", owner, "")
-    return site, op, oom.size, owner
+    statement = None
+    if phase != "parameters" and not (phase == "optimizer" and state):
+        statement = own.failing_statement(s, site)
+    return site, op, oom.size, owner, statement
 
 
 def _oom_facts(sink, rep, oom):
@@ -221,10 +225,21 @@ def _temporaries(sink, rep, snap, ref, own, total, request):
             add(own.sites[p], describe_call(snap.stacks[s])[2] if s >= 0 else "", sz)
     needed = total
     if request is not None:
-        site, op, size, owner = request
+        site, op, size, owner, statement = request
         needed += size
         if owner == "temporaries":
             add(site, op, size)
+        if statement is not None:  # first use of the failing line: what it made and asks for is its working set
+            made = [p for p in statement if own.owners[p] != "temporaries"]
+            for p in made:
+                s = own.stack_ids[p]
+                add(site, describe_call(snap.stacks[s])[2], int(rep.tr.size[rep.alloc_idx[p]]))
+            if owner != "temporaries":
+                add(site, op, size)
+            stmt = size + sum(int(rep.tr.size[rep.alloc_idx[p]]) for p in statement)
+            sink.add("oom_statement_gib", stmt / GIB, "GiB")
+            if total + size:
+                sink.add("oom_statement_share_pct", 100.0 * stmt / (total + size), "%")
     temp = sum(g[0] for g in groups.values())
     sink.add("needed_gib", needed / GIB, "GiB")
     sink.add("temporary_buffers_gib", temp / GIB, "GiB")

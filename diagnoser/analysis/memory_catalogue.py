@@ -68,10 +68,14 @@ CATALOGUE: list[FactSpec] = [
     _spec("oom_request_owner", "", "owner the failing request would have had: temporaries when most earlier "
           "allocations from its stack were freed within their phase, else the durable owner of its phase",
           type="string"),
+    _spec("oom_statement_gib", "GiB", "when the failing line runs for the first time: the request plus the live "
+          "tensors that line made just before it (each op of the line once, e.g. the difference whose square failed)"),
+    _spec("oom_statement_share_pct", "%", "oom_statement_gib as a share of needed_gib"),
     _spec("needed_gib", "GiB", "memory the program needed at the composition point: live bytes plus the failing "
           "request"),
     _spec("temporary_buffers_gib", "GiB", "short-lived tensors in needed_gib: live temporaries (freed within the "
-          "phase that made them, or from a stack whose tensors always were) plus the failing request when it is one"),
+          "phase that made them, or from a stack whose tensors mostly were) plus the failing request when it is one; "
+          "on a line's first run, the failing statement (oom_statement_gib) counts as its working set"),
     _spec("temporary_buffers_share_pct", "%", "temporary_buffers_gib as a share of needed_gib"),
     _spec("temporary_site", "", "allocation site holding the most temporary bytes (the failing request included)",
           type="string"),

@@ -4,7 +4,7 @@ Pure functions over an AllocatorReplay and the snapshot's stacks; memory.py turn
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 
@@ -71,10 +71,32 @@ class AllocationOwners:
                     in_flight.append(j)
             owners.append(owner)
         self.hist, self._stacks = dict(hist), stacks
+        self._alloc, self._free_at, self._desc, self._cut = alloc, free_at, desc, cut
+        self.uses_before_cut = Counter(s for a, s in zip(alloc, stack_ids) if a < cut)
         for j in in_flight:
             if self.temporary_by_history(stack_ids[j]):
                 owners[j] = "temporaries"
         self.owners, self.phases, self.sites = owners, phases, [d[2] for d in desc]
+
+    def failing_statement(self, request_stack, request_site):
+        """Alloc positions alive at the cut that the failing statement made before its request: going
+        back from the OOM, allocations at the request's site (file:line) from stacks used for the first
+        time (each a different op: `(a - b).pow(2)` makes the difference, then fails on the square),
+        until another site, a stack seen before (a loop, or a repeated layer) or weights / optimizer
+        state end it. Empty unless the request's own stack is used for the first time too."""
+        if request_stack < 0 or self.uses_before_cut.get(request_stack, 0):
+            return None
+        out = []
+        for j in range(len(self._alloc) - 1, -1, -1):
+            if self._alloc[j] >= self._cut:
+                continue
+            s, (ph, state, site) = self.stack_ids[j], self._desc[j]
+            if site != request_site or s == request_stack or self.uses_before_cut[s] != 1 \
+                    or ph == "parameters" or (ph == "optimizer" and state):
+                break
+            if self._free_at[j] >= self._cut:
+                out.append(j)
+        return out
 
     def temporary_by_history(self, stack_id) -> bool:
         """Most allocations from this stack were freed within their phase: by count where the stack
