@@ -152,3 +152,18 @@ def test_playbook_command_prints_one_rules_section_and_reports_point_to_it():
     assert run("playbook", "NOPE001").exit_code == 1
     md = run(HOST_SYNC_TRACE).output
     assert "Playbook: `diagnose playbook TRAIN002`" in md and "playbooks/" not in md
+
+
+def test_rule_pack_can_set_an_analysis_setting_and_the_report_records_it(tmp_path):
+    pack = tmp_path / "strict.yaml"
+    pack.write_text("settings: {findings.warning_min_gain_pct: 90}\n" + REPLACEMENT)
+    report = json.loads(run(HOST_SYNC_TRACE, "--rules", pack, "--format", "json").output)
+    assert {f["severity"] for f in report["findings"]} == {"info"}
+    assert report["settings"]["analysis_settings"][0]["name"] == "findings.warning_min_gain_pct"
+    override = json.loads(run(HOST_SYNC_TRACE, "--rules", pack, "--set", "findings.warning_min_gain_pct=1",
+                              "--format", "json").output)
+    assert "critical" in {f["severity"] for f in override["findings"]}, "--set wins over the pack"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("settings: {findings.no_such_setting: 1}\n" + REPLACEMENT)
+    result = run(HOST_SYNC_TRACE, "--rules", bad)
+    assert result.exit_code == 1 and f"{bad}:1" in result.output and "no setting findings.no_such_setting" in result.output
