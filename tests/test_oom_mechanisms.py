@@ -266,3 +266,14 @@ def test_synthetic_loop_line_that_fails_is_not_a_first_run_statement(tmp_path):
               "frames": frames} for k in range(4)]
     f = _write(tmp_path, trace, 512 * mib)
     assert "oom_statement_gib" not in f and f["temporary_buffers_share_pct"] == 0
+
+
+def test_synthetic_first_run_of_one_huge_op_is_not_called_a_temporary(tmp_path):
+    """Synthetic: a first layer's single op asks for 6 GiB with 1 GiB live: no intermediate of the
+    line is alive, so nothing says its output would be short-lived (capacity or activations, not OOM007)."""
+    mib = 1 << 20
+    trace = [{"action": "alloc", "addr": 0, "size": 1024 * mib, "stream": 0, "time_us": 1,
+              "frames": [{"filename": "/app/net.py", "line": 3, "name": "build"}]}]
+    f = _write(tmp_path, trace, 6144 * mib, [{"filename": "??", "line": 0, "name": "at::_ops::conv2d::call(x)"},
+                                               {"filename": "/app/net.py", "line": 8, "name": "stem"}])
+    assert "oom_statement_gib" not in f and f["temporary_buffers_share_pct"] == 0

@@ -120,7 +120,7 @@ def _request_facts(sink, rep, snap, oom, own):
     sink.add("oom_request_owner", owner, "")
     statement = None
     if phase != "parameters" and not (phase == "optimizer" and state):
-        statement = own.failing_statement(s, site)
+        statement = own.failing_statement(s, site, oom.size)
     return site, op, oom.size, owner, statement
 
 

@@ -12,6 +12,7 @@ from .. import settings
 from .memory_owners import DURABLE_OWNER, describe_call, describe_stack
 
 TEMP_PHASES = ("forward", "backward", "optimizer")
+STATEMENT_MIN_INTERMEDIATE = 0.5  # a first-run failing line's live intermediates, as a share of its request
 TEMPORARY_HISTORY_PCT = settings.register(
     "memory.temporary_history_pct", 50.0, "%",
     "a tensor caught alive at the OOM, in a phase still running, is a temporary when at least this share of "
@@ -71,19 +72,21 @@ class AllocationOwners:
                     in_flight.append(j)
             owners.append(owner)
         self.hist, self._stacks = dict(hist), stacks
-        self._alloc, self._free_at, self._desc, self._cut = alloc, free_at, desc, cut
+        self._alloc, self._free_at, self._desc, self._cut, self._sizes = alloc, free_at, desc, cut, sizes
         self.uses_before_cut = Counter(s for a, s in zip(alloc, stack_ids) if a < cut)
         for j in in_flight:
             if self.temporary_by_history(stack_ids[j]):
                 owners[j] = "temporaries"
         self.owners, self.phases, self.sites = owners, phases, [d[2] for d in desc]
 
-    def failing_statement(self, request_stack, request_site):
+    def failing_statement(self, request_stack, request_site, request_size):
         """Alloc positions alive at the cut that the failing statement made before its request: going
         back from the OOM, allocations at the request's site (file:line) from stacks used for the first
         time (each a different op: `(a - b).pow(2)` makes the difference, then fails on the square),
         until another site, a stack seen before (a loop, or a repeated layer) or weights / optimizer
-        state end it. Empty unless the request's own stack is used for the first time too."""
+        state end it. None unless the request's own stack is used for the first time too, and unless
+        the line made intermediates at least half the request's size before it failed (one op alone,
+        say a first layer's huge output, is no evidence that the line's tensors are short-lived)."""
         if request_stack < 0 or self.uses_before_cut.get(request_stack, 0):
             return None
         out = []
@@ -96,7 +99,8 @@ class AllocationOwners:
                 break
             if self._free_at[j] >= self._cut:
                 out.append(j)
-        return out
+        made = sum(self._sizes[j] for j in out)
+        return out if out and made >= STATEMENT_MIN_INTERMEDIATE * request_size else None
 
     def temporary_by_history(self, stack_id) -> bool:
         """Most allocations from this stack were freed within their phase: by count where the stack
