@@ -99,6 +99,7 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
     from .analysis.timeline import measure_timeline
     from .inputs import sniff
     from .pipeline import READERS, read_input
+    from .pipeline import _check_ranks as check_ranks
 
     t0 = time.perf_counter()
     read_path = read_path or source
@@ -112,6 +113,8 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
                                          "export); only those are read per rank")
             tl = read_input(local, kind, progress)
             tl.path = source
+            if tl.rank is not None and tl.world_size:
+                check_ranks(source, tl)  # a rank outside its world is a corrupt rank: named, the others go on
             measured = measure_timeline(tl)
             del tl
     except InputError as e:

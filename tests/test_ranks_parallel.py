@@ -175,3 +175,14 @@ def test_a_malformed_scheduler_address_is_one_line(fixtures_dir):
     result = CliRunner().invoke(cli, _ddp_paths(fixtures_dir, "x_ddp_comm_wait") + ["--scheduler", "foo"])
     assert result.exit_code == 1
     assert "scheduler address 'foo': expected tcp://HOST:PORT" in result.output and "Traceback" not in result.output
+
+
+def test_a_rank_outside_its_world_is_named_and_the_others_diagnosed(tmp_path):
+    paths = synthetic_ranks.write_run(tmp_path, world=4, straggler_rank=3, small=True, gz=False)
+    trace = json.loads(paths[2].read_text())
+    trace["distributedInfo"]["rank"] = 9  # synthetic corruption: rank 9 of a 4-rank world
+    paths[2].write_text(json.dumps(trace))
+    report = diagnose([str(tmp_path)])
+    assert any(n.startswith(f"rank 2 ({paths[2]}) could not be diagnosed: distributedInfo.rank 9") for n in report.notes)
+    first = report.findings[0]
+    assert (first.rule, first.subject.id) == ("TRAIN005", "3")
