@@ -69,7 +69,8 @@ CATALOGUE: list[FactSpec] = [
           "allocations from its stack were freed within their phase, else the durable owner of its phase",
           type="string"),
     _spec("oom_statement_gib", "GiB", "when the failing line runs for the first time: the request plus the live "
-          "tensors that line made just before it (each op of the line once, e.g. the difference whose square failed)"),
+          "tensors that line made just before it (each op of the line once, e.g. the difference whose square failed; "
+          "only when those are at least half the request)"),
     _spec("oom_statement_share_pct", "%", "oom_statement_gib as a share of needed_gib"),
     _spec("needed_gib", "GiB", "memory the program needed at the composition point: live bytes plus the failing "
           "request"),
