@@ -81,9 +81,10 @@ def test_host_sync_trace_json_report_follows_the_contract():
     assert report["inputs"] == [{"path": str(HOST_SYNC_TRACE), "kind": "torch-trace"}]
     serious = [f for f in report["findings"] if f["severity"] in ("critical", "warning")]
     assert serious and serious[0]["category"] == "host_sync"
-    gains = [(f["severity"], f["estimated_gain"]) for f in report["findings"]]
+    gains = [(f["severity"], f["marginal_gain"]) for f in report["findings"]]
     order = {"critical": 0, "warning": 1, "info": 2}
-    assert gains == sorted(gains, key=lambda g: (order[g[0]], -g[1])), "ranked by severity, then gain"
+    assert gains == sorted(gains, key=lambda g: (order[g[0]], -g[1])), \
+        "ranked by severity, then the gain not already explained by the findings above"
 
 
 def test_markdown_report_is_deterministic_and_input_untouched(tmp_path):
