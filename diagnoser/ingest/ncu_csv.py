@@ -10,6 +10,7 @@ the metrics the kernel analysis needs are mapped back to metric names, the rest 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import re
@@ -57,6 +58,7 @@ DETAILS_METRICS = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def unit_scale(unit: str) -> tuple[float, str]:
     """Factor that turns a displayed CSV value back into the stored base unit, and that unit.
 
@@ -82,10 +84,17 @@ def unit_scale(unit: str) -> tuple[float, str]:
     return factor, "/".join(parts)
 
 
+_NUMBER_START = frozenset("+-.0123456789nNiI")  # digits, signs, and float()'s nan / inf
+
+
 def parse_number(text: str) -> float | int | None:
     """`2,247,175` -> 2247175; `0.16` -> 0.16; anything else -> None."""
     s = text.replace(",", "").strip()
     if not s:
+        return None
+    if s.isascii() and s.isdigit() and len(s) < 4000:  # the common case, without raising (int() caps digits at 4300)
+        return int(s)
+    if s[0] not in _NUMBER_START:  # names, units, "n/a": no exception raised twice per cell
         return None
     try:
         return int(s)
