@@ -93,8 +93,15 @@ def make_runs(root: Path, scales: list[int], small: bool) -> dict[int, Path]:
     runs = {}
     for n in scales:
         d = root / f"synthetic_{n}_ranks"
+        marker = d / ".synthetic_run"  # hidden: rank discovery skips it
+        spec = json.dumps({"world": n, "straggler": straggler_of(n), "seed": n, "small": small})
+        if marker.exists() and marker.read_text() == spec:
+            print(f"reusing SYNTHETIC run of {n} ranks in {d}", flush=True)
+            runs[n] = d
+            continue
         t = time.perf_counter()
         write_run(d, world=n, straggler_rank=straggler_of(n), seed=n, small=small)
+        marker.write_text(spec)
         print(f"made SYNTHETIC run of {n} ranks in {time.perf_counter() - t:.1f} s: "
               f"{sum(f.stat().st_size for f in d.iterdir()) / 1e6:.0f} MB in {d}", flush=True)
         runs[n] = d
