@@ -35,7 +35,7 @@ each one measured is in fixtures/README.md, "Mechanism traces"):
   train_convnet_fp32            fp32_no_tensor_cores VGG-ish conv net training in FP32 with TF32 disabled
   train_convnet_bf16            (twin)               the same under bf16 autocast, channels_last
   infer_kv_decode               launch_overhead      KV-cached 3-layer decoder, batch 1, greedy decode on the GPU, one read per request
-  train_vit_sdpa_healthy        (none)               ViT-L-ish (d=1024, 6 blocks) with SDPA, bf16 autocast, fused AdamW, GPU-bound
+  train_vit_sdpa_healthy        (none)               ViT (d=2048, 4 blocks) with SDPA, bf16 autocast, fused AdamW, GPU-bound
   train_mixer_bf16              memory_bound_kernels MLP-mixer (224px, d=768, 6 blocks) bf16: built healthy, measured bandwidth-bound
 """
 import argparse
@@ -345,8 +345,8 @@ def resident(*tensors):
 # ============================================================== 1-2: hand-written attention
 @torch.no_grad()
 def w_infer_einsum_attention(s, einsum=True):
-    """bf16 causal LM (d=768, 12 heads, 6 layers, SwiGLU), 8 x 2048 tokens per forward, no_grad."""
-    d, heads, layers, bs, seq = size((768, 12, 6, 8, 2048), (64, 4, 2, 2, 32))
+    """bf16 causal LM (d=768, 12 heads, 6 layers, SwiGLU), 16 x 2048 tokens per forward, no_grad."""
+    d, heads, layers, bs, seq = size((768, 12, 6, 16, 2048), (64, 4, 2, 2, 32))
     model = CausalLM(16384, d, heads, layers, einsum).to(DEV).eval()
     if CUDA:
         model = model.to(torch.bfloat16)
@@ -396,13 +396,13 @@ class WideResMLP(nn.Module):
 
 def w_train_wide_mlp_metric_syncs(s, on_gpu=False):
     """Residual MLP (512 -> 2048, 4 blocks of 2048 -> 8192 -> 2048, 1000 classes; 30 parameter tensors),
-    2 micro-batches of 4096 rows per step (gradient accumulation), bf16 autocast, fused AdamW.
+    2 micro-batches of 6144 rows per step (gradient accumulation), bf16 autocast, fused AdamW.
     Main: after each micro-batch's forward the predictions and labels go to the host for accuracy
     (`.cpu()`), and after its backward every parameter's gradient norm and weight norm are read with
     `.item()` (60 reads) for an update-ratio log.
     Twin (on_gpu): the same metrics accumulated in GPU tensors (torch._foreach_norm), copied to the host
     once every 3 steps."""
-    din, d, hidden, blocks, rows = size((512, 2048, 8192, 4, 4096), (16, 32, 64, 2, 8))
+    din, d, hidden, blocks, rows = size((512, 2048, 8192, 4, 6144), (16, 32, 64, 2, 8))
     model = WideResMLP(din, d, hidden, blocks, 1000).to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=CUDA)
     micro = 2
@@ -803,9 +803,9 @@ class SDPAViTBlock(nn.Module):
 
 
 def w_train_vit_sdpa_healthy(s):
-    """ViT-L-ish (d=1024, 16 heads, 6 blocks, MLP 4096) on 224px images with 14px patches (256 tokens),
-    batch 128, flash attention through SDPA, bf16 autocast, fused AdamW, batches resident on the GPU."""
-    img, patch, d, heads, layers, bs = size((224, 14, 1024, 16, 6, 128), (28, 14, 32, 2, 2, 2))
+    """ViT-H-ish (d=2048, 16 heads, 4 blocks, MLP 8192) on 224px images with 14px patches (256 tokens),
+    batch 64, flash attention through SDPA, bf16 autocast, fused AdamW, batches resident on the GPU."""
+    img, patch, d, heads, layers, bs = size((224, 14, 2048, 16, 4, 64), (28, 14, 32, 2, 2, 2))
 
     class Net(nn.Module):
         def __init__(self):
