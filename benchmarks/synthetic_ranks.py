@@ -88,10 +88,12 @@ def replica(trace: dict, rank: int, world: int, origin: str, rng: random.Random,
     return out
 
 
-def write_run(out_dir: str | os.PathLike, world: int, straggler_rank: int, seed: int = 0, jitter: float = 0.02,
+def write_run(out_dir: str | os.PathLike, world: int, straggler_rank, seed: int = 0, jitter: float = 0.02,
               small: bool = False, gz: bool = True, ranks=None) -> list[Path]:
     """Write a synthetic `world`-rank run into out_dir (rank files synthetic_ddp.rankN.pt.trace.json[.gz]);
-    `ranks` limits which rank files are written (default all). Returns the paths written."""
+    `straggler_rank` is one rank or several (a slow node); `ranks` limits which rank files are written
+    (default all). Returns the paths written."""
+    stragglers = {straggler_rank} if isinstance(straggler_rank, int) else set(straggler_rank)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     bases = {}
@@ -101,7 +103,7 @@ def write_run(out_dir: str | os.PathLike, world: int, straggler_rank: int, seed:
     enc = msgspec.json.Encoder()
     written = []
     for r in (range(world) if ranks is None else ranks):
-        trace, origin = bases["straggler" if r == straggler_rank else "waiter"]
+        trace, origin = bases["straggler" if r in stragglers else "waiter"]
         data = enc.encode(replica(trace, r, world, origin, random.Random(seed * 100003 + r), jitter))
         name = out / f"synthetic_ddp.rank{r}.pt.trace.json{'.gz' if gz else ''}"
         if gz:
