@@ -5,7 +5,6 @@ the phase with when the tensor was freed to decide between a durable owner and "
 """
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
@@ -15,7 +14,7 @@ _PARAM_FUNCS = {"_apply", "convert", "to", "cuda", "reset_parameters", "to_empty
 _OPT_STATE_FUNCS = {"_init_group", "_init_state", "load_state_dict", "__setstate__"}
 _ENGINE = "torch::autograd::Engine::"
 _MODULE_CALL = ("_call_impl", "_wrapped_call_impl")
-_ATEN_OP = re.compile(r"\bat::_ops::([A-Za-z0-9_]+?)(?:_[A-Z][A-Za-z0-9_]*)?::(?:call|redispatch)\b")
+_ATEN_PREFIX = "at::_ops::"
 
 
 def _py(stack):
@@ -90,13 +89,23 @@ def op_of_stack(stack) -> str:
     """The ATen operator called from Python (`aten::pow`), from the C++ frames; "" when none recorded."""
     op = ""
     for f in stack:  # innermost first: the last match is the outermost op, the one Python called
-        if f.name.startswith("at::_ops::"):
-            m = _ATEN_OP.match(f.name)
-            if m:
-                op = m.group(1)
+        if f.name.startswith(_ATEN_PREFIX):
+            op = _aten_name(f.name[len(_ATEN_PREFIX):len(_ATEN_PREFIX) + 200]) or op
         elif f.filename.endswith(".py"):
             break
     return f"aten::{op}" if op else ""
+
+
+def _aten_name(rest: str) -> str:
+    """`pow_Tensor_Scalar::call(...)` -> `pow`: the operator without its overload (which starts with a
+    capital, as ATen names them); "" unless it is a call or redispatch frame."""
+    token, sep, tail = rest.partition("::")
+    if not sep or not tail.startswith(("call", "redispatch")) or not token.replace("_", "").isalnum():
+        return ""
+    for i in range(1, len(token) - 1):
+        if token[i] == "_" and token[i + 1].isupper():
+            return token[:i]
+    return token
 
 
 @lru_cache(maxsize=4096)
