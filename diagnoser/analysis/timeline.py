@@ -19,6 +19,7 @@ from ..facts import AnalysisResult, Fact, Subject
 from ..timeline.tables import Timeline
 from .timeline_catalogue import CATALOGUE, SPECS
 from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
+                            data_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
@@ -145,6 +146,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
+    v.update(data_gap_evidence(tv, gaps, act, max(steps.steady.size, 1)))
     comm_gaps = gaps.cls == COMM
     gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
     comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),

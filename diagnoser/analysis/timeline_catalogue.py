@@ -58,6 +58,13 @@ CATALOGUE: list[FactSpec] = [
     _n("alloc_ms_per_step", "ms", "host time per steady step in device malloc/free calls"),
     _s("tensor_core_dtypes", "what the GPU's tensor cores take, from its compute capability: tf32,bf16,fp16 "
        "(8.0+) | fp16 (Volta/Turing 7.x) | none | unknown (the trace has no device properties)"),
+    _s("data_gap_ranges", "the host ranges (DataLoader __next__, NVTX data, CPU ops) covering the data-class idle gaps "
+       "most, with their ms per step", HOST),
+    _s("data_gap_python", "the innermost Python function (with_stack traces) spanning most of the data-class idle "
+       "gaps, with its ms per step"),
+    _n("data_gaps_ending_in_input_copy", "count", "data-class idle gaps per step that end with the next input's "
+       "host-to-device copy"),
+    _n("input_copy_mb", "MB", "per step, the host-to-device copies that end data-class idle gaps"),
     _s("sync_calls", "per step, the synchronizing calls that blocked the host longest (name, calls, ms)"),
     _s("alloc_calls", "per step, the allocation calls that took the most time (name, calls, ms)"),
     _n("idle_alloc_pct", "%", "share of step time the GPU idles while the host allocates or frees device memory "

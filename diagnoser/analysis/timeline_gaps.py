@@ -26,7 +26,7 @@ import pandas as pd
 
 from .timeline_intervals import IntervalSet
 from .timeline_names import COMM_KERNEL, name_mask
-from .timeline_steps import PHASE_PATTERNS, Steps
+from .timeline_steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
 from .timeline_view import Names, TimelineView, is_sorted
 
 IDLE_CLASSES = ("data", "sync", "alloc", "launch", "communication", "unexplained")
@@ -306,3 +306,53 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
              "busy_ns": int(busy[k]), "compute_ns": int(compute[k]),
              "idle_ns_by_class": {c: int(by_cls[c][k]) for c in IDLE_CLASSES}}
             for k, i in enumerate(idx[:limit].tolist())]
+
+
+def data_gap_evidence(tv: TimelineView, gaps: Gaps, act: HostActivity, steps: int) -> dict:
+    """What the host did in the data-class gaps, for the finding's evidence: the host ranges that
+    cover them most (DataLoader `__next__`, an NVTX `data` range, CPU ops) and how many of them end
+    in the next input's host-to-device copy, with its size. Per steady step."""
+    sel = gaps.cls == DATA
+    if not sel.any():
+        return {}
+    gs, ge = gaps.start[sel], gaps.end[sel]
+    out: dict = {}
+    r = tv.tl.ranges
+    r = r[r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP)
+          & ~name_mask(r["name"], NVTX_STEP)]  # a step range covers every gap: it names nothing
+    if len(r):
+        rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+        hit = (rs < ge.max()) & (re_ > gs.min())
+        names = r["name"].to_numpy()[hit]
+        rs, re_ = rs[hit], re_[hit]
+        gap_set = IntervalSet.of(gs, ge)
+        cover = gap_set.overlap(rs, re_)
+        by: dict[str, int] = {}
+        for n, c in zip(names[cover > 0].tolist(), cover[cover > 0].tolist()):
+            by[str(n)] = by.get(str(n), 0) + int(c)
+        top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+        if top:
+            out["data_gap_ranges"] = ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms" for n, ns in top)
+    py = tv.tl.ranges
+    py = py[(py["kind"] == "python").to_numpy()]
+    if len(py):  # the innermost Python frame that spans most of the data gaps: where the host spent them
+        total = int((ge - gs).sum())
+        cover = IntervalSet.of(gs, ge).overlap(py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64))
+        spans = np.flatnonzero(cover >= MAJORITY * total)
+        if spans.size:
+            length = (py["end_ns"].to_numpy(np.int64) - py["start_ns"].to_numpy(np.int64))[spans]
+            inner = spans[np.argmin(length)]
+            out["data_gap_python"] = f"{py['name'].iloc[inner]} {cover[inner] / 1e6 / steps:.1f} ms"
+    ends_copy = _ends_in_input_copy(ge, act)
+    if ends_copy.any():
+        gpu = tv.tl.gpu
+        copies = np.flatnonzero(tv.is_memcpy)
+        htod = copies[Names.of(gpu["copy_kind"].iloc[copies]).equals("HtoD")]
+        starts = tv.gpu_start[htod]
+        i = np.searchsorted(np.sort(starts), ge[ends_copy])
+        order = np.argsort(starts, kind="stable")
+        i = np.minimum(i, max(order.size - 1, 0))
+        nbytes = gpu["bytes"].to_numpy()[htod[order[i]]]
+        out["data_gaps_ending_in_input_copy"] = float(ends_copy.sum()) / steps
+        out["input_copy_mb"] = float(nbytes.sum()) / 1e6 / steps
+    return out
