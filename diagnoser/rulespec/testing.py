@@ -51,7 +51,7 @@ def _resolve(test_file: Path, rel: str) -> str:
         for base in (test_file.resolve().parent, *test_file.resolve().parent.parents):
             if (base / p).exists():
                 return str(base / p)
-    if "shared/corpus/" in rel:
+    if "shared/corpus/" in rel or "shared/external/" in rel:  # the big real data beside the checkout
         raise CorpusAbsent(rel)
     raise RuleError(test_file, None, f"case input {rel} not found (paths are relative to the test file's "
                                      f"folder or a folder above it)")
