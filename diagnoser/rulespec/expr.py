@@ -14,10 +14,15 @@ class ExprError(ValueError):
     pass
 
 
-def parse_expr(text: str) -> set[str]:
+def parse_expr(text: str) -> frozenset[str]:
     """Validate an arithmetic expression; return the names it uses."""
+    return _parse_expr(str(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_expr(text: str) -> frozenset[str]:
     try:
-        tree = ast.parse(str(text), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise ExprError(f"not an expression: {e.msg}") from None
     names = set()
@@ -33,22 +38,27 @@ def parse_expr(text: str) -> set[str]:
             raise ExprError(f"`{type(node).__name__}` is not allowed; use + - * / ( ) min max abs")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
             raise ExprError("only numbers may appear as constants")
-    return names
+    return frozenset(names)
 
 
-def budget_names(text: str) -> set[str]:
+def budget_names(text: str) -> frozenset[str]:
+    return _budget_names(str(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _budget_names(text: str) -> frozenset[str]:
     """The names in the leftmost factor of a product: the share a gain expression explains.
 
     `(idle_sync_pct + idle_launch_pct) / 100 * f` -> {idle_sync_pct, idle_launch_pct};
     `kernel_time_share_pct / 100 * (100 - sm_pct) / 100` -> {kernel_time_share_pct}.
     """
     try:
-        node = ast.parse(str(text), mode="eval").body
+        node = ast.parse(text, mode="eval").body
     except SyntaxError:
-        return set()
+        return frozenset()
     while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
         node = node.left
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in _ALLOWED_FUNCS}
+    return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in _ALLOWED_FUNCS)
 
 
 @functools.lru_cache(maxsize=1024)
