@@ -5,8 +5,6 @@ import json
 import math
 from dataclasses import replace
 
-import jinja2
-
 from .. import __version__
 from ..facts import short_name
 from ..findings import KERNEL_ROWS
@@ -162,7 +160,9 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
             "settings": settings_lines(report), "version": __version__}
 
 
-def _env(autoescape: bool) -> jinja2.Environment:
+def _env(autoescape: bool):
+    """The jinja2 environment (imported here: a JSON report needs no templates)."""
+    import jinja2
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=autoescape, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
