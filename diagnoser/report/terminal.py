@@ -53,8 +53,11 @@ def _finding(v: dict) -> Group:
     parts.append(Padding(_md(lead + f.message), (1, 0, 0, 0)))
     if v["kernels"]:
         kt = Table(show_edge=False, header_style="bold", pad_edge=False)
-        for name in ["kernel", "first launch", "launches", "gain"] + v["kernels"]["columns"]:
-            kt.add_column(name, justify="left" if name == "kernel" else "right", overflow="fold")
+        kt.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=48)
+        for name in ["first launch", "launches", "gain"]:
+            kt.add_column(name, justify="right")
+        for name in v["kernels"]["columns"]:  # fact names wrap at their underscores
+            kt.add_column(name.replace("_", " "), justify="right", min_width=max(map(len, name.split("_"))))
         for r in v["kernels"]["rows"]:
             kt.add_row(r["kernel"], r["first"], str(r["launches"]), r["gain"], *r["cells"])
         more = v["kernels"]["more"]
