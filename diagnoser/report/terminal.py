@@ -53,9 +53,9 @@ def _finding(v: dict) -> Group:
     parts.append(Padding(_md(lead + f.message), (1, 0, 0, 0)))
     if v["kernels"]:
         kt = Table(show_edge=False, header_style="bold", pad_edge=False)
-        kt.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=48)
+        kt.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=32)
         for name in ["first launch", "launches", "gain"]:
-            kt.add_column(name, justify="right")
+            kt.add_column(name.replace(" ", "\n"), justify="right")
         for name in v["kernels"]["columns"]:  # fact names wrap at their underscores
             kt.add_column(name.replace("_", " "), justify="right", min_width=max(map(len, name.split("_"))))
         for r in v["kernels"]["rows"]:
