@@ -34,7 +34,7 @@ def _md(text: str) -> Markdown:
     return Markdown(text or "", code_theme="ansi_dark", inline_code_lexer=None)
 
 
-def _finding(v: dict) -> Group:
+def _finding(v: dict, width: int) -> Group:
     f = v["f"]
     parts = []
     head = Text()
@@ -53,17 +53,18 @@ def _finding(v: dict) -> Group:
     parts.append(Padding(_md(lead + f.message), (1, 0, 0, 0)))
     if v["kernels"]:
         kt = Table(show_edge=False, header_style="bold", pad_edge=False)
+        columns = v["kernels"]["columns"][:max(0, (width - 64) // 12)]  # as many facts as the width holds
         kt.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=32)
         for name in ["first launch", "launches", "gain"]:
             kt.add_column(name.replace(" ", "\n"), justify="right")
-        for name in v["kernels"]["columns"]:  # fact names wrap at their underscores
+        for name in columns:  # fact names wrap at their underscores
             kt.add_column(name.replace("_", " "), justify="right", min_width=max(map(len, name.split("_"))))
         for r in v["kernels"]["rows"]:
-            kt.add_row(r["kernel"], r["first"], str(r["launches"]), r["gain"], *r["cells"])
+            kt.add_row(r["kernel"], r["first"], str(r["launches"]), r["gain"], *r["cells"][:len(columns)])
         more = v["kernels"]["more"]
         if more:
             kt.add_row(Text(f"{more['kernels']} more kernels", style="dim"), "", str(more["launches"]), more["gain"],
-                       *[""] * len(v["kernels"]["columns"]))
+                       *[""] * len(columns))
         parts.append(Padding(kt, (1, 0, 0, 2)))
     if f.evidence:
         et = Table(show_header=False, show_edge=False, box=None, pad_edge=False, padding=(0, 2, 0, 0))
@@ -120,7 +121,7 @@ def render_terminal(view: dict, width: int | None = None) -> str:
     for v in view["findings"]:
         con.print()
         con.print(Rule(style="dim"))
-        con.print(_finding(v))
+        con.print(_finding(v, con.width))
     if view["more"]:
         con.print()
         con.print(Rule(f"{len(view['more'])} more findings (--top N shows more in full)", style="dim"))
