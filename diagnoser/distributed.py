@@ -7,6 +7,10 @@ summary travels back, never the tables. At most `jobs` traces (local pool) or th
 threads (Dask) are held at once, so memory grows with the workers, not with the ranks; the
 cross-rank analysis (`analysis.timeline.measured_analysis`) then runs on the summaries.
 
+The local pool starts its workers from a fork server, which imports the calling program's main
+module as `__mp_main__`: a script that uses `executing(jobs=N)` needs the usual
+`if __name__ == "__main__":` guard (the `diagnose` command has it).
+
 Dask (`pip install "diagnoser[dask]"`): `--scheduler tcp://HOST:8786` or DIAGNOSER_SCHEDULER. The
 workers need diagnoser installed and must see the traces: a shared filesystem path, or an fsspec
 URL (`s3://...`) each worker opens itself. Dask's own futures, retries (DIAGNOSER_DASK_RETRIES,
@@ -124,6 +128,8 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
     except MemoryError:
         problem = "ran out of memory while analysing"
     except Exception as e:  # noqa: BLE001 - an analysis bug on one rank must not hide the others
+        if os.environ.get("DIAGNOSER_DEBUG"):
+            raise
         problem = f"analysis failed ({type(e).__name__}: {e})"
     return RankOutcome(source, kind, measured, problem, size, time.perf_counter() - t0,
                        f"{socket.gethostname()}:{os.getpid()}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
@@ -206,12 +212,20 @@ def _on_pool(items, jobs: int, bar: RankProgress) -> list[RankOutcome]:
     else:
         ctx = multiprocessing.get_context("spawn")
     results: dict[int, RankOutcome] = {}
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    futures: dict = {}
+    try:
         futures = {pool.submit(measure_trace, source, kind): i for i, (source, kind) in enumerate(items)}
         for fut in as_completed(futures):
             i = futures.pop(fut)
             results[i] = _result(fut, items[i][0])
             bar.rank_done(results[i])
+    except BaseException:  # Ctrl-C, SIGTERM: drop the queued ranks instead of measuring them all first
+        for fut in futures:  # each future itself: the pool's own cancel_futures is lost once it is collected
+            fut.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return [results[i] for i in range(len(items))]
 
 
