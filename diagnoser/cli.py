@@ -215,6 +215,8 @@ def rules_show(rule_id, user_rules):
     click.echo(f"  requires: {', '.join(r.requires) or '-'}")
     click.echo(f"  needs (requires + every fact `when` reads; absent -> not evaluated): {', '.join(r.needs()) or '-'}")
     click.echo(f"  params: {json.dumps(r.params, sort_keys=True)}")
+    if r.extra.get("conditions"):
+        click.echo(f"  shared conditions (their params are tuned where they are defined): {', '.join(r.extra['conditions'])}")
     click.echo(f"  when (compiled): {json.dumps(compile_rule(r).predicate)}")
     click.echo(f"  message: {r.message}\n  estimated_gain: {r.estimated_gain} of {r.gain_of}")
     click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")

@@ -94,40 +94,23 @@ def _python_yaml(path: Path, text: str):
 
 
 def load_rule_file(path: Path, known_facts: dict | None = None, shipped: bool = False) -> list[Rule]:
-    """Rules of one file, validated. A file validated before (same bytes, same fact catalogue,
-    same loader) is rebuilt from the compiled-pack cache without parsing or checking it again."""
-    return load_rule_file_with_settings(path, known_facts, shipped)[0]
+    """Rules of one file, validated (its own `conditions:` only; build_pack shares them across files)."""
+    data = file_data(Path(path))
+    shared = {name: (c, str(path)) for name, c in data["conditions"].items()}
+    return build_rules(Path(path), data, shared, known_facts, shipped)
 
 
-def load_rule_file_with_settings(path: Path, known_facts: dict | None = None,
-                                 shipped: bool = False) -> tuple[list[Rule], dict]:
-    path = Path(path)
+def file_data(path: Path) -> dict:
+    """A rule file parsed and checked against the schema, as plain JSON data:
+    {"rules": [[raw, tree, line]...], "conditions": {name: {"params", "when", "line"}}, "settings": {name: [value, line]}}.
+
+    Files seen before (same bytes, same loader) come from the compiled-pack cache, without the
+    YAML parse and the schema checks that cost most of the start-up."""
     text = read_text(path)
-    key = cache.key(text, sorted(known_facts) if known_facts is not None else None)
+    key = cache.key(text, None)
     hit = cache.get(key)
-    if hit is not None:
-        try:
-            return [_rule(raw, tree, path, line, shipped) for raw, tree, line in hit["rules"]], hit["settings"]
-        except (KeyError, TypeError, ValueError):
-            pass  # a cache entry of another shape: parse the file again
-    rules, entries, settings = _load_checked(path, text, known_facts, shipped)
-    cache.put(key, {"rules": entries, "settings": settings})
-    return rules, settings
-
-
-def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool) -> Rule:
-    return Rule(
-        id=raw["id"], name=raw["name"], title=raw["title"], tree=tree, category=raw["category"],
-        severity=raw["severity"], status=raw.get("status", "stable"), scope=raw.get("scope", "run"),
-        requires=tuple(raw.get("requires", ())), params=dict(raw.get("params", {})),
-        when=_condition(raw["when"]), message=raw["message"], evidence=tuple(raw.get("evidence", ())),
-        estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
-        gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
-        refs=tuple(raw.get("refs", ())), path=str(path), line=line or 0, shipped=shipped,
-    )
-
-
-def _load_checked(path: Path, text: str, known_facts: dict | None, shipped: bool):
+    if hit is not None and {"rules", "conditions", "settings"} <= set(hit):
+        return hit
     data, lines = read_yaml(path, text)
     if not isinstance(data, dict):
         raise RuleError(path, 1, "a rule file is a mapping with `tree:` and `rules:` (a list of rules)")
@@ -137,8 +120,8 @@ def _load_checked(path: Path, text: str, known_facts: dict | None, shipped: bool
         err = _deepest(errors[0])
         raise RuleError(path, _line_for(lines, err.absolute_path), advice(err))
     file_tree = data.get("tree")
-    rules, entries, seen = [], [], {}
-    for i, raw in enumerate(data["rules"]):
+    entries, seen = [], {}
+    for i, raw in enumerate(data.get("rules") or []):
         line = _line_for(lines, ("rules", i))
         tree = raw.get("tree", file_tree)
         if not tree:
@@ -146,22 +129,69 @@ def _load_checked(path: Path, text: str, known_facts: dict | None, shipped: bool
         if raw["id"] in seen:
             raise RuleError(path, line, f"duplicate id {raw['id']} (first at line {seen[raw['id']]}); ids are never reused")
         seen[raw["id"]] = line
-        rule = _rule(raw, tree, path, line, shipped)
-        _check_rule(rule, path, lines, i, known_facts)
-        rules.append(rule)
         entries.append([raw, tree, line or 0])
-    settings = {}
-    for name, value in (data.get("settings") or {}).items():
+    conditions = {name: {"params": c.get("params") or {}, "when": c["when"],
+                         "line": _line_for(lines, ("conditions", name)) or 0}
+                  for name, c in (data.get("conditions") or {}).items()}
+    settings = {name: [value, _line_for(lines, ("settings", name)) or 0]
+                for name, value in (data.get("settings") or {}).items()}
+    out = {"rules": entries, "conditions": conditions, "settings": settings}
+    cache.put(key, out)
+    return out
+
+
+def build_rules(path: Path, data: dict, shared: dict, known_facts: dict | None, shipped: bool) -> list[Rule]:
+    """Rule objects from a file's data, `{condition: NAME}` resolved from `shared`
+    ({name: (condition data, file)}), each rule checked (names, params, templates, regexes)."""
+    rules = []
+    for i, (raw, tree, line) in enumerate(data["rules"]):
+        rule = _rule(raw, tree, path, line, shipped, shared)
+        try:
+            _check_rule(rule, path, {}, i, known_facts)
+        except RuleError:
+            _check_rule(rule, path, read_yaml(path)[1], i, known_facts)  # again, for the exact line
+            raise
+        rules.append(rule)
+    return rules
+
+
+def file_settings(path: Path, data: dict) -> dict:
+    """The analysis settings a rule file sets (`settings:`), checked against the registry."""
+    out = {}
+    for name, (value, line) in data["settings"].items():
         from .. import settings as settings_mod
         from ..errors import DiagnoserError
         try:
-            settings[name] = settings_mod.checked(name, value, "settings")
+            out[name] = settings_mod.checked(name, value, "settings")
         except DiagnoserError as e:
-            raise RuleError(path, _line_for(lines, ("settings", name)), str(e)) from None
-    return rules, entries, settings
+            raise RuleError(path, line or None, str(e)) from None
+    return out
 
 
-_BRANCH = {"fact": 0, "op": 0, "finding": 1, "all": 2, "any": 3, "none": 4}
+def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: dict | None = None) -> Rule:
+    used: list[str] = []
+    when = _condition(raw["when"], shared or {}, used, path, line)
+    params = dict(raw.get("params", {}))
+    for name in dict.fromkeys(used):
+        cond, where = shared[name]
+        for k, v in cond["params"].items():
+            if k in raw.get("params", {}):
+                raise RuleError(path, line, f"rule {raw['id']}: param `{k}` is set by condition `{name}` "
+                                            f"({where}:{cond['line']}); tune it there (or with --param {raw['id']}.{k}=V)")
+            params.setdefault(k, v)
+    return Rule(
+        id=raw["id"], name=raw["name"], title=raw["title"], tree=tree, category=raw["category"],
+        severity=raw["severity"], status=raw.get("status", "stable"), scope=raw.get("scope", "run"),
+        requires=tuple(raw.get("requires", ())), params=params,
+        when=when, message=raw["message"], evidence=tuple(raw.get("evidence", ())),
+        estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
+        gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
+        refs=tuple(raw.get("refs", ())), path=str(path), line=line or 0, shipped=shipped,
+        extra={"conditions": list(dict.fromkeys(used))} if used else {},
+    )
+
+
+_BRANCH = {"fact": 0, "op": 0, "finding": 1, "all": 2, "any": 3, "none": 4, "condition": 5}
 
 
 def _deepest(error):
@@ -178,10 +208,24 @@ def _deepest(error):
     return error
 
 
-def _condition(raw: dict) -> Condition:
+def _condition(raw: dict, shared: dict | None = None, used: list | None = None, path=None, line=None,
+               depth: int = 0) -> Condition:
+    """A `when` node; `{condition: NAME}` becomes `all` of the shared condition's tree (named in `used`)."""
+    shared = shared or {}
+    used = [] if used is None else used
     for key in ("all", "any", "none"):
         if key in raw:
-            return Condition(kind=key, items=tuple(_condition(c) for c in raw[key]))
+            return Condition(kind=key, items=tuple(_condition(c, shared, used, path, line, depth) for c in raw[key]))
+    if "condition" in raw:
+        name = raw["condition"]
+        if name not in shared:
+            known = ", ".join(sorted(shared)) or "none"
+            raise RuleError(path, line, f"`condition: {name}` names no shared condition (known: {known}); "
+                                        f"define it under `conditions:` in a rule file of the pack")
+        if depth > 8:
+            raise RuleError(path, line, f"conditions nest too deeply at `{name}` (a condition using itself?)")
+        used.append(name)
+        return Condition(kind="all", items=(_condition(shared[name][0]["when"], shared, used, path, line, depth + 1),))
     if "finding" in raw:
         return Condition(kind="finding", finding=raw["finding"])
     value = raw.get("value")
@@ -263,20 +307,29 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
                known_facts: dict | None = None) -> RulePack:
     """Shipped rules, then user packs (a user rule with a shipped id replaces it), then --param overrides.
 
-    The pack records how it was made (RulePack.provenance): each user pack with the rules it
-    adds and the shipped ones it replaces, each --param with its default, and pack settings.
+    `conditions:` of every file in the pack are shared: a rule anywhere may use `{condition: NAME}`
+    (a user pack's condition replaces a shipped one of the same name). The pack records how it was
+    made (RulePack.provenance): each user pack with the rules it adds and the shipped ones it
+    replaces, each --param with its default, and pack settings.
     """
     rules: dict[str, Rule] = {}
     trees: dict[str, str] = {}
     sources = [(p, True, None) for p in (rule_files(shipped_dir) if shipped_dir else [])]
     for up in user_paths:
         sources += [(p, False, str(up)) for p in rule_files(Path(up))]
+    loaded = [(file, shipped, given, file_data(file)) for file, shipped, given in sources]
+    shared: dict[str, tuple[dict, str]] = {}
+    origin: dict[str, bool] = {}
+    for file, shipped, _, data in loaded:
+        for name, cond in data["conditions"].items():
+            if name in shared and origin[name] == shipped:
+                raise RuleError(file, cond["line"] or None, f"condition `{name}` is also defined in {shared[name][1]}")
+            shared[name], origin[name] = (cond, str(file)), shipped
     packs: dict[str, dict] = {}
     pack_settings: dict = {}
-    for file, shipped, given in sources:
-        file_rules, file_settings = load_rule_file_with_settings(file, known_facts, shipped=shipped)
-        pack_settings.update(file_settings)
-        for rule in file_rules:
+    for file, shipped, given, data in loaded:
+        pack_settings.update(file_settings(file, data))
+        for rule in build_rules(file, data, shared, known_facts, shipped):
             if rule.id in rules and rules[rule.id].shipped == shipped:
                 raise RuleError(file, rule.line, f"duplicate id {rule.id} (also in {rules[rule.id].path}); ids are never reused")
             if given is not None:

@@ -28,6 +28,11 @@ CONDITION = {
         {"type": "object", "required": ["all"], "properties": {"all": {"$ref": "#/$defs/list"}}, "additionalProperties": False},
         {"type": "object", "required": ["any"], "properties": {"any": {"$ref": "#/$defs/list"}}, "additionalProperties": False},
         {"type": "object", "required": ["none"], "properties": {"none": {"$ref": "#/$defs/list"}}, "additionalProperties": False},
+        {
+            "type": "object", "required": ["condition"],
+            "properties": {"condition": {"type": "string", "pattern": _NAME}},
+            "additionalProperties": False,
+        },
     ],
 }
 
@@ -64,10 +69,23 @@ RULE = {
 RULE_FILE = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "required": ["rules"],
+    "anyOf": [{"required": ["rules"]}, {"required": ["conditions"]}],
     "properties": {
         "tree": {"type": "string", "pattern": _NAME},
         "rules": {"type": "array", "items": RULE, "minItems": 1},
+        "conditions": {
+            "type": "object",
+            "propertyNames": {"pattern": _NAME},
+            "additionalProperties": {
+                "type": "object", "required": ["when"],
+                "properties": {
+                    "params": {"type": "object", "propertyNames": {"pattern": _IDENT},
+                               "additionalProperties": {"type": ["number", "string", "boolean"]}},
+                    "when": {"$ref": "#/$defs/condition"},
+                },
+                "additionalProperties": False,
+            },
+        },
         "settings": {
             "type": "object",
             "propertyNames": {"pattern": r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"},
@@ -100,6 +118,8 @@ def advice(error) -> str:
     """Turn a jsonschema ValidationError into a sentence that says what to add or change."""
     v = error.validator
     where = ".".join(str(p) for p in error.absolute_path) or "top level"
+    if v == "anyOf" and not error.absolute_path:
+        return "top level: missing `rules`; add a list of rules under `rules:` (or shared `conditions:`)"
     if v == "required":
         missing = [m for m in error.validator_value if m not in (error.instance or {})]
         if error.schema is CONDITION or "fact" in error.validator_value:
@@ -122,7 +142,7 @@ def advice(error) -> str:
         if isinstance(inst, dict):
             keys = ", ".join(sorted(map(str, inst)))
             return (f"{where}: not a valid condition (keys: {keys}); write {{fact: NAME, op: OP, param: P}}, "
-                    f"{{finding: ID}}, or all/any/none: [conditions]")
+                    f"{{finding: ID}}, {{condition: NAME}} or all/any/none: [conditions]")
         return f"{where}: a condition must be a mapping, got {type(inst).__name__}"
     if v == "type":
         return f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} `{error.instance}`"

@@ -1,0 +1,93 @@
+"""A mechanism the training and inference trees share is written once: a `conditions:` entry with
+its thresholds, used by rules of both trees as `{condition: NAME}` (synthetic rule packs)."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from diagnoser.catalogue import catalogue
+from diagnoser.cli import cli
+from diagnoser.engine.evaluate import evaluate
+from diagnoser.engine.records import Record
+from diagnoser.errors import RuleError
+from diagnoser.rulespec.compile import compile_rule
+from diagnoser.rulespec.loader import build_pack
+
+SHARED = """\
+conditions:
+  attention-not-fused:
+    params: {min_unfused_attention_pct: 15, fused_speedup_share: 0.8}
+    when:
+      all:
+        - {fact: unfused_attention_pct, op: gte, param: min_unfused_attention_pct}
+"""
+TREE = """\
+tree: {tree}
+rules:
+  - id: {rid}
+    name: attention-not-fused
+    title: Attention is not fused
+    category: unfused_attention
+    severity: critical
+    when:
+      all:
+        - {{fact: workload_kind, op: eq, value: {kind}}}
+        - {{condition: attention-not-fused}}
+    message: "{{unfused_attention_pct:.0f}}% of the step is hand-written attention"
+    estimated_gain: unfused_attention_pct / 100 * fused_speedup_share
+    fix: "use scaled_dot_product_attention"
+    verify: "unfused_attention_pct below {{min_unfused_attention_pct}}%"
+"""
+
+
+def _pack(tmp_path, shared=SHARED, extra_params=""):
+    (tmp_path / "shared.yaml").write_text(shared)
+    (tmp_path / "train.yaml").write_text(TREE.format(tree="demo-train", rid="DTRAIN001", kind="training"))
+    infer = TREE.format(tree="demo-infer", rid="DINFER001", kind="inference")
+    (tmp_path / "infer.yaml").write_text(infer.replace("    when:", extra_params + "    when:") if extra_params else infer)
+    return tmp_path
+
+
+def test_both_trees_take_the_threshold_from_the_one_shared_condition(tmp_path):
+    pack = build_pack(_pack(tmp_path), known_facts=catalogue())
+    train, infer = pack.rules["DTRAIN001"], pack.rules["DINFER001"]
+    assert train.params == infer.params == {"min_unfused_attention_pct": 15, "fused_speedup_share": 0.8}
+    assert train.extra["conditions"] == ["attention-not-fused"]
+    assert "('cmp', 'unfused_attention_pct', 'gte', 15)" in str(compile_rule(infer).predicate)
+    record = [Record("run", None, {"workload_kind": "inference", "unfused_attention_pct": 20.0})]
+    findings, _ = evaluate(pack.rules, record, catalogue())
+    assert [f.rule for f in findings] == ["DINFER001"] and abs(findings[0].estimated_gain - 0.16) < 1e-9
+    # tuned in one place: both trees follow
+    (tmp_path / "shared.yaml").write_text(SHARED.replace("min_unfused_attention_pct: 15", "min_unfused_attention_pct: 25"))
+    again = build_pack(tmp_path, known_facts=catalogue())
+    assert again.rules["DTRAIN001"].params["min_unfused_attention_pct"] == 25
+    assert again.rules["DINFER001"].params["min_unfused_attention_pct"] == 25
+    assert not evaluate(again.rules, record, catalogue())[0]
+    # and --param still tunes one rule
+    one = build_pack(tmp_path, overrides=["DINFER001.min_unfused_attention_pct=10"], known_facts=catalogue())
+    assert one.rules["DINFER001"].params["min_unfused_attention_pct"] == 10
+    assert one.rules["DTRAIN001"].params["min_unfused_attention_pct"] == 25
+
+
+def test_a_rule_may_not_set_a_threshold_its_shared_condition_sets(tmp_path):
+    with pytest.raises(RuleError) as e:
+        build_pack(_pack(tmp_path, extra_params="    params: {min_unfused_attention_pct: 30}\n"), known_facts=catalogue())
+    assert "infer.yaml" in str(e.value) and "is set by condition `attention-not-fused`" in str(e.value)
+    assert "tune it there" in str(e.value)
+
+
+def test_unknown_condition_is_a_one_line_error_naming_the_known_ones(tmp_path):
+    (tmp_path / "shared.yaml").write_text(SHARED)
+    (tmp_path / "train.yaml").write_text(TREE.format(tree="demo-train", rid="DTRAIN001", kind="training")
+                                         .replace("condition: attention-not-fused", "condition: attention-unfused"))
+    result = CliRunner().invoke(cli, ["rules", "validate", str(tmp_path)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert "`condition: attention-unfused` names no shared condition (known: attention-not-fused" in result.output
+
+
+def test_conditions_only_file_validates_and_shows_in_rules_show(tmp_path):
+    _pack(tmp_path)
+    result = CliRunner().invoke(cli, ["rules", "validate", str(tmp_path / "shared.yaml")])
+    assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(cli, ["rules", "show", "DTRAIN001", "--rules", str(tmp_path)]).output
+    assert "attention-not-fused" in shown and "min_unfused_attention_pct" in shown
