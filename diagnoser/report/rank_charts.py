@@ -89,8 +89,9 @@ def rank_groups_table(rows: list[dict]) -> Chart | None:
                   "arrive at the collectives first.", 0, 0)
     chart.table = {"caption": "", "headers": ["ranks", "count", "step (ms)", "in collectives (ms)", "own work",
                                               "GPU busy", "idle mostly"],
-                   "numeric": [False, True, True, True, True, True, False], "mono": [True] + [False] * 6,
-                   "rows": [[r.get("ranks", "") + (" (straggler)" if r.get("straggler") else ""),
+                   "numeric": [False, True, True, True, True, True, False], "mono": [False] * 7,
+                   "rows": [[r.get("ranks", "") + ((" (stragglers)" if _num(r.get("count")) > 1 else " (straggler)")
+                                                    if r.get("straggler") else ""),
                              str(int(_num(r.get("count")))), fmt_value(_num(r.get("step_ms"))),
                              fmt_value(_num(r.get("comm_wait_ms"))), f"{_num(r.get('own_work_pct')):.0f}%",
                              f"{_num(r.get('busy_pct')):.0f}%", str(r.get("idle_top_class", ""))] for r in rows]}
