@@ -134,6 +134,12 @@ def overridden(values: dict[str, Value]) -> Iterator[None]:
         _OVERRIDES.update(saved)
 
 
+def current_overrides() -> dict[str, Value]:
+    """The overrides in force, to hand to worker processes (a process pool or Dask workers do not
+    share this module's state): the worker runs its task under `overridden(values)`."""
+    return dict(_OVERRIDES)
+
+
 def changed() -> list[dict]:
     """The settings now in force that differ from their defaults (for the report's settings)."""
     out = []
