@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from ..errors import RuleError
 from ..facts import Fact, Subject
 from .model import RulePack
