@@ -151,6 +151,9 @@ def test_compiled_pack_cache_gives_the_same_rules_and_survives_a_bad_cache(tmp_p
     shutil.rmtree(tmp_path / "cache")
     (tmp_path / "cache").write_text("a file where the cache folder should be")
     assert load_pack().rules == first.rules, "an unwritable cache is skipped"
+    from diagnoser.pipeline import Report
+    from diagnoser.report.render import render_markdown
+    assert render_markdown(Report([], [], [])).startswith("# diagnoser report"), "so is the template cache"
     monkeypatch.setenv("DIAGNOSER_NO_CACHE", "1")
     assert load_pack().rules == first.rules
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import replace
 
 from .. import __version__
@@ -160,11 +161,40 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
             "settings": settings_lines(report), "version": __version__}
 
 
+def _bytecode_cache():
+    """Compiled templates kept beside the rule cache (jinja2 keys them by template source), so a
+    report does not lex and compile its templates on every start; None where caching is off."""
+    import jinja2
+
+    from ..rulespec.cache import cache_dir
+    directory = cache_dir()
+    if directory is None:
+        return None
+
+    class QuietCache(jinja2.FileSystemBytecodeCache):
+        """A cache that cannot be read or written is skipped, never an error."""
+
+        def load_bytecode(self, bucket):
+            try:
+                super().load_bytecode(bucket)
+            except (OSError, ValueError, EOFError):
+                bucket.reset()
+
+        def dump_bytecode(self, bucket):
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
+    return QuietCache(str(directory / f"templates-{__version__}"))
+
+
 def _env(autoescape: bool):
     """The jinja2 environment (imported here: a JSON report needs no templates)."""
     import jinja2
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=jinja2.FileSystemLoader(str(templates_dir())), bytecode_cache=_bytecode_cache(),
         autoescape=autoescape, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
