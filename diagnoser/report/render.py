@@ -182,7 +182,7 @@ def _bytecode_cache():
 
         def dump_bytecode(self, bucket):
             try:
-                os.makedirs(self.directory, exist_ok=True)
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)  # private, like __pycache__ of a user install
                 super().dump_bytecode(bucket)
             except OSError:
                 pass

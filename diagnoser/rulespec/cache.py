@@ -79,7 +79,7 @@ def put(k: str, value: dict) -> None:
         return  # YAML values JSON cannot hold (dates...): not cached, parsed each time
     tmp = None
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".rules-", suffix=".tmp", dir=str(d))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
