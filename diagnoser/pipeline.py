@@ -12,6 +12,7 @@ from . import settings as settings_mod
 from .catalogue import catalogue
 from .errors import DiagnoserError, InputError
 from .engine.evaluate import durable_matcher, evaluate
+from .engine.margins import close_calls
 from .engine.records import build_records
 from .facts import AnalysisResult, Fact
 from .findings import Finding, NotEvaluated, arrange
@@ -181,6 +182,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         records, warnings = build_records(result.facts)
         notes += group.notes + result.notes + warnings
         got, missing = evaluate(pack.rules, records, cat, matcher)
+        notes += close_calls(pack.rules, records, {f.rule for f in got})
         findings += got
         for ne in missing:
             skipped.setdefault(ne.rule, ne)

@@ -61,7 +61,7 @@ def ref_unfused(is_gemm, soft, dur) -> tuple[int, int]:
     prev = np.concatenate(([-1], np.maximum.accumulate(np.where(is_gemm, pos, -1))[:-1]))
     nxt = np.minimum.accumulate(np.where(is_gemm, pos, n)[::-1])[::-1]
     nxt = np.concatenate((nxt[1:], [n]))
-    w = ATTENTION_WINDOW_KERNELS
+    w = ATTENTION_WINDOW_KERNELS.value
     ok = (prev[soft] >= 0) & (soft - prev[soft] <= w) & (nxt[soft] < n) & (nxt[soft] - soft <= w)
     soft = soft[ok]
     edges = np.zeros(n + 1, dtype=np.int64)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import settings
 from .timeline_intervals import IntervalSet
 from .timeline_names import COMM_KERNEL, name_mask
 from .timeline_steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
@@ -37,8 +38,8 @@ SYNC_OPS = re.compile(r"^aten::(?:item|_local_scalar_dense|is_nonzero|nonzero)$"
 COMM_RANGES = re.compile(r"^nccl:|ProcessGroupNCCL|^c10d::|record_param_comms", re.I)
 DATA_RANGE = PHASE_PATTERNS["data"]
 
-LAUNCH_GAP_MAX_NS = 100_000   # a gap this short with the host busy launching is launch overhead
-MAJORITY = 0.5                # share of a gap a host activity must cover to explain it
+LAUNCH_GAP_MAX_NS = settings.register("timeline.launch_gap_max_ns", 100_000, "ns", "an idle gap this short is launch overhead (the GPU waits for the next launch); longer ones are classified by the host evidence")
+MAJORITY = settings.register("timeline.gap_majority", 0.5, "share", "share of an idle gap a host activity (sync, malloc/free, data ranges, launches) must cover to explain it")
 
 
 @dataclass
@@ -176,7 +177,7 @@ class Gaps:
 
 DATA, SYNC, ALLOC, LAUNCH, COMM, UNEXPLAINED = (IDLE_CLASSES.index(c) for c in
                                                 ("data", "sync", "alloc", "launch", "communication", "unexplained"))
-INPUT_COPY_WINDOW_NS = 50_000  # the next input's copy starts this close to the gap's end
+INPUT_COPY_WINDOW_NS = settings.register("timeline.input_copy_window_ns", 50_000, "ns", "a gap ends in the next input's host-to-device copy when the copy starts this close to its end")
 
 
 def _share(sets, starts: np.ndarray, ends: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
@@ -198,7 +199,7 @@ def _ends_in_input_copy(ends: np.ndarray, act: HostActivity) -> np.ndarray:
     i = np.searchsorted(c, ends, side="left")
     ok = i < c.size
     out = np.zeros(ends.size, dtype=bool)
-    out[ok] = c[i[ok]] - ends[ok] <= INPUT_COPY_WINDOW_NS
+    out[ok] = c[i[ok]] - ends[ok] <= INPUT_COPY_WINDOW_NS.value
     return out
 
 
@@ -212,12 +213,12 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     """
     dur = np.maximum(ends - starts, 1)
     cls = np.full(starts.size, UNEXPLAINED, dtype=np.int8)
-    short = (ends - starts) <= LAUNCH_GAP_MAX_NS
+    short = (ends - starts) <= LAUNCH_GAP_MAX_NS.value
     launch = short.copy()  # short gaps, and long ones the host spends launching
     long_gaps = np.flatnonzero(~short)
     share = _share([act.launch], starts[long_gaps], ends[long_gaps], dur[long_gaps])
     if share is not None:
-        launch[long_gaps] = share >= MAJORITY
+        launch[long_gaps] = share >= MAJORITY.value
     cls[launch] = LAUNCH
     host_held = np.ones(starts.size, dtype=bool) if queued is None else ~queued
     sync_share = _share([act.sync], starts, ends, dur) if len(act.sync) else None
@@ -226,19 +227,19 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
         cls[sync_at_start & host_held] = SYNC
     data = _share([act.data], starts, ends, dur)
     if data is not None:
-        cls[(data >= MAJORITY) & host_held] = DATA
+        cls[(data >= MAJORITY.value) & host_held] = DATA
     # a long gap that ends when the next input is copied in, while the host made (almost) no CUDA
     # calls: the host was preparing that input (a DataLoader, tokenization, Python preprocessing)
     cuda = _share([act.cuda], starts, ends, dur)
-    quiet = np.ones(starts.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY
+    quiet = np.ones(starts.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
     cls[~short & quiet & host_held & _ends_in_input_copy(ends, act)] = DATA
     if len(act.alloc):
-        cls[(_share([act.alloc], starts, ends, dur) >= MAJORITY) & host_held] = ALLOC
+        cls[(_share([act.alloc], starts, ends, dur) >= MAJORITY.value) & host_held] = ALLOC
     if sync_share is not None:  # blocked in a sync for most of the gap: nothing else explains it
-        cls[sync_share >= MAJORITY] = SYNC  # (even with work queued: it waits on what the sync waits for)
+        cls[sync_share >= MAJORITY.value] = SYNC  # (even with work queued: it waits on what the sync waits for)
     comm = _share([comm_kernels, act.comm], starts, ends, dur)
     if comm is not None:
-        cls[comm >= MAJORITY] = COMM
+        cls[comm >= MAJORITY.value] = COMM
     return cls
 
 
@@ -338,7 +339,7 @@ def data_gap_evidence(tv: TimelineView, gaps: Gaps, act: HostActivity, steps: in
     if len(py):  # the innermost Python frame that spans most of the data gaps: where the host spent them
         total = int((ge - gs).sum())
         cover = IntervalSet.of(gs, ge).overlap(py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64))
-        spans = np.flatnonzero(cover >= MAJORITY * total)
+        spans = np.flatnonzero(cover >= MAJORITY.value * total)
         if spans.size:
             length = (py["end_ns"].to_numpy(np.int64) - py["start_ns"].to_numpy(np.int64))[spans]
             inner = spans[np.argmin(length)]

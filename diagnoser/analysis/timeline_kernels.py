@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .. import settings
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
 from .timeline_names import COMM_KERNEL, name_mask, optimizer_ranges
@@ -49,7 +50,7 @@ TENSOR_CORE = re.compile(r"nvjet|hmma|wgmma|wmma|tensorop|s16816|s161616|bf16|f1
 
 # A softmax between two GEMMs is hand-written attention; log-softmax is the loss, not attention.
 LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|Backward|backward", re.I)
-ATTENTION_WINDOW_KERNELS = 8  # how far (in kernels on the stream) a GEMM may sit from the softmax
+ATTENTION_WINDOW_KERNELS = settings.register("timeline.attention_window_kernels", 8, "kernels", "how far (in kernels on the stream) a GEMM may sit from a softmax for the three to be hand-written attention")
 
 BACKWARD_KERNEL = re.compile(r"backward|bprop|dgrad|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
 FUSED_OPTIMIZER = re.compile(r"Fused|fused", re.I)
@@ -57,7 +58,7 @@ OPTIMIZER_KERNEL = re.compile(r"adamw?(?![a-z])|sgd|lamb(?!da)|(?<![a-z])lion|ad
 MULTI_TENSOR = re.compile(r"multi_tensor_apply", re.I)
 TRAINING_RANGE = re.compile(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^autograd::engine", re.I)
 
-SHORT_KERNEL_NS = 10_000
+SHORT_KERNEL_NS = settings.register("timeline.short_kernel_ns", 10_000, "ns", "a kernel shorter than this is short (short_kernel_pct, small batch)")
 
 
 def _per_name(names: pd.Series, label) -> pd.Series:
@@ -164,7 +165,7 @@ def launch_stats(tv: TimelineView, kt: KernelTable) -> dict[str, float]:
     dur = kt.dur_ns[k]
     out["kernels_per_step"] = n / max(kt.steady_steps, 1)
     out["kernel_median_us"] = float(np.median(dur)) / 1e3
-    out["short_kernel_pct"] = 100.0 * float((dur < SHORT_KERNEL_NS).mean())
+    out["short_kernel_pct"] = 100.0 * float((dur < SHORT_KERNEL_NS.value).mean())
     out["kernel_time_ms_per_step"] = float(dur.sum()) / 1e6 / max(kt.steady_steps, 1)
     # the launch calls of these kernels, each call once (a graph launch starts many kernels)
     launch = kt.launch_row[k]
@@ -201,7 +202,7 @@ def tensor_core_stats(kt: KernelTable) -> dict:
 def _unfused_blocks(is_gemm: np.ndarray, soft: np.ndarray, dur: np.ndarray) -> tuple[int, int]:
     """Softmax kernels with a GEMM close before and after on one stream (kernels in time order):
     how many, and the time of the kernels from each score GEMM to its value GEMM."""
-    n, w = is_gemm.size, ATTENTION_WINDOW_KERNELS
+    n, w = is_gemm.size, ATTENTION_WINDOW_KERNELS.value
     prev = np.full(soft.size, -1, dtype=np.int64)  # nearest GEMM before / after each softmax, if close
     nxt = np.full(soft.size, n, dtype=np.int64)
     for d in range(w, 0, -1):  # farthest first: the nearest overwrites

@@ -26,15 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import settings
 from ..timeline.api_kinds import API_KINDS
 from .timeline_intervals import IntervalSet
 from .timeline_names import name_mask
 from .timeline_view import TimelineView
 
-SETUP_CALL_MIN_NS = 1_000_000   # a one-time call costs at least 1 ms
-SETUP_OUTLIER_RATIO = 20        # ... and this many times its name's median call
-SETUP_GPU_BUSY_MAX = 0.1        # ... while the GPU is busy at most this share of it
-SETUP_MAX_REPEATS = 5           # more long calls of one name than this recur: not start-up
+SETUP_CALL_MIN_NS = settings.register("timeline.setup_call_min_ns", 1_000_000, "ns", "a host call this long with the GPU idle may be one-time start-up work")
+SETUP_OUTLIER_RATIO = settings.register("timeline.setup_outlier_ratio", 20, "x", "a long call is start-up work only when it takes this many times the median call of its name")
+SETUP_GPU_BUSY_MAX = settings.register("timeline.setup_gpu_busy_max", 0.1, "share", "a long call is start-up work only when the GPU is busy at most this share of it")
+SETUP_MAX_REPEATS = settings.register("timeline.setup_max_repeats", 5, "count", "more such calls of one name (other than launches) than this are steady-state behaviour, not start-up")
 COMPILE_RANGE = re.compile(r"_compile\.compile_inner|compile_fx|call_user_compiler|"
                            r"torch/_inductor/(?:codecache|autotune|select_algorithm)|"
                            r"^(?:TorchDynamo|Inductor|AOTAutograd) compil|autotune", re.I)
@@ -81,7 +82,7 @@ def find_setup(tv: TimelineView) -> Setup:
     names = tv.host_names
     codes = np.where(names.codes >= 0, names.codes, len(names.uniques))
     counts = np.bincount(codes, minlength=len(names.uniques) + 1)
-    long = dur >= SETUP_CALL_MIN_NS
+    long = dur >= SETUP_CALL_MIN_NS.value
     by_nature = tv.host_api == API_KINDS.index("setup")
     # calls that wait for the device by nature (syncs, copies, collectives) are never start-up work:
     # a long one waits for work, however idle the trace shows the GPU
@@ -91,13 +92,13 @@ def find_setup(tv: TimelineView) -> Setup:
     if cand.size:
         median = _median_by_name(codes, dur, len(names.uniques))
         c = codes[cand]
-        outlier = (counts[c] <= 2) | (dur[cand] >= SETUP_OUTLIER_RATIO * median[c])
+        outlier = (counts[c] <= 2) | (dur[cand] >= SETUP_OUTLIER_RATIO.value * median[c])
         gpu = IntervalSet.of(tv.gpu_start, tv.gpu_end)
         busy = gpu.overlap(hs[cand], he[cand]) / np.maximum(dur[cand], 1)
-        hit = cand[outlier & (busy <= SETUP_GPU_BUSY_MAX)]
+        hit = cand[outlier & (busy <= SETUP_GPU_BUSY_MAX.value)]
         repeats = np.bincount(codes[hit], minlength=len(names.uniques) + 1)
         launch = np.isin(tv.host_api[hit], [API_KINDS.index("launch"), API_KINDS.index("graph_launch")])
-        one_time[hit[launch | (repeats[codes[hit]] <= SETUP_MAX_REPEATS)]] = True
+        one_time[hit[launch | (repeats[codes[hit]] <= SETUP_MAX_REPEATS.value)]] = True
     rows = np.flatnonzero(one_time)
     comp = r[name_mask(r["name"], COMPILE_RANGE) & r["kind"].isin(["python", "annotation", "nvtx"]).to_numpy()] \
         if len(r) else r

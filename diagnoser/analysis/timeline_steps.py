@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .. import settings
 from ..timeline.tables import Timeline
 from .timeline_intervals import IntervalSet
 from .timeline_names import COMM_KERNEL, name_mask, optimizer_ranges
@@ -40,8 +41,8 @@ PHASE_PATTERNS = {
     "optimizer": re.compile(r"^(?:optimizer|optim|optimizer[_ .]step|opt[_ .]step)$|^Optimizer\.(?:step|zero_grad)#", re.I),
 }
 
-MIN_PATTERN_OCCURRENCES = 4   # a kernel must repeat this often to define steps
-MAX_PATTERN_PERIOD_CV = 0.2   # ... at a period this steady (std / mean of the launch intervals)
+MIN_PATTERN_OCCURRENCES = settings.register("timeline.min_pattern_occurrences", 4, "count", "a kernel must repeat this often to define steps when the trace has no step markers")
+MAX_PATTERN_PERIOD_CV = settings.register("timeline.max_pattern_period_cv", 0.2, "ratio", "a repeating kernel defines steps only when its launch period is this steady (std / mean of its launch intervals)")
 
 
 @dataclass
@@ -119,7 +120,7 @@ def _first_activity(tl: Timeline) -> int:
     return min(cands) if cands else 0
 
 
-GRAPH_KERNEL_SHARE = 0.5  # graph replays define steps when they launch at least this share of GPU time
+GRAPH_KERNEL_SHARE = settings.register("timeline.graph_kernel_share", 0.5, "share", "graph replays (cudaGraphLaunch) define steps when they launch at least this share of GPU time")
 
 
 def _graph_launch_steps(tv: TimelineView) -> pd.DataFrame | None:
@@ -132,7 +133,7 @@ def _graph_launch_steps(tv: TimelineView) -> pd.DataFrame | None:
     row = tv.launch_row
     dur = tv.gpu_end - tv.gpu_start
     from_graph = np.isin(row, graph_rows)
-    if dur[from_graph].sum() < GRAPH_KERNEL_SHARE * max(int(dur.sum()), 1):
+    if dur[from_graph].sum() < GRAPH_KERNEL_SHARE.value * max(int(dur.sum()), 1):
         return None
     # on the GPU clock: a replay starts with its first kernel and lasts until the next replay's
     # first kernel (the last one until its last kernel ends); replays with no kernel are skipped
@@ -175,13 +176,13 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
     best = None
     for c in range(distinct.size):
         lo, hi = bounds[c], bounds[c + 1]
-        if hi - lo < MIN_PATTERN_OCCURRENCES:
+        if hi - lo < MIN_PATTERN_OCCURRENCES.value:
             continue
         d = np.diff(s[by_s[lo:hi]])[1:]  # the first interval holds warm-up
         if d.size < 2 or d.mean() <= 0:
             continue
         cv = float(d.std() / d.mean())
-        if cv > MAX_PATTERN_PERIOD_CV:
+        if cv > MAX_PATTERN_PERIOD_CV.value:
             continue
         key = (float(np.median(d)), -cv, str(distinct[c]))
         if best is None or key > best[0]:

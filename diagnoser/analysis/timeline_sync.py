@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import settings
 from ..timeline.tables import Timeline
 from .timeline_gaps import HostActivity
 from .timeline_intervals import IntervalSet
 from .timeline_steps import Steps
 from .timeline_view import TimelineView
 
-SAME_SYNC_NS = 20_000  # a DtoH copy and the stream sync right after it are one synchronization
+SAME_SYNC_NS = settings.register("timeline.same_sync_ns", 20_000, "ns", "synchronizing calls closer than this (a device-to-host copy and the stream sync after it) count as one synchronization")
 
 
 def sync_stats(tl: Timeline, steps: Steps, act: HostActivity, kernels_per_step: float | None) -> dict[str, float]:
@@ -23,7 +24,7 @@ def sync_stats(tl: Timeline, steps: Steps, act: HostActivity, kernels_per_step: 
     syncs = IntervalSet.of(act.sync.starts[inside], act.sync.ends[inside])
     # merge syncs separated by less than SAME_SYNC_NS into one event
     if len(syncs):
-        close = IntervalSet.of(syncs.starts, syncs.ends + SAME_SYNC_NS)
+        close = IntervalSet.of(syncs.starts, syncs.ends + SAME_SYNC_NS.value)
         events = len(close)
     else:
         events = 0
