@@ -10,8 +10,10 @@ measure, cross-rank analysis, rules) three ways, each in a fresh process:
   dask         a dask.distributed.LocalCluster of W worker processes (1 thread each) that this
                benchmark starts itself (start-up time printed apart, not in the timing)
 Printed per run and mode: wall time, the part of it after the per-rank work (cross-rank analysis and
-rules, in the client), ranks/s and MB/s (compressed input), seconds per rank per worker, the peak RSS
-of the client process and of each worker process, and whether the injected straggler came first.
+rules, in the client), ranks/s and MB/s (compressed input), wall seconds per rank per worker, CPU
+seconds per rank (summed over the per-rank tasks: what the work costs whatever else the machine
+runs), the client's own CPU seconds (with the per-rank work only in the sequential mode), the peak
+RSS of the client process and of each worker process, and whether the injected straggler came first.
 
     python benchmarks/bench_ranks.py                       # 8, 64, 256 ranks, 2 workers
     python benchmarks/bench_ranks.py --ranks 8,64 --workers 4 --small
@@ -82,6 +84,8 @@ def child(mode: str, run_dir: str, workers: int) -> dict:
         "mode": mode, "ranks": len(outcomes), "failed": sum(o.problem is not None for o in outcomes),
         "mb": sum(o.bytes for o in outcomes) / 1e6, "wall_s": wall, "startup_s": startup,
         "cross_s": wall - sum(measure_s),
+        "cpu_per_rank_s": sum(o.cpu_seconds for o in outcomes) / max(len(outcomes), 1),
+        "client_cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
         "client_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_peak_mb": sorted(v / 1024 for v in per_worker.values()),
         "first": f"{first.rule} {first.subject.name if first.subject else ''}" if first else "",
@@ -130,7 +134,7 @@ def main() -> None:
     try:
         runs = make_runs(root, scales, args.small)
         head = (f"{'ranks':>5} {'mode':<10} {'wall s':>7} {'cross s':>7} {'ranks/s':>8} {'MB/s':>6} {'s/rank/worker':>13} "
-                f"{'client MB':>9}  worker peak MB            first finding")
+                f"{'cpu s/rank':>10} {'client cpu s':>12} {'client MB':>9}  worker peak MB            first finding")
         print(head)
         for n in scales:
             for mode in args.modes.split(","):
@@ -145,7 +149,8 @@ def main() -> None:
                 ok = "" if r["first"].endswith(f"rank {straggler_of(n)}") else "  <- straggler NOT first"
                 extra = f"  (cluster start {r['startup_s']:.1f} s)" if mode == "dask" else ""
                 print(f"{n:>5} {mode:<10} {r['wall_s']:>7.2f} {r['cross_s']:>7.2f} {r['ranks'] / r['wall_s']:>8.1f} {r['mb'] / r['wall_s']:>6.1f} "
-                      f"{r['wall_s'] * w / max(r['ranks'], 1):>13.3f} {r['client_peak_mb']:>9.0f}  {workers:<24} "
+                      f"{r['wall_s'] * w / max(r['ranks'], 1):>13.3f} {r['cpu_per_rank_s']:>10.3f} {r['client_cpu_s']:>12.1f} "
+                      f"{r['client_peak_mb']:>9.0f}  {workers:<24} "
                       f"{r['first']}{ok}{extra}" + (f"  [{r['failed']} ranks failed]" if r["failed"] else ""), flush=True)
     finally:
         if not args.dir:

@@ -66,6 +66,7 @@ class RankOutcome:
     problem: str | None         # why it could not be diagnosed (one line, no path)
     bytes: int                  # size of the file read
     seconds: float
+    cpu_seconds: float          # CPU time this task used (its process's user + system time)
     worker: str                 # host:pid that ran it
     peak_rss_kb: int            # that process's peak RSS so far
 
@@ -105,7 +106,7 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
     from .pipeline import READERS, read_input
     from .pipeline import _check_ranks as check_ranks
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     read_path = read_path or source
     size, measured, problem = 0, None, None
     try:
@@ -131,7 +132,7 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
         if os.environ.get("DIAGNOSER_DEBUG"):
             raise
         problem = f"analysis failed ({type(e).__name__}: {e})"
-    return RankOutcome(source, kind, measured, problem, size, time.perf_counter() - t0,
+    return RankOutcome(source, kind, measured, problem, size, time.perf_counter() - t0, time.process_time() - cpu0,
                        f"{socket.gethostname()}:{os.getpid()}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
@@ -234,7 +235,7 @@ def _result(fut, source: str) -> RankOutcome:
     try:
         return fut.result()
     except Exception as e:  # noqa: BLE001 - BrokenProcessPool, a Dask KilledWorker, an unpicklable result
-        return RankOutcome(source, None, None, f"its worker failed ({type(e).__name__}: {e})", 0, 0.0, "", 0)
+        return RankOutcome(source, None, None, f"its worker failed ({type(e).__name__}: {e})", 0, 0.0, 0.0, "", 0)
 
 
 def _resources() -> dict | None:
