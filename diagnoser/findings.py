@@ -81,10 +81,14 @@ class NotEvaluated:
     tree: str
     missing: tuple[str, ...]
     collect: str
+    subjects: str = ""  # "120 of 400 kernels": evaluated on the others ("" = not evaluated at all)
 
     def to_json(self) -> dict:
-        return {"rule": self.rule, "title": self.title, "tree": self.tree, "missing": list(self.missing),
-                "collect": self.collect}
+        out = {"rule": self.rule, "title": self.title, "tree": self.tree, "missing": list(self.missing),
+               "collect": self.collect}
+        if self.subjects:
+            out["subjects"] = self.subjects
+        return out
 
 
 def _natural(text: str):

@@ -191,7 +191,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         facts += result.facts
     findings = arrange(findings)
     fired_rules = {f.rule for f in findings}
-    not_evaluated = [skipped[k] for k in sorted(skipped) if k not in fired_rules]
+    not_evaluated = [skipped[k] for k in sorted(skipped) if k not in fired_rules or skipped[k].subjects]
     return Report(all_inputs, findings, not_evaluated, charts, notes, facts)
 
 

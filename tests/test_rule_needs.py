@@ -197,3 +197,20 @@ def test_healthy_trace_without_syncs_lists_no_sync_rule_as_not_evaluated():
     facts = {f.name: f.value for f in report.facts if f.subject is None}
     assert "kernels_per_sync" not in facts and facts["syncs_per_step"] < 4
     assert "TRAIN002" not in {n.rule for n in report.not_evaluated}
+
+
+def test_kernel_rule_some_kernels_cannot_decide_is_listed_for_those():
+    """Synthetic two-kernel report: KERN006 (local-memory spills) decided on the kernel that has
+    local_memory_share_pct, listed as not decided on the other."""
+    from diagnoser.facts import Subject
+    rules = [r for r in load_pack().rules.values() if r.tree == "kernel"]
+    kern006 = load_pack().rules["KERN006"]
+    base = {"sm_throughput_pct": 10.0, "memory_throughput_pct": 80.0, "is_library_kernel": False,
+            "kernel_time_share_pct": 30.0}
+    spilling = Record("kernel", Subject("kernel", "1", "spill"), dict(base, local_memory_share_pct=50.0))
+    unknown = Record("kernel", Subject("kernel", "2", "copy"), dict(base))
+    todo, skipped = applicable(rules, [Record("run", None, {}), spilling, unknown], catalogue())
+    assert kern006.id in {r.id for r in todo}
+    partial = {s.rule: s for s in skipped}[kern006.id]
+    assert partial.subjects == "1 of 2 kernels" and partial.missing == ("local_memory_share_pct",)
+    assert not partial.collect, "a kernel may lack it because it is undefined there, not unmeasured"

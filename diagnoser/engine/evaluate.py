@@ -60,7 +60,9 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
     report), and so is a rule scoped to a subject kind the input has none of (a straggler rule on
     a one-process trace); a rule whose needed facts are absent is "not evaluated": those it
     declares in `requires` and every fact its `when` reads (Rule.missing), so a rule never goes
-    silently false for want of a measurement.
+    silently false for want of a measurement. A subject-scoped rule that some subjects cannot
+    decide (launches profiled without `--set full`) is evaluated on the others and also listed
+    as not evaluated on those (NotEvaluated.subjects: "120 of 400 kernels").
     """
     present_by_scope: dict[str, set[str]] = {}
     for rec in records:
@@ -83,11 +85,37 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
             if missing and all(_known_false(r.when, rec.values, r.params) for rec in records if rec.scope == r.scope):
                 continue  # facts that are present already rule it out (a training rule on inference)
             if missing:
-                hints = sorted({catalogue[f].collect for f in missing if f in catalogue and catalogue[f].collect})
-                skipped.append(NotEvaluated(r.id, r.title, r.tree, missing, "; ".join(hints)))
-            else:
-                todo.append(r)
+                skipped.append(NotEvaluated(r.id, r.title, r.tree, missing, _hints(missing, catalogue)))
+                continue
+            todo.append(r)
+            if r.scope != "run":
+                partial = _undecided_subjects(r, [rec for rec in records if rec.scope == r.scope])
+                if partial:
+                    lacking, total, needs = partial
+                    # no "collect it with": a subject may lack a fact because it is undefined there
+                    # (an atomics-only kernel has no load efficiency), not because it went unmeasured
+                    skipped.append(NotEvaluated(r.id, r.title, r.tree, needs, "", f"{lacking} of {total} {r.scope}s"))
     return todo, skipped
+
+
+def _hints(missing, catalogue: dict[str, FactSpec]) -> str:
+    return "; ".join(sorted({catalogue[f].collect for f in missing if f in catalogue and catalogue[f].collect}))
+
+
+def _undecided_subjects(rule: Rule, records: list[Record]):
+    """(subjects lacking a needed fact, subjects, the facts) for subjects this rule cannot decide
+    that present facts do not already rule out; None when every subject can be decided."""
+    by_keys: dict[frozenset, tuple[str, ...]] = {}
+    lacking, needs = 0, {}
+    for rec in records:
+        keys = frozenset(rec.values)
+        if keys not in by_keys:
+            by_keys[keys] = rule.missing(keys)
+        missing = by_keys[keys]
+        if missing and not _known_false(rule.when, rec.values, rule.params):
+            lacking += 1
+            needs.update(dict.fromkeys(missing))
+    return (lacking, len(records), tuple(needs)) if lacking else None
 
 
 def _known_false(c, values: dict, params: dict | None = None) -> bool:

@@ -137,7 +137,8 @@ def render_terminal(view: dict, width: int | None = None) -> str:
         con.print()
         con.print(Rule("Not evaluated", style="dim"))
         for n in report.not_evaluated:
-            line = Text.assemble(("  " + n.rule, "bold"), f" {n.title}: needs ", (", ".join(n.missing), "cyan"))
+            lead = f" {n.title}: not decided on {n.subjects}, which lack " if n.subjects else f" {n.title}: needs "
+            line = Text.assemble(("  " + n.rule, "bold"), lead, (", ".join(n.missing), "cyan"))
             if n.collect:
                 line.append(f"; collect it with: {n.collect}", style="dim")
             con.print(line)
