@@ -23,7 +23,7 @@ def output_format(fmt: str | None, output: str | None, stdout_is_tty: bool) -> s
     """--format, else the -o file's extension, else `terminal` for a terminal and `md` for a pipe."""
     if fmt:
         return fmt
-    if output:
+    if output and output != "-":
         return EXTENSION_FORMATS.get(Path(output).suffix.lower(), "md")
     return "terminal" if stdout_is_tty else "md"
 
@@ -31,7 +31,7 @@ def output_format(fmt: str | None, output: str | None, stdout_is_tty: bool) -> s
 def write_output(text: str, output: str | None, ansi: bool = False) -> None:
     """Write to stdout, or atomically to a file (temp file + rename: nothing half-written).
     `ansi`: the text is drawn for a terminal; keep its escape codes even when stdout is a pipe."""
-    if not output:
+    if not output or output == "-":
         click.echo(text, nl=False, color=True if ansi else None)
         return
     target = Path(output)
@@ -139,7 +139,7 @@ def cli():
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Report format (default: from the -o extension; `terminal` on a terminal, else `md`).")
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (atomically).")
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (atomically; `-` is stdout).")
 @click.option("--top", type=click.IntRange(min=1), metavar="N",
               help=f"Show the first N findings in full, the rest in one table (default {DEFAULT_TOP}; JSON: all).")
 @click.option("--min-severity", type=click.Choice(["info", "warning", "critical"]), default="info",
