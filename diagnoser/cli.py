@@ -89,6 +89,12 @@ class DefaultGroup(click.Group):
 
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            first = args[0]
+            if not first.startswith("-") and not os.path.exists(first) and not set("/.*?[") & set(first):
+                import difflib
+                close = difflib.get_close_matches(first, [c for c in self.commands if c != "run"], n=1)
+                if close:
+                    raise click.UsageError(f"no such file or command `{first}`; did you mean `diagnose {close[0]}`?", ctx)
             args = ["run"] + list(args)
         elif not args:
             args = ["--help"]

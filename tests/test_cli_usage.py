@@ -167,3 +167,10 @@ def test_rule_pack_can_set_an_analysis_setting_and_the_report_records_it(tmp_pat
     bad.write_text("settings: {findings.no_such_setting: 1}\n" + REPLACEMENT)
     result = run(HOST_SYNC_TRACE, "--rules", bad)
     assert result.exit_code == 1 and f"{bad}:1" in result.output and "no setting findings.no_such_setting" in result.output
+
+
+def test_mistyped_command_suggests_the_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["rule", "list"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "did you mean `diagnose rules`?" in err
