@@ -154,7 +154,7 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
     more = []
     for i, f in enumerate(kept[len(shown):], len(shown) + 1):
         label, name = subject_label(f)
-        subject = ("many kernels" if f.kernels else (name or label)) or "run"
+        subject = (f"{len(f.kernels)} kernels" if f.kernels else (name or label)) or "run"
         more.append({"i": i, "f": f, "subject": md_cell(subject), "gain": share_pct(f.estimated_gain) if f.estimated_gain > 0 else "-"})
     return {"report": report, "counts": summary_counts(kept), "findings": views, "more": more,
             "hidden": len(report.findings) - len(kept), "min_severity": min_severity,

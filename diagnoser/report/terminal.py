@@ -85,12 +85,15 @@ def _finding(v: dict, width: int) -> Group:
     return Group(*parts)
 
 
-_TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+_TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$|(?<=[ ])((?:\x1b\[[0-9;]*m)+)[ ]+$", re.M)
 
 
 def _text(con: Console) -> str:
     """The console's output without the padding rich puts at the end of lines."""
-    return _TRAILING.sub(r"\1", con.file.getvalue())
+    text, before = con.file.getvalue(), None
+    while text != before:  # spaces and escape codes may alternate at a line's end
+        before, text = text, _TRAILING.sub(lambda m: m.group(1) or m.group(2) or "", text)
+    return text
 
 
 def render_terminal(view: dict, width: int | None = None) -> str:
@@ -136,17 +139,21 @@ def render_terminal(view: dict, width: int | None = None) -> str:
     if report.not_evaluated:
         con.print()
         con.print(Rule("Not evaluated", style="dim"))
+        nt = Table(show_header=False, show_edge=False, box=None, pad_edge=False, padding=(0, 1, 0, 2))
+        nt.add_column("rule", style="bold", no_wrap=True)
+        nt.add_column("what")
         for n in report.not_evaluated:
-            lead = f" {n.title}: not decided on {n.subjects}, which lack " if n.subjects else f" {n.title}: needs "
-            line = Text.assemble(("  " + n.rule, "bold"), lead, (", ".join(n.missing), "cyan"))
+            lead = f"{n.title}: not decided on {n.subjects}, which lack " if n.subjects else f"{n.title}: needs "
+            line = Text.assemble(lead, (", ".join(n.missing), "cyan"))
             if n.collect:
                 line.append(f"; collect it with: {n.collect}", style="dim")
-            con.print(line)
+            nt.add_row(n.rule, line)
+        con.print(nt)
     if report.notes:
         con.print()
         con.print(Rule("Notes", style="dim"))
         for note in report.notes:
-            con.print(Text(f"  - {note}"))
+            con.print(Padding(Text(f"- {note}"), (0, 0, 0, 2)))
     con.print()
     if view["settings"]:
         con.print(Text(f"Made by diagnoser {view['version']} with:", style="dim"))
