@@ -91,3 +91,15 @@ def test_conditions_only_file_validates_and_shows_in_rules_show(tmp_path):
     assert result.exit_code == 0, result.output
     shown = CliRunner().invoke(cli, ["rules", "show", "DTRAIN001", "--rules", str(tmp_path)]).output
     assert "attention-not-fused" in shown and "min_unfused_attention_pct" in shown
+
+
+def test_param_on_a_shared_condition_tunes_every_rule_using_it(tmp_path):
+    pack = build_pack(_pack(tmp_path), overrides=["attention-not-fused.min_unfused_attention_pct=40"],
+                      known_facts=catalogue())
+    assert pack.rules["DTRAIN001"].params["min_unfused_attention_pct"] == 40
+    assert pack.rules["DINFER001"].params["min_unfused_attention_pct"] == 40
+    assert pack.params == [{"condition": "attention-not-fused", "param": "min_unfused_attention_pct", "value": 40,
+                            "default": 15, "rules": ["DINFER001", "DTRAIN001"]}]
+    from diagnoser.errors import DiagnoserError
+    with pytest.raises(DiagnoserError, match="condition attention-not-fused has no param nope"):
+        build_pack(tmp_path, overrides=["attention-not-fused.nope=1"], known_facts=catalogue())

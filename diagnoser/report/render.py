@@ -129,7 +129,11 @@ def settings_lines(report) -> list[str]:
                 ([f"replaces shipped {', '.join(pack['replaces'])}"] if pack["replaces"] else [])
         lines.append(f"rule pack `{pack['path']}`: {'; '.join(parts) or 'no rules'}")
     for p in made.get("params", []):
-        lines.append(f"--param {p['rule']}.{p['param']}={p['value']} (default {p['default']})")
+        if "condition" in p:
+            lines.append(f"--param {p['condition']}.{p['param']}={p['value']} (default {p['default']}; "
+                         f"shared condition of {', '.join(p['rules']) or 'no rule'})")
+        else:
+            lines.append(f"--param {p['rule']}.{p['param']}={p['value']} (default {p['default']})")
     for st in made.get("analysis_settings", made.get("settings", [])):
         unit = f" {st['unit']}" if st.get("unit") else ""
         lines.append(f"setting {st['name']}={st['value']} (default {st['default']}{unit})")

@@ -341,7 +341,7 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
             trees.setdefault(rule.tree, str(file))
     applied = []
     for item in overrides:
-        applied.append(_apply_override(rules, item))
+        applied.append(_apply_override(rules, item, shared))
     for rid, rule in rules.items():  # the engine and every evaluator see the same (sanitized) thresholds
         rules[rid] = rule.with_params({k: sanitize(v) for k, v in rule.params.items() if sanitize(v) is not None})
     _check_references(rules)
@@ -351,11 +351,25 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
     return RulePack(rules=rules, trees=trees, params=applied, packs=list(packs.values()), settings=pack_settings)
 
 
-def _apply_override(rules: dict[str, Rule], item: str) -> dict:
+def _apply_override(rules: dict[str, Rule], item: str, shared: dict | None = None) -> dict:
+    """`RULE.NAME=V` for one rule, or `CONDITION.NAME=V` for every rule using that shared condition."""
     from ..errors import DiagnoserError
+    c = re.fullmatch(r"([a-z][a-z0-9]*(?:-[a-z0-9]+)*)\.([a-z][a-z0-9_]*)=(.*)", item.strip())
+    if c and shared and c.group(1) in shared:
+        cond, param, raw = c.groups()
+        defaults = shared[cond][0]["params"]
+        if param not in defaults:
+            raise DiagnoserError(f"--param {item!r}: condition {cond} has no param {param} "
+                                 f"(it has: {', '.join(sorted(defaults)) or 'none'})")
+        users = sorted(rid for rid, r in rules.items() if cond in r.extra.get("conditions", ()))
+        for rid in users:
+            _apply_override(rules, f"{rid}.{param}={raw}")
+        return {"condition": cond, "param": param, "value": rules[users[0]].params[param] if users else raw,
+                "default": defaults[param], "rules": users}
     m = re.fullmatch(r"([A-Z][A-Z0-9]*[0-9]{3})\.([a-z][a-z0-9_]*)=(.*)", item.strip())
     if not m:
-        raise DiagnoserError(f"--param {item!r}: expected RULEID.NAME=VALUE, e.g. TRAIN001.max_gpu_busy_pct=60")
+        raise DiagnoserError(f"--param {item!r}: expected RULEID.NAME=VALUE (e.g. TRAIN001.max_gpu_busy_pct=60) "
+                             f"or CONDITION.NAME=VALUE for a shared condition")
     rid, name, raw = m.groups()
     if rid not in rules:
         raise DiagnoserError(f"--param {item!r}: no rule {rid}")
