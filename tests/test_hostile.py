@@ -9,6 +9,7 @@ themselves (a bomb is refused with its own message, never a MemoryError).
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import signal
 import sqlite3
@@ -125,9 +126,38 @@ def test_pickle_payload_never_runs(tmp_path):
     assert not marker.exists()
 
 
+# ---------------------------------------------------------------- values out of range
+
+def _real_trace_with(tmp_path, fixtures_dir, **fields) -> Path:
+    """The real x_infer_fp32 trace with fields of its first kernel event replaced."""
+    trace = json.loads(gzip.decompress((fixtures_dir / "torch" / "x_infer_fp32.pt.trace.json.gz").read_bytes()))
+    kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    kernel.update(fields)
+    path = tmp_path / "case.pt.trace.json"
+    path.write_text(json.dumps(trace))
+    return path
+
+
+@pytest.mark.parametrize("dur", [1.7976931348623157e308, 1e40, 1e17])
+def test_huge_positive_dur_is_out_of_range_not_negative(tmp_path, fixtures_dir, dur):
+    path = _real_trace_with(tmp_path, fixtures_dir, dur=dur)
+    rc, err = cli(path)
+    assert rc == 1 and len(err) == 1, err  # no RuntimeWarning lines before the error
+    assert "dur" in err[0] and "out of range" in err[0] and "negative" not in err[0], err
+
+
+def test_huge_ts_is_out_of_range(tmp_path, fixtures_dir):
+    err = refuse(_real_trace_with(tmp_path, fixtures_dir, ts=-1e300), "ts", "out of range")
+    assert "negative" not in err.problem
+
+
+def test_shared_numpy_warning_reproducer_is_one_line():
+    rc, err = cli(hostile("numpy-warning-dur", "case.pt.trace.json.gz"))
+    assert rc == 1 and len(err) == 1 and "dur" in err[0], err
+
+
 # ---------------------------------------------------------------- read-to-the-end cases
 
-@pytest.mark.xfail(reason="torch reader: early refusal lands with its issue-14 change", strict=True)
 def test_nul_bytes_after_trace_events_are_refused_at_once(tmp_path):
     path = tmp_path / "sparse.pt.trace.json"  # '{"traceEvents": [' then 2 GiB of NULs (sparse)
     with open(path, "wb") as f:
@@ -136,7 +166,6 @@ def test_nul_bytes_after_trace_events_are_refused_at_once(tmp_path):
     refuse(path, "JSON", read_below=64 << 20)
 
 
-@pytest.mark.xfail(reason="torch reader: early refusal lands with its issue-14 change", strict=True)
 def test_shared_nul_trace_behind_gzip_is_refused():
     refuse(hostile("kineto-nul-read-to-end", "nul100M.pt.trace.json.gunzip-me.gz"), "JSON",
            read_below=8 << 20)
@@ -228,7 +257,8 @@ def test_signal_while_unpacking_leaves_no_temp_file(tmp_path, fixtures_dir, sig)
     proc = subprocess.Popen([*DIAGNOSE, str(path)], env=env, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not any(p.is_file() for p in scratch.rglob("*")) and time.monotonic() < deadline and proc.poll() is None:
+    while not any(p.is_file() for p in scratch.glob("diagnoser-nsys-*/*")) and time.monotonic() < deadline \
+            and proc.poll() is None:  # the gunzipped copy is being written
         time.sleep(0.02)
     assert proc.poll() is None, "finished before it could be interrupted"
     proc.send_signal(sig)

@@ -71,6 +71,9 @@ def read_memory_stats(path: str | os.PathLike, progress: bool = False) -> Memory
         raise InputError(path, "JSON has no allocator counters (allocated_bytes.*, reserved_bytes.*); expected "
                                "torch.cuda.memory_stats() output")
     nums = {k: v for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    for k, v in nums.items():  # byte and event counts: a value beyond int64 (or NaN) is corrupt
+        if not -_COUNTER_MAX < v < _COUNTER_MAX:
+            raise InputError(path, f"counter {k} = {v:.3g} is out of range for torch.cuda.memory_stats()")
 
     def get(key):
         v = nums.get(key)
@@ -92,11 +95,15 @@ _TOP = {"Allocated memory": "allocated", "Active memory": "active", "Requested m
         "GPU reserved memory": "reserved", "Non-releasable memory": "inactive_split"}
 
 
+_COUNTER_MAX = float(1 << 63)
+
+
 def _size(cell: str) -> int | None:
     m = _SIZE.match(cell)
     if not m:
         return None
-    return int(round(float(m.group(1)) * _UNITS.get(m.group(2) or "B", 1)))
+    value = float(m.group(1)) * _UNITS.get(m.group(2) or "B", 1)
+    return int(round(value)) if -_COUNTER_MAX < value < _COUNTER_MAX else None  # beyond: not a size
 
 
 def read_memory_summary(path: str | os.PathLike, progress: bool = False) -> MemoryStats:

@@ -102,9 +102,13 @@ def _as_int(v, default: int = -1) -> int:
 
 
 def _ns(ts: list[float], dur: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    start = np.rint(np.asarray(ts, dtype=np.float64) * 1000.0)
-    length = np.rint(np.asarray(dur, dtype=np.float64) * 1000.0)
+    with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values are checked after
+        start = np.rint(np.asarray(ts, dtype=np.float64) * 1000.0)
+        length = np.rint(np.asarray(dur, dtype=np.float64) * 1000.0)
     return start, length
+
+
+MAX_NS = float(1 << 62)  # ~146 years: a time beyond it is corrupt (and start + dur still fits int64)
 
 
 class _Columns:
@@ -211,11 +215,15 @@ def _dims(values: list) -> np.ndarray:
     """Threads or blocks from [x, y, z] lists (0 when absent or not a list of integers)."""
     try:
         dims = np.array(values, np.int64)
-        if dims.ndim == 2 and dims.shape[1] == 3:
+        if dims.ndim == 2 and dims.shape[1] == 3 and ((dims >= 0) & (dims < 1 << 20)).all():
             return dims.prod(axis=1)
     except (TypeError, ValueError, OverflowError):
         pass
-    return np.array([_product(v) for v in values], np.int64)
+    out = np.zeros(len(values), np.int64)
+    given = [i for i, v in enumerate(values) if v]  # events without a grid stay 0 (no per-event call)
+    if given:
+        out[given] = [_product(values[i]) for i in given]
+    return out
 
 
 def _product(dims) -> int:
@@ -230,22 +238,46 @@ def _product(dims) -> int:
 
 
 def _int_array(values: list, default: int = -1, fallback: list | None = None) -> np.ndarray:
-    """int64 array of values; None/odd ones become `default`, or the fallback list's value."""
+    """int64 array of values; None/odd ones become `default`, or the fallback list's value.
+
+    Absent values (None: an event without args) are filled in numpy; only the odd ones (text,
+    floats, huge numbers, lists) go through _as_int one by one."""
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
-        if fallback is None:
-            return np.array([_as_int(v, default) for v in values], dtype=np.int64)
-        return np.array([_as_int(v, _as_int(f, default)) for v, f in zip(values, fallback)], np.int64)
+        pass
+    objs = np.fromiter(values, dtype=object, count=len(values))  # never broadcast a list value
+    out = _int_array(fallback, default) if fallback is not None else np.full(len(values), default, np.int64)
+    given = np.flatnonzero(~np.equal(objs, None))
+    if len(given):
+        try:
+            picked = np.array(objs[given].tolist(), dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            picked = np.array([_as_int(v, int(d)) for v, d in zip(objs[given].tolist(), out[given].tolist())],
+                              np.int64)
+        out[given] = picked
+    return out
 
 
 def _checked_ns(path, ts, dur) -> tuple[np.ndarray, np.ndarray]:
     start, length = _ns(ts, dur)
-    if np.isnan(start).any() or np.isnan(length).any():
+    if np.isnan(start).any():
         raise InputError(path, "a trace event of a timed category lacks its ts")
+    if np.isnan(length).any():
+        raise InputError(path, "a trace event's dur is not a number")
     if (length < 0).any():
-        raise InputError(path, "a trace event has a negative dur")
+        raise InputError(path, f"a trace event has a negative dur ({_first(dur, length < 0)} us)")
+    if (np.abs(start) >= MAX_NS).any():
+        raise InputError(path, f"a trace event's ts ({_first(ts, np.abs(start) >= MAX_NS)} us) is out of range "
+                               "(beyond 146 years): not a profiler timestamp")
+    if (length >= MAX_NS).any():
+        raise InputError(path, f"a trace event's dur ({_first(dur, length >= MAX_NS)} us) is out of range "
+                               "(longer than 146 years): not a profiled duration")
     return start.astype(np.int64), length.astype(np.int64)
+
+
+def _first(values: np.ndarray, bad: np.ndarray) -> str:
+    return f"{float(values[np.flatnonzero(bad)[0]]):g}"
 
 
 def _frame(columns: dict[str, str], start: np.ndarray, data: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -273,7 +305,13 @@ _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb'\}\s*,\s*\{\s*["}]')  # `}, {"`: seldom inside a string or a value
 _EVENTS = msgspec.json.Decoder(list[_Event])
 _TRACE = msgspec.json.Decoder(_Trace)
+_SYNTAX = msgspec.json.Decoder()  # untyped: a syntax check of a partial buffer
 _EMPTY_HELP = "expected a PyTorch profiler trace (JSON with traceEvents)"
+# Bounds from the data: Kineto writes its header (device properties, ids) in a few KB before
+# traceEvents, and each event in well under a KB (a long Python stack: a few KB).
+MAX_HEADER_BYTES = 64 << 20
+_TOKEN_TAIL = frozenset(b"0123456789+-.eEtrufalsn")  # bytes a number or true/false/null ends in
+MAX_EVENT_BYTES = 64 << 20
 
 
 class _TraceStream:
@@ -335,6 +373,10 @@ class _TraceStream:
             pos = max(0, len(buf) - 64)
             if not chunk:
                 self._no_events(buf)
+            self._check_partial(buf, len(buf), "the JSON before traceEvents")
+            if len(buf) > MAX_HEADER_BYTES:
+                raise InputError(self.path, f"no traceEvents array in the first {MAX_HEADER_BYTES >> 20} MiB; "
+                                 + _EMPTY_HELP)
 
     def _no_events(self, data: bytes):
         try:
@@ -388,7 +430,11 @@ class _TraceStream:
             if self._decode_batch(buf, cut, final=False):
                 return cut
         cut = _exact_cut(buf, n)
-        if cut < 0:
+        if cut < 0:  # no whole event yet: malformed bytes are refused now, not at the end of the file
+            self._check_partial(buf, n, "traceEvents")
+            if n > MAX_EVENT_BYTES:
+                raise InputError(self.path, f"a trace event longer than {MAX_EVENT_BYTES >> 20} MiB: "
+                                            "the traceEvents array is corrupt")
             return -1
         self._decode_batch(buf, cut, final=True)
         return cut
@@ -405,6 +451,21 @@ class _TraceStream:
             return False
         self._add(events)
         return True
+
+    def _check_partial(self, data: bytes | bytearray, end: int, where: str) -> None:
+        """Raise if data[:end], the start of a JSON value, is malformed (not merely unfinished).
+
+        A number or literal cut by the buffer's end would read as malformed: it is left out (a cut
+        string reads as unfinished)."""
+        while end > 0 and data[end - 1] in _TOKEN_TAIL:
+            end -= 1
+        try:
+            with memoryview(data) as view, view[:end] as head:
+                _SYNTAX.decode(head)
+        except msgspec.DecodeError as e:
+            if "truncated" not in str(e) and "trailing characters" not in str(e):
+                detail = re.sub(r" \(byte \d+\)", "", str(e))
+                raise InputError(self.path, f"malformed JSON in {where} ({detail})") from None
 
     def _add(self, events: list[_Event]) -> None:
         self.columns.add(events)
