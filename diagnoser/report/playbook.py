@@ -131,8 +131,13 @@ def describe_condition(cond: Condition, params: dict, titles: dict | None = None
         if not cond.items:
             return {"text": "always" if cond.kind in ("all", "none") else "never", "ref": None, "items": []}
         items = [describe_condition(c, params, titles) for c in cond.items]
+        if cond.label and len(items) == 1:  # a shared condition: its name, then what it tests
+            inner = items[0]
+            text = f"shared condition {cond.label}" + (f", {inner['text']}" if inner["items"] else f": {inner['text']}")
+            return {"text": text, "ref": inner["ref"], "items": inner["items"], "kind": inner.get("kind", "all"),
+                    "label": cond.label}
         return {"text": {"all": "all of:", "any": "any of:", "none": "none of:"}[cond.kind], "ref": None,
-                "items": items}
+                "items": items, "kind": cond.kind}
     if cond.kind == "finding":
         title = titles.get(cond.finding)
         text = f"{cond.finding} fired" + (f" ({title})" if title else "")
@@ -160,9 +165,10 @@ def condition_text(cond: Condition, params: dict) -> str:
     def flat(d):
         if not d["items"]:
             return d["text"]
-        joiner = {"all of:": " and ", "any of:": " or ", "none of:": " or "}[d["text"]]
-        inner = joiner.join(f"({flat(x)})" if x["items"] and x["text"] != "none of:" else flat(x) for x in d["items"])
-        return f"not ({inner})" if d["text"] == "none of:" else inner
+        joiner = {"all": " and ", "any": " or ", "none": " or "}[d["kind"]]
+        inner = joiner.join(f"({flat(x)})" if x["items"] and x.get("kind") != "none" else flat(x) for x in d["items"])
+        inner = f"not ({inner})" if d["kind"] == "none" else inner
+        return f"{d['label']}: ({inner})" if d.get("label") else inner
 
     return flat(node)
 

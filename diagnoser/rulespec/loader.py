@@ -225,7 +225,8 @@ def _condition(raw: dict, shared: dict | None = None, used: list | None = None, 
         if depth > 8:
             raise RuleError(path, line, f"conditions nest too deeply at `{name}` (a condition using itself?)")
         used.append(name)
-        return Condition(kind="all", items=(_condition(shared[name][0]["when"], shared, used, path, line, depth + 1),))
+        return Condition(kind="all", items=(_condition(shared[name][0]["when"], shared, used, path, line, depth + 1),),
+                         label=name)
     if "finding" in raw:
         return Condition(kind="finding", finding=raw["finding"])
     value = raw.get("value")

@@ -25,6 +25,7 @@ class Condition:
     param: str | None = None
     finding: str | None = None
     items: tuple["Condition", ...] = ()
+    label: str | None = None  # the shared condition this `all` node was written as ({condition: NAME})
 
     def facts(self) -> set[str]:
         if self.kind == "fact":
