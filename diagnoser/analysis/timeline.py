@@ -116,6 +116,9 @@ def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
     return np.where(held, under, COMM).astype(np.int8)
 
 
+CHART_STEPS = 1000
+
+
 def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[dict], RankComm] | None:
     """GPU busy and idle time (by class) over the steady steps into v; the steps chart and what the
     cross-rank communication split needs (None: no GPU activity). Its device intervals and gaps are
@@ -138,7 +141,9 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
         "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
         "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,
         "idle_ms_by_class": {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()},
-    } for row in per_step_breakdown(dev, steps, gaps)]
+    } for row in per_step_breakdown(dev, steps, gaps, limit=CHART_STEPS)]
+    if steps.steady.size > len(steps_chart) > 0:  # the chart holds the first CHART_STEPS steps only
+        steps_chart[0]["of"] = int(steps.steady.size)
     v["gpu_busy_pct"] = 100.0 * busy_ns / span
     v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
     for c in IDLE_CLASSES:
