@@ -82,6 +82,11 @@ def read_columns(db_file: Path, conn: sqlite3.Connection, plans: list[ColumnPlan
                               f'(SELECT max(rowid) FROM "{plan.table}")').fetchone()
         plan.lo, plan.hi = (lo, hi) if lo is not None else (0, -1)
     spans = [plan.hi - plan.lo + 1 for plan in plans]
+    size = db_file.stat().st_size
+    for plan, span in zip(plans, spans):  # arrays are sized by the rowid range: check that claim first
+        if span > size:
+            raise CorruptColumnError(f"table {plan.table} has rowids {plan.lo}..{plan.hi}, more rows than "
+                                     f"its {size:,}-byte file can hold")
     out = [{name: empty_column(span, np.int64) for name in plan.exprs} for plan, span in zip(plans, spans)]
     filled = [0] * len(plans)
     tasks = [(k, first, min(first + chunk_rows, plan.hi + 1))
