@@ -1,0 +1,161 @@
+"""Time and peak RSS of `diagnose` on every hostile reproducer of ../shared/hostile/, at full size.
+
+The big cases are made here as their make.sh makes them (sparse files take no disk; the gzip bombs
+and the 3M-event trace take a few seconds to write). Target (issue 14): each case one line naming
+the file, exit 1 (or a report, exit 0, for the valid 3M-event trace), in under 2 s, no temp file
+left, also after SIGTERM. Run: `python benchmarks/bench_hostile.py [--skip-big]`.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HOSTILE = REPO.parent / "shared" / "hostile"
+DIAGNOSE = [sys.executable, "-c", "import sys; from diagnoser.cli import main; main(sys.argv[1:])"]
+
+
+def sparse(path: Path, head: bytes, size: int) -> Path:
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+    return path
+
+
+def gz_bomb(path: Path, head: bytes, fill: bytes, size: int, tail: bytes = b"") -> Path:
+    with gzip.open(path, "wb", compresslevel=6) as g:
+        g.write(head)
+        block = fill * ((16 << 20) // len(fill))
+        for _ in range(size // len(block)):
+            g.write(block)
+        g.write(tail)
+    return path
+
+
+def tiny_events(n: int, reverse: bool = True) -> bytes:
+    """n minimal kernel/runtime events (no args), ts in reverse order when `reverse`."""
+    parts = []
+    for i in range(n):
+        ts = n - i if reverse else i
+        if i % 2:
+            parts.append(b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 1}' % ts)
+        else:
+            parts.append(b'{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, '
+                         b'"tid": 1, "ts": %d, "dur": 1}' % ts)
+    return b'{"traceEvents": [' + b", ".join(parts) + b"]}"
+
+
+def run(path: Path, tmp: Path, kill_after: float | None = None) -> dict:
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    t0 = time.monotonic()
+    proc = subprocess.Popen([*DIAGNOSE, str(path), "--format", "json"], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if kill_after is not None:
+        time.sleep(kill_after)
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    seconds = time.monotonic() - t0
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    litter = [str(p.relative_to(tmp)) for p in tmp.rglob("*")]
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the only child: the CLI
+    return {"rc": proc.returncode, "s": seconds, "lines": lines, "litter": litter, "rss": rss}
+
+
+def in_child(fn):
+    """Run fn in a forked child (so RUSAGE_CHILDREN there sees one CLI run) and return its result."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        out = fn()
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def cases(work: Path, big: bool) -> list[tuple[str, Path, float | None]]:
+    c: list[tuple[str, Path, float | None]] = []
+    ws = work / "ws30000000.pt.trace.json"
+    ws.write_text('{"distributedInfo": {"rank": 0, "world_size": 30000000}, "traceEvents": [{"ph": "X", '
+                  '"cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 1}]}')
+    c.append(("world-size-bomb 3e7", ws, None))
+    ws8 = work / "ws100000000.pt.trace.json"
+    ws8.write_text(ws.read_text().replace("30000000", "100000000"))
+    c.append(("world-size-bomb 1e8", ws8, None))
+    ba = work / "case.snapshot.pickle"
+    ba.write_bytes(b"\x80\x05\x96" + struct.pack("<Q", 1 << 36) + b"xx.")
+    c.append(("bytearray8-pickle", ba, None))
+    if (HOSTILE / "numpy-warning-dur" / "case.pt.trace.json.gz").exists():
+        c.append(("numpy-warning-dur", HOSTILE / "numpy-warning-dur" / "case.pt.trace.json.gz", None))
+    el = work / "lists30M.snapshot.pickle"
+    el.write_bytes(b"\x80\x04" + b"]" * (30 << 20) + b".")
+    c.append(("pickle-empty-list-bomb 30 MiB", el, None))
+    c.append(("kineto-nul 2 GiB sparse", sparse(work / "sparse.pt.trace.json", b'{"traceEvents": [', 2 << 30), None))
+    c.append(("ncu-rep zero blocks 2 GiB", sparse(work / "sparse.ncu-rep", b"NVR\0" + struct.pack("<I", 2) + b"\x08\x01",
+                                                 2 << 30), None))
+    c.append(("ncu-csv 2 GiB line", sparse(work / "sparse.csv", b'"ID","Process ID","Process Name"\n', 2 << 30), None))
+    if (HOSTILE / "sqlite-schema-error-multiline" / "schema.sqlite").exists():
+        c.append(("sqlite schema damage", HOSTILE / "sqlite-schema-error-multiline" / "schema.sqlite", None))
+    fifo = work / "pipe.json"
+    os.mkfifo(fifo)
+    c.append(("fifo, no writer", fifo, None))
+    loop = work / "loop1"
+    loop.symlink_to(work / "loop2")
+    (work / "loop2").symlink_to(loop)
+    c.append(("symlink loop", loop, None))
+    if big:
+        c.append(("pickle EMPTY_LIST 4 GiB behind gzip", gz_bomb(work / "lists4G.snapshot.pickle.gz", b"\x80\x04", b"]",
+                                                              4 << 30, b"."), None))
+        bomb = gz_bomb(work / "bomb.sqlite.gz", b"SQLite format 3\0", b"\0", 4 << 30)
+        c.append(("sqlite-gz-bomb 4 GiB", bomb, None))
+        real = REPO / "fixtures" / "nsys" / "sdpa_attention.sqlite.gz"
+        head = gzip.decompress(real.read_bytes())[:4096]
+        valid = gz_bomb(work / "valid-head.sqlite.gz", head, b"\0", 4 << 30)
+        c.append(("sqlite-gz-bomb, valid header", valid, None))
+        c.append(("sqlite-gz-bomb, SIGTERM at 0.5 s", valid, 0.5))
+        tiny = work / "tiny3M.pt.trace.json"
+        tiny.write_bytes(tiny_events(3_000_000))
+        c.append(("tiny-events-3M (valid, 3M events)", tiny, None))
+    return c
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(REPO))
+    work = Path(tempfile.mkdtemp(prefix="diagnoser-hostile-"))
+    print("| case | rc | time | peak RSS | stderr lines | temp litter | message |\n|---|---|---|---|---|---|---|")
+    try:
+        rows = []
+        for name, path, kill in cases(work, "--skip-big" not in argv):
+            tmp = work / f"tmp-{len(rows)}"
+            tmp.mkdir()
+            out = in_child(lambda: run(path, tmp, kill))
+            rows.append((name, out))
+            last = out["lines"][-1][:140] if out["lines"] else ""
+            print(f"| {name:<36} | {out['rc']:>4} | {out['s']:6.2f} s | {out['rss']:6.0f} MiB | "
+                  f"{len(out['lines'])} | {len(out['litter'])} | {last} |", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
