@@ -86,7 +86,8 @@ def read_input(path, kind: str, progress: bool = False):
     except RecursionError:
         raise InputError(path, f"nested too deeply to be a {inputs_mod.display_kind(kind)}") from None
     except MemoryError:
-        raise InputError(path, "ran out of memory while reading (see --max-memory)") from None
+        from .limits import memory_limit_text
+        raise InputError(path, f"ran out of memory while reading ({memory_limit_text()})") from None
     except RuntimeWarning as e:
         raise InputError(path, f"holds a value out of range for a {inputs_mod.display_kind(kind)} ({e})") from None
     except Exception as e:  # noqa: BLE001 - a reader bug or an input shape nobody foresaw

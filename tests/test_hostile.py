@@ -322,3 +322,35 @@ def test_broken_symlink_and_device_are_named(tmp_path):
     if Path("/dev/zero").exists():
         with pytest.raises(InputError, match="device"):
             read_input("/dev/zero", "torch-trace")
+
+
+# ---------------------------------------------------------------- memory ceiling
+
+def test_running_out_of_memory_while_reading_names_the_file_and_the_ceiling(fixtures_dir, monkeypatch):
+    from diagnoser import limits, pipeline
+    from diagnoser.ingest import mem_stats
+
+    def exhausted(path, progress=False):
+        raise MemoryError()
+    monkeypatch.setattr(mem_stats, "read_memory_stats", exhausted)
+    monkeypatch.setattr(limits, "_applied", 8 << 30)
+    path = fixtures_dir / "mem" / "leak.memory_stats.json"
+    with pytest.raises(InputError) as err:
+        pipeline.read_input(path, "mem-stats")
+    assert str(path) in str(err.value) and "8.0 GiB" in str(err.value) and "--max-memory" in str(err.value)
+
+
+def test_max_memory_sets_the_address_space_ceiling():
+    from diagnoser import limits
+    assert limits.parse_size("8G") == 8 << 30 and limits.parse_size("512MiB") == 512 << 20
+    assert limits.parse_size("0") is None and limits.parse_size("none") is None
+    code = ("import resource, sys; from diagnoser import limits; "
+            "limits.apply_memory_limit(limits.parse_size(sys.argv[1])); "
+            "print(resource.getrlimit(resource.RLIMIT_AS)[0])")
+    out = subprocess.run([sys.executable, "-c", code, "3G"], capture_output=True, text=True, check=True).stdout
+    assert int(out) == 3 << 30
+
+
+def test_max_memory_rejects_a_size_it_cannot_read(fixtures_dir):
+    rc, err = cli(fixtures_dir / "mem" / "leak.memory_stats.json", "--max-memory", "lots")
+    assert rc == 2 and any("--max-memory" in line for line in err), err
