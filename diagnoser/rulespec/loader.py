@@ -1,12 +1,11 @@
 """Load rule YAML -> validated Rule objects, with file:line in every error.
 
-Errors are RuleError("file:line: what is wrong; what to add"). Semantic checks beyond the JSON
-Schema: thresholds must be named params, referenced params/facts/findings must exist, regexes and
-gain expressions must compile, ids must be unique, finding references must not form a cycle.
+Errors are RuleError("file:line: what is wrong; what to add"). Here: the YAML parse (libyaml), the
+JSON Schema, unique ids, shared conditions, --param overrides and finding references without
+cycles; the per-rule semantic checks (named thresholds, known facts and names) are in checks.py.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -16,8 +15,8 @@ import yaml
 from ..engine.records import sanitize
 from ..errors import RuleError
 from . import cache
-from .expr import ExprError, parse_expr, template_fields
-from .model import COMPARE_OPS, Condition, Rule, RulePack
+from .checks import check_rule, line_for as _line_for
+from .model import Condition, Rule, RulePack
 
 # libyaml's C parser where PyYAML was built with it (5-10x faster), the pure-Python one otherwise
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -49,13 +48,6 @@ def _line_map(node, path=(), out=None) -> dict[tuple, int]:
         for i, v in enumerate(node.value):
             _line_map(v, path + (i,), out)
     return out
-
-
-def _line_for(lines: dict[tuple, int], path: Iterable) -> int | None:
-    p = tuple(path)
-    while p not in lines and p:
-        p = p[:-1]
-    return lines.get(p)
 
 
 def read_text(path: Path) -> str:
@@ -147,9 +139,9 @@ def build_rules(path: Path, data: dict, shared: dict, known_facts: dict | None, 
     for i, (raw, tree, line) in enumerate(data["rules"]):
         rule = _rule(raw, tree, path, line, shipped, shared)
         try:
-            _check_rule(rule, path, {}, i, known_facts)
+            check_rule(rule, path, {}, i, known_facts)
         except RuleError:
-            _check_rule(rule, path, read_yaml(path)[1], i, known_facts)  # again, for the exact line
+            check_rule(rule, path, read_yaml(path)[1], i, known_facts)  # again, for the exact line
             raise
         rules.append(rule)
     return rules
@@ -233,66 +225,6 @@ def _condition(raw: dict, shared: dict | None = None, used: list | None = None, 
     if isinstance(value, list):
         value = tuple(value)
     return Condition(kind="fact", fact=raw["fact"], op=raw["op"], value=value, param=raw.get("param"))
-
-
-def _walk(cond: Condition, path: tuple):
-    yield cond, path
-    for j, c in enumerate(cond.items):
-        yield from _walk(c, path + (cond.kind, j))
-
-
-def _check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | None) -> None:
-    base = ("rules", index)
-
-    def fail(sub: tuple, msg: str):
-        raise RuleError(path, _line_for(lines, base + sub), f"rule {rule.id}: {msg}")
-
-    for cond, cpath in _walk(rule.when, ("when",)):
-        if cond.kind != "fact":
-            continue
-        if cond.op in COMPARE_OPS and cond.param is None:
-            fail(cpath, f"`{cond.fact} {cond.op}` needs a named threshold: write `param: NAME` and add NAME under `params:`")
-        if cond.op == "exists" and (cond.param or cond.value is not None):
-            fail(cpath, "`exists` takes no value or param")
-        if cond.op in ("eq", "neq", "in", "matches") and cond.param is None and cond.value is None:
-            fail(cpath, f"`{cond.op}` needs `value:` or `param:`")
-        if cond.param is not None and cond.param not in rule.params:
-            fail(cpath, f"param `{cond.param}` is not defined; add it under `params:` with its default")
-        if cond.op == "in" and not isinstance(cond.value, tuple):
-            fail(cpath, "`in` needs a list value, e.g. value: [a, b]")
-        if cond.op == "matches":
-            try:
-                re.compile(str(cond.value))
-            except re.error as e:
-                fail(cpath, f"bad regex `{cond.value}`: {e}")
-        if cond.op in COMPARE_OPS and not isinstance(rule.params.get(cond.param), (int, float)):
-            fail(cpath, f"param `{cond.param}` must be a number for `{cond.op}`")
-    names = set(rule.params) | {"subject"}
-    if known_facts is not None:
-        for fact in sorted(rule.when.facts() | set(rule.requires) | set(rule.evidence)):
-            if fact not in known_facts:
-                close = difflib.get_close_matches(fact, list(known_facts), n=1)
-                hint = f" (did you mean `{close[0]}`?)" if close else ""
-                fail(("when",), f"unknown fact `{fact}`{hint}; `diagnose facts --catalogue` lists the facts")
-        names |= set(known_facts)
-    else:
-        names |= rule.when.facts() | set(rule.requires) | set(rule.evidence)
-    for key in ("message", "verify", "fix"):
-        try:
-            fields = template_fields(getattr(rule, key))
-        except ValueError as e:
-            fail((key,), f"bad {key} template: {e}")
-        unknown = sorted(f for f in fields if f not in names)
-        if unknown:
-            fail((key,), f"{key} uses unknown name(s) {', '.join(unknown)}; use facts, params or `subject`")
-    if rule.estimated_gain is not None:
-        try:
-            used = parse_expr(rule.estimated_gain)
-        except ExprError as e:
-            fail(("estimated_gain",), f"bad estimated_gain: {e}")
-        unknown = sorted(n for n in used if n not in names)
-        if unknown:
-            fail(("estimated_gain",), f"estimated_gain uses unknown name(s) {', '.join(unknown)}")
 
 
 def rule_files(path: Path) -> list[Path]:
