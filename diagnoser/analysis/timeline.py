@@ -22,11 +22,12 @@ from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH
                             data_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
-from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, is_training, kernel_table,
+from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
+                               kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .timeline_ranks import (CollectiveKernels, RankSummary, critical_rank, straggler_analysis,
                              transfer_per_kernel)
-from .timeline_setup import find_setup, setup_text
+from .timeline_setup import find_setup, setup_text, with_warmup
 from .timeline_steps import find_steps, phase_ms
 from .timeline_sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
 from .timeline_view import TimelineView
@@ -164,11 +165,15 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     tv = TimelineView(tl)
     setup = find_setup(tv)
     steps = find_steps(tv, setup.end_ns)
+    setup = with_warmup(setup, steps)
     notes = list(steps.notes)
     v: dict = {"step_detection": steps.method, "setup_pct": setup.pct, "setup_ms": setup.intervals.total / 1e6,
                "trace_span_ms": setup.span_ns / 1e6}
     if setup.top:
         v["setup_calls"] = setup_text(setup)
+    if setup.pct >= 50 and steps.steady.size > 2:
+        notes.append(f"{setup.pct:.0f}% of the trace is one-time start-up work ({setup_text(setup, 2)}); it is left out: "
+                     f"the numbers are over the {steps.steady.size} steady steps")
     idx = steps.steady
     dur_ms = (steps.end[idx] - steps.start[idx]) / 1e6
     v["step_count"] = int(idx.size)
@@ -205,6 +210,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
         v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
     ls = launch_stats(tv, kt)
+    ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
     v.update(ls)
     v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
     v.update(memcpy_stats(tv, steps, act))

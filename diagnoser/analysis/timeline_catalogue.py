@@ -56,6 +56,7 @@ CATALOGUE: list[FactSpec] = [
     _s("setup_calls", "the start-up calls that took the most time, with their time and count"),
     _n("alloc_calls_per_step", "count", "device malloc/free and pinned-host allocation calls per steady step"),
     _n("alloc_ms_per_step", "ms", "host time per steady step in device malloc/free calls"),
+    _n("graph_kernel_pct", "%", "share of steady kernel time launched by graph replays (cudaGraphLaunch / hipGraphLaunch)"),
     _s("tensor_core_dtypes", "what the GPU's tensor cores take, from its compute capability: tf32,bf16,fp16 "
        "(8.0+) | fp16 (Volta/Turing 7.x) | none | unknown (the trace has no device properties)"),
     _s("data_gap_ranges", "the host ranges (DataLoader __next__, NVTX data, CPU ops) covering the data-class idle gaps "

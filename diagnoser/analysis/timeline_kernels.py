@@ -43,16 +43,22 @@ CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
 ]
 
 # GEMM kernels that run on the FP32 FMA pipe (no tensor cores) vs tensor-core GEMMs.
-NO_TENSOR_CORE = re.compile(r"sgemm|simt|_f32f32_f32f32_f32|ffma|gemv2?T?_kernel_val<[^>]*float|dgemm", re.I)
+NO_TENSOR_CORE = re.compile(r"sgemm|simt|_f32f32_f32f32_f32|ffma|dgemm", re.I)
+# matrix-vector products stream the matrix once (bandwidth-bound): tensor cores cannot speed them up
+GEMV = re.compile(r"gemv|gemvx|dot_kernel|gemmk1|gemvNSP|wvSplitK", re.I)
 TENSOR_CORE = re.compile(r"nvjet|hmma|wgmma|wmma|tensorop|s16816|s161616|bf16|f16|fp16|half|tf32|imma|i8816|"
                          r"_hsh_|_tst_|_hss_|e4m3|e5m2|"
                          r"_MI\d+x\d+x\d+|_(?:BBS|HHS|BSS|HSS|BBH|F8)_|mfma|xdl", re.I)  # AMD matrix cores (MFMA)
 
 # A softmax between two GEMMs is hand-written attention; log-softmax is the loss, not attention.
-LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|Backward|backward", re.I)
+LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|Backward|backward|"
+                         # PyTorch's warp softmax serves log_softmax too: its 5th template argument
+                         r"softmax_warp_forward<(?:[^,<>]+,\s*){4}(?:true|\(bool\)1)", re.I)
 ATTENTION_WINDOW_KERNELS = settings.register("timeline.attention_window_kernels", 8, "kernels", "how far (in kernels on the stream) a GEMM may sit from a softmax for the three to be hand-written attention")
 
-BACKWARD_KERNEL = re.compile(r"backward|bprop|dgrad|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
+# dgrad alone is no evidence: a ConvTranspose2d forward runs cuDNN dgrad kernels
+BACKWARD_KERNEL = re.compile(r"backward|bprop|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
+BACKWARD_OP = re.compile(r"Backward\d*$|^autograd::engine|^torch::autograd::AccumulateGrad$")
 FUSED_OPTIMIZER = re.compile(r"Fused|fused", re.I)
 OPTIMIZER_KERNEL = re.compile(r"adamw?(?![a-z])|sgd|lamb(?!da)|(?<![a-z])lion|adagrad|rmsprop|momentum|FusedOptimizer", re.I)
 MULTI_TENSOR = re.compile(r"multi_tensor_apply", re.I)
@@ -76,6 +82,9 @@ def _category(name: str) -> str:
 
 
 def _tensor_core(name: str) -> str:
+    """'no' | 'yes' | 'unknown' | 'n/a' (a GEMV: no tensor-core candidate) for a GEMM kernel name."""
+    if GEMV.search(name):
+        return "n/a"
     return "no" if NO_TENSOR_CORE.search(name) else ("yes" if TENSOR_CORE.search(name) else "unknown")
 
 
@@ -286,8 +295,12 @@ def optimizer_stats(tl: Timeline, kt: KernelTable, steps: Steps) -> dict:
 def is_training(tl: Timeline, kt: KernelTable) -> bool:
     """Training if the trace shows backward or optimizer work (ranges, annotations or kernels); a
     trace without either is inference (an inference server's decode loop is not training)."""
-    if name_mask(tl.ranges["name"], TRAINING_RANGE).any():
+    r = tl.ranges
+    if name_mask(r["name"], TRAINING_RANGE).any():
         return True
+    ops = r[(r["kind"] == "op").to_numpy()]
+    if len(ops):  # the op tree is the evidence where the trace has one: kernel names can mislead
+        return bool(name_mask(ops["name"], BACKWARD_OP).any())
     k = kt.is_kernel
     if not k.any():
         return False
@@ -295,3 +308,16 @@ def is_training(tl: Timeline, kt: KernelTable) -> bool:
     # optimizer shows as a kernel named after one, or as kernels launched inside an optimizer range
     optimizer = kt.names.mask(OPTIMIZER_KERNEL) | kt.in_optimizer
     return bool(((kt.names.mask(BACKWARD_KERNEL) | optimizer) & k).any())
+
+
+def graph_kernel_pct(tv: TimelineView, kt: KernelTable) -> float:
+    """Share of steady kernel time launched by graph replays (cudaGraphLaunch / hipGraphLaunch)."""
+    k = kt.is_kernel
+    total = float(kt.dur_ns[k].sum())
+    if total <= 0:
+        return 0.0
+    rows = kt.launch_row[k]
+    graph = np.zeros(rows.size, dtype=bool)
+    known = rows >= 0
+    graph[known] = tv.host_is("graph_launch")[rows[known]]
+    return 100.0 * float(kt.dur_ns[k][graph].sum()) / total

@@ -35,6 +35,7 @@ from .timeline_view import TimelineView
 SETUP_CALL_MIN_NS = settings.register("timeline.setup_call_min_ns", 1_000_000, "ns", "a host call this long with the GPU idle may be one-time start-up work")
 SETUP_OUTLIER_RATIO = settings.register("timeline.setup_outlier_ratio", 20, "x", "a long call is start-up work only when it takes this many times the median call of its name")
 SETUP_GPU_BUSY_MAX = settings.register("timeline.setup_gpu_busy_max", 0.1, "share", "a long call is start-up work only when the GPU is busy at most this share of it")
+SETUP_WARMUP_RATIO = settings.register("timeline.setup_warmup_ratio", 10, "x", "a warm-up step this many times the median steady step is start-up work as a whole (CUDA init, cuDNN benchmark, compilation inside the first iteration)")
 SETUP_MAX_REPEATS = settings.register("timeline.setup_max_repeats", 5, "count", "more such calls of one name (other than launches) than this are steady-state behaviour, not start-up")
 COMPILE_RANGE = re.compile(r"_compile\.compile_inner|compile_fx|call_user_compiler|"
                            r"torch/_inductor/(?:codecache|autotune|select_algorithm)|"
@@ -124,5 +125,24 @@ def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.Dat
 
 def setup_text(setup: Setup, limit: int = 3) -> str:
     """`cudaFree 6009 ms (1 call), cudaLaunchKernel 3056 ms (1 call), ...` for messages."""
-    parts = [f"{what} {ns / 1e6:.0f} ms ({n} call{'s' if n != 1 else ''})" for what, n, ns in setup.top[:limit]]
+    parts = [f"{what} {ns / 1e6:.0f} ms" + (f" ({n} call{'s' if n != 1 else ''})" if n else "")
+             for what, n, ns in setup.top[:limit]]
     return ", ".join(parts)
+
+
+def with_warmup(setup: Setup, steps) -> Setup:
+    """Count the warm-up step(s) as start-up work when they dwarf the steady steps: the first
+    iteration that initialises CUDA, benchmarks cuDNN algorithms or compiles is start-up as a whole,
+    whatever calls it is made of."""
+    if steps.warmup == 0 or steps.steady.size == 0:
+        return setup
+    idx = steps.steady
+    steady = float(np.median(steps.end[idx] - steps.start[idx]))
+    ws, we = steps.start[:steps.warmup], steps.end[:steps.warmup]
+    warm = int((we - ws).sum())
+    if steady <= 0 or warm < float(SETUP_WARMUP_RATIO.value) * steady:
+        return setup
+    intervals = IntervalSet.of(np.concatenate((setup.intervals.starts, ws)), np.concatenate((setup.intervals.ends, we)))
+    item = (f"warm-up step ({warm / steady:.0f}x the steady {steady / 1e6:.1f} ms step)", 0, warm)
+    top = sorted([item, *setup.top], key=lambda t: (-t[2], t[0]))
+    return Setup(intervals, max(setup.end_ns, int(we.max())), setup.span_ns, top)
