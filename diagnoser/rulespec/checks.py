@@ -52,6 +52,16 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
                 fail(cpath, f"bad regex `{cond.value}`: {e}")
         if cond.op in COMPARE_OPS and not isinstance(rule.params.get(cond.param), (int, float)):
             fail(cpath, f"param `{cond.param}` must be a number for `{cond.op}`")
+    for j, cond in enumerate(rule.verify_check):
+        where = ("verify_check", j)
+        if cond.op in ("falls", "rises", "exists") and (cond.param or cond.value is not None):
+            fail(where, f"`{cond.op}` takes no value or param")
+        if cond.op not in ("falls", "rises", "exists") and cond.param is None and cond.value is None:
+            fail(where, f"`{cond.fact} {cond.op}` needs `value:` or `param:`")
+        if cond.param is not None and cond.param not in rule.params:
+            fail(where, f"param `{cond.param}` is not defined; add it under `params:` with its default")
+        if known_facts is not None and cond.fact not in known_facts:
+            fail(where, f"unknown fact `{cond.fact}` in verify_check; `diagnose facts --catalogue` lists the facts")
     names = set(rule.params) | {"subject"}
     if known_facts is not None:
         for fact in sorted(rule.when.facts() | set(rule.requires) | set(rule.evidence)):

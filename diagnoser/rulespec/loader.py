@@ -178,7 +178,8 @@ def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: di
         when=when, message=raw["message"], evidence=tuple(raw.get("evidence", ())),
         estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
         gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
-        refs=tuple(raw.get("refs", ())), path=str(path), line=line or 0, shipped=shipped,
+        refs=tuple(raw.get("refs", ())), verify_check=tuple(_condition(c) for c in raw.get("verify_check", ())),
+        path=str(path), line=line or 0, shipped=shipped,
         extra={"conditions": list(dict.fromkeys(used))} if used else {},
     )
 

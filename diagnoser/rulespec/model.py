@@ -8,6 +8,8 @@ SEVERITIES = ("critical", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 COMPARE_OPS = ("lt", "lte", "gt", "gte")
 OPS = COMPARE_OPS + ("eq", "neq", "in", "matches", "exists")
+TREND_OPS = ("falls", "rises")  # verify_check only: AFTER's value below / above BEFORE's (diagnose compare)
+VERIFY_OPS = OPS + TREND_OPS
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Rule:
     fix: str
     verify: str
     refs: tuple[str, ...] = ()
+    verify_check: tuple[Condition, ...] = ()  # machine-checkable `verify` (all must hold in AFTER)
     path: str = ""
     line: int = 0
     shipped: bool = True

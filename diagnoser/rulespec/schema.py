@@ -1,7 +1,7 @@
 """JSON Schema of a rule file, and advice-style messages for what is wrong with one."""
 from __future__ import annotations
 
-from .model import OPS, SEVERITIES
+from .model import OPS, SEVERITIES, VERIFY_OPS
 
 _ID = r"^[A-Z][A-Z0-9]*[0-9]{3}$"
 _NAME = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
@@ -61,6 +61,10 @@ RULE = {
         "gain_of": {"type": "string"},
         "fix": {"type": "string"},
         "verify": {"type": "string"},
+        "verify_check": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["fact", "op"], "additionalProperties": False,
+            "properties": {"fact": {"type": "string", "pattern": _IDENT}, "op": {"enum": list(VERIFY_OPS)},
+                           "value": {}, "param": {"type": "string", "pattern": _IDENT}}}},
         "refs": {"type": "array", "items": {"type": "string"}},
     },
     "additionalProperties": False,
@@ -109,6 +113,7 @@ FIELD_ADVICE = {
     "message": "a message template with the measured numbers, e.g. '{gpu_busy_pct:.0f}% busy'",
     "fix": "the fix, in a sentence or a snippet",
     "verify": "what to re-measure and which number to expect",
+    "verify_check": "the Verify step as conditions on the re-profiled run, e.g. [{fact: idle_data_pct, op: lt, param: min_idle_data_pct}]",
     "op": "an op, one of: " + ", ".join(OPS),
     "rules": "a list of rules under `rules:`",
 }
