@@ -92,6 +92,8 @@ def read_nsys_sqlite(path, progress: bool = False) -> Timeline:
                 raise InputError(shown, _sqlite_problem(e)) from None
             except (_Corrupt, CorruptColumnError) as e:
                 raise InputError(shown, f"corrupt Nsight Systems export ({e})") from None
+            except (ValueError, OverflowError) as e:  # a text or blob where the schema has integers
+                raise InputError(shown, f"corrupt Nsight Systems export (a value of the wrong type: {e})") from None
             finally:
                 conn.close()
     finally:

@@ -373,7 +373,7 @@ class _TraceStream:
             pos = max(0, len(buf) - 64)
             if not chunk:
                 self._no_events(buf)
-            self._check_partial(buf, len(buf), "the JSON before traceEvents")
+            self._check_partial(buf, len(buf), "the header before traceEvents")
             if len(buf) > MAX_HEADER_BYTES:
                 raise InputError(self.path, f"no traceEvents array in the first {MAX_HEADER_BYTES >> 20} MiB; "
                                  + _EMPTY_HELP)
