@@ -265,14 +265,16 @@ def _checked_ns(path, ts, dur) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(path, "a trace event of a timed category lacks its ts")
     if np.isnan(length).any():
         raise InputError(path, "a trace event's dur is not a number")
-    if (length < 0).any():
-        raise InputError(path, f"a trace event has a negative dur ({_first(dur, length < 0)} us)")
     if (np.abs(start) >= MAX_NS).any():
         raise InputError(path, f"a trace event's ts ({_first(ts, np.abs(start) >= MAX_NS)} us) is out of range "
                                "(beyond 146 years): not a profiler timestamp")
-    if (length >= MAX_NS).any():
-        raise InputError(path, f"a trace event's dur ({_first(dur, length >= MAX_NS)} us) is out of range "
-                               "(longer than 146 years): not a profiled duration")
+    bad = (length < 0) | (length >= MAX_NS)
+    if bad.any():  # the first bad event in file order decides the words
+        first = float(dur[np.flatnonzero(bad)[0]])
+        if first < 0:
+            raise InputError(path, f"a trace event has a negative dur ({first:g} us)")
+        raise InputError(path, f"a trace event's dur ({first:g} us) is out of range (longer than 146 years): "
+                               "not a profiled duration")
     return start.astype(np.int64), length.astype(np.int64)
 
 
