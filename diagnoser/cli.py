@@ -345,6 +345,11 @@ def playbook_cmd(rule_id, user_rules, output):
     write_output(render_playbook_html(pack), output)
 
 
+from .compare.cli import compare_cmd  # noqa: E402  (issue 12: diagnose compare BEFORE... --to AFTER)
+
+cli.add_command(compare_cmd)
+
+
 def main(argv=None):
     try:
         limits.exit_cleanly_on_signals()  # SIGTERM/SIGHUP unwind like SIGINT: temp files are removed

@@ -1,0 +1,64 @@
+"""`diagnose compare BEFORE... --to AFTER...` (registered on the main group in diagnoser/cli.py)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import DiagnoserError
+
+FORMATS = ("md", "json", "html")
+EXIT_GATE = 3
+
+
+@click.command("compare", short_help="Compare two runs: fixed / improved / regressed; CI gate on regressions.")
+@click.argument("before", nargs=-1, required=True, metavar="BEFORE...")
+@click.option("--to", "after", multiple=True, required=True, metavar="AFTER",
+              help="An input of the AFTER run (repeatable: several files or ranks, like BEFORE).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Report format (default: from the -o extension, else md).")
+@click.option("-o", "--output", metavar="FILE", help="Write the comparison to FILE (atomically; `-` is stdout).")
+@click.option("--rules", "user_rules", multiple=True, metavar="PATH", help="Extra rule file or folder (repeatable).")
+@click.option("--param", "params", multiple=True, metavar="RULE.NAME=V", help="Override a rule threshold (both runs).")
+@click.option("--set", "set_items", multiple=True, metavar="NAME=V", help="Override an analysis setting (both runs).")
+@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
+              help="Exit 3 when step time or a headline number got worse by more than max(PCT, step noise), "
+                   "or a finding is new or regressed at warning or above.")
+def compare_cmd(before, after, fmt, output, user_rules, params, set_items, fail_pct):
+    """Diagnose BEFORE and AFTER with the same rules and compare them: headline numbers before -> after
+    with the speed-up, each finding of BEFORE fixed (no longer fires and its Verify check holds),
+    improved, unchanged or regressed, findings new in AFTER, every fact both runs measured, kernels
+    matched by name and launch configuration, steps by phase.
+
+    \b
+    diagnose compare before.pt.trace.json.gz --to after.pt.trace.json.gz
+    diagnose compare base.ncu-rep --to fixed.ncu-rep -o compare.html
+    diagnose compare r0.json.gz r1.json.gz --to n0.json.gz --to n1.json.gz --fail-on-regression 5
+    """
+    from .. import settings
+    from ..cli import EXTENSION_FORMATS, write_output
+    from ..pipeline import load_pack
+    from .core import compare_runs, gate
+    from .render import render_json, render_markdown
+    from pathlib import Path
+
+    if fmt is None:
+        fmt = EXTENSION_FORMATS.get(Path(output).suffix.lower(), "md") if output and output != "-" else "md"
+        fmt = fmt if fmt in FORMATS else "md"
+    set_values = settings.parse_assignments(set_items) if set_items else {}
+    pack = load_pack(user_rules, params)
+    c = compare_runs(list(before), list(after), pack, set_values=set_values)
+    if not c["before"]["inputs"] or not c["after"]["inputs"]:
+        raise DiagnoserError("compare: a side has no readable input")
+    reasons = gate(c, fail_pct) if fail_pct is not None else None
+    if fmt == "json":
+        text = render_json(c, fail_pct, reasons)
+    elif fmt == "html":
+        from .html import render_html
+        text = render_html(c, fail_pct, reasons)
+    else:
+        text = render_markdown(c, fail_pct, reasons)
+    write_output(text, output)
+    if reasons:
+        for r in reasons:
+            click.echo(f"diagnose compare: regression: {r}", err=True)
+        sys.exit(EXIT_GATE)

@@ -1,0 +1,35 @@
+"""The side-by-side compare page: the layout is templates/compare.html.j2, the charts compare/charts.py."""
+from __future__ import annotations
+
+from .. import __version__
+from .charts import side_by_side, sol_arrows_chart
+from .core import VERDICT_ORDER
+from .render import ARROW, _chg, _v, _verify_text, json_doc
+
+MOVED = {k: v.replace("*", "") for k, v in ARROW.items()}
+
+
+def compare_view(c: dict, gate_pct=None, reasons=None) -> dict:
+    doc = json_doc(c, gate_pct, reasons)
+    heads = [dict(h, change_text=_chg(h), moved_text=MOVED.get(h.get("moved"), "")) for h in c["headlines"]]
+    findings = [dict(f, verify_text=_verify_text(f), why=f.get("why", "")) for f in c["findings"]]
+    kernels = []
+    for k in c["kernels"][:40]:
+        ids = f"#{(k['before'] or {}).get('id', '-')} \u2192 #{(k['after'] or {}).get('id', '-')}"
+        if k.get("config_changed"):
+            ids += " (configuration changed)"
+        sm, mem = k["sm_throughput_pct"], k["memory_throughput_pct"]
+        kernels.append(dict(k, ids=ids, change_text=_chg(k["duration_us"]),
+                            sm=f"{_v(sm[0])} \u2192 {_v(sm[1])}", mem=f"{_v(mem[0])} \u2192 {_v(mem[1])}"))
+    facts = [dict(r, change_text=_chg(r), moved_text=MOVED.get(r["moved"], "")) for r in c["facts"]
+             if r["subject"] is None and r.get("moved") in ("right", "wrong", "changed")]
+    return {"version": __version__, "before": c["before"], "after": c["after"], "summary": c["summary"],
+            "verdicts": VERDICT_ORDER[::-1], "noise_pct": c["noise_pct"], "gate": doc.get("gate"),
+            "headlines": heads, "findings": findings, "kernels": kernels, "facts": facts,
+            "sol": sol_arrows_chart(c["charts"], c["kernels"]), "pairs": side_by_side(c["charts"]),
+            "notes": c["notes"]}
+
+
+def render_html(c: dict, gate_pct=None, reasons=None) -> str:
+    from ..report.render import _env
+    return _env(True).get_template("compare.html.j2").render(view=compare_view(c, gate_pct, reasons))

@@ -1,0 +1,143 @@
+"""A comparison (core.build) as Markdown or JSON (`diagnoser.compare/1`, docs/compare.md)."""
+from __future__ import annotations
+
+import json
+
+from .. import __version__
+from ..report.render import fmt_value, md_cell
+
+FACT_ROWS_MD = 40  # changed facts listed in Markdown (JSON: every fact both sides have)
+KERNEL_ROWS_MD = 25
+ARROW = {"right": "better", "wrong": "**worse**", "same": "same", "changed": "changed"}
+
+
+def _v(x, unit=""):
+    if x is None:
+        return "n/a"
+    return fmt_value(x, unit) if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
+def _chg(row) -> str:
+    if row.get("change_pct") is None:
+        return "" if row.get("moved") == "same" else "changed"
+    s = f"{row['change_pct']:+.1f}%"
+    if row.get("speedup"):
+        s += f" ({row['speedup']:.2f}x)"
+    return s
+
+
+def json_doc(c: dict, gate_pct: float | None = None, reasons: list | None = None) -> dict:
+    out = {k: v for k, v in c.items() if k != "charts"}
+    out["generator"] = f"diagnoser {__version__}"
+    if gate_pct is not None:
+        out["gate"] = {"fail_on_regression_pct": gate_pct, "tripped": bool(reasons), "reasons": list(reasons or [])}
+    return out
+
+
+def render_json(c: dict, gate_pct=None, reasons=None) -> str:
+    return json.dumps(json_doc(c, gate_pct, reasons), indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n"
+
+
+def _inputs(side) -> str:
+    return ", ".join(f"`{i['path']}`" for i in side["inputs"]) or "(none)"
+
+
+def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
+    L = ["# diagnoser compare", "",
+         f"- BEFORE: {_inputs(c['before'])}", f"- AFTER: {_inputs(c['after'])}", ""]
+    s = c["summary"]
+    L.append("**Findings of BEFORE:** " + ", ".join(f"{s[k]} {k}" for k in ("fixed", "improved", "unchanged", "regressed"))
+             + f"; **new in AFTER:** {s['new']}.")
+    L.append(f"Noise: {c['noise_pct']:.1f}% (the larger step-to-step variation of the two runs: "
+             f"BEFORE {c['before']['noise_basis']}, AFTER {c['after']['noise_basis']}).")
+    L.append("")
+    if c["headlines"]:
+        L += ["## Headline numbers", "", "| | before | after | change | |", "|---|---|---|---|---|"]
+        for h in c["headlines"]:
+            L.append(f"| {h['label']} | {_v(h['before'], h['unit'])} | {_v(h['after'], h['unit'])} | {_chg(h)} | "
+                     f"{ARROW.get(h.get('moved'), '')} |")
+        L.append("")
+    if c["findings"]:
+        L += ["## Findings", "", "| verdict | rule | category | severity before -> after | why | Verify |",
+              "|---|---|---|---|---|---|"]
+        for f in c["findings"]:
+            sev = f"{f.get('severity_before') or '-'} -> {f.get('severity_after') or '-'}"
+            L.append(f"| **{f['verdict']}** | `{f['rule']}` | {f['category']} | {sev} | {md_cell(f.get('why', ''))} | "
+                     f"{md_cell(_verify_text(f))} |")
+        L.append("")
+        for f in c["findings"]:
+            subs = f.get("subjects") or []
+            if subs:
+                L += [f"`{f['rule']}` per kernel:", "", "| verdict | kernel before | kernel after |", "|---|---|---|"]
+                for sj in subs[:KERNEL_ROWS_MD]:
+                    L.append(f"| {sj['verdict']} | {_subj(sj['before'])} | {_subj(sj['after'])} |")
+                if len(subs) > KERNEL_ROWS_MD:
+                    L.append(f"| ... | {len(subs) - KERNEL_ROWS_MD} more | |")
+                L.append("")
+    if c["kernels"]:
+        L += ["## Kernels (matched by name and launch configuration)", "",
+              "| kernel | launch before -> after | duration before | after | change | SM % | memory % |",
+              "|---|---|---|---|---|---|---|"]
+        for k in c["kernels"][:KERNEL_ROWS_MD]:
+            d = k["duration_us"]
+            ids = f"#{(k['before'] or {}).get('id', '-')} -> #{(k['after'] or {}).get('id', '-')}"
+            if k.get("config_changed"):
+                ids += " (launch configuration changed)"
+            sm, mem = k["sm_throughput_pct"], k["memory_throughput_pct"]
+            L.append(f"| `{md_cell(k['name'])}` | {ids} | {_v(d.get('before'), 'us')} | {_v(d.get('after'), 'us')} | "
+                     f"{_chg(d)} | {_v(sm[0])} -> {_v(sm[1])} | {_v(mem[0])} -> {_v(mem[1])} |")
+        if len(c["kernels"]) > KERNEL_ROWS_MD:
+            L.append(f"| ... {len(c['kernels']) - KERNEL_ROWS_MD} more (JSON lists all) | | | | | | |")
+        L.append("")
+    if c["phases"]:
+        L += ["## Steps by phase (median steady step)", "", "| phase | before | after | change |", "|---|---|---|---|"]
+        for p in c["phases"]:
+            L.append(f"| {p['phase']} | {_v(p['before'], 'ms')} | {_v(p['after'], 'ms')} | {_chg(p)} |")
+        L.append("")
+    moved = [r for r in c["facts"] if r.get("moved") in ("right", "wrong", "changed") and r["subject"] is None]
+    if moved:
+        L += ["## Run facts that changed", "", "| fact | before | after | change | |", "|---|---|---|---|---|"]
+        for r in moved[:FACT_ROWS_MD]:
+            L.append(f"| {r['fact']} | {md_cell(_v(r['before'], r['unit']))} | {md_cell(_v(r['after'], r['unit']))} | "
+                     f"{_chg(r)} | {ARROW.get(r['moved'], '')} |")
+        more = len(moved) - FACT_ROWS_MD
+        same = sum(1 for r in c["facts"] if r["subject"] is None and r.get("moved") == "same")
+        L.append("")
+        L.append(f"{same} run facts unchanged" + (f", {more} more changed" if more > 0 else "")
+                 + "; per-kernel and per-rank facts: JSON (`facts`).")
+        L.append("")
+    if gate_pct is not None:
+        L.append(f"## CI gate: --fail-on-regression {gate_pct:g}")
+        L.append("")
+        if reasons:
+            L += [f"- FAIL: {r}" for r in reasons]
+        else:
+            L.append("- pass: no headline number worse by more than the limit, no new or regressed warning.")
+        L.append("")
+    if c["notes"]:
+        L += ["## Notes", ""] + [f"- {n}" for n in c["notes"]] + [""]
+    L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings."]
+    return "\n".join(L) + "\n"
+
+
+def _subj(s) -> str:
+    if not s:
+        return "-"
+    name = s.get("name") or ""
+    cfg = f" grid {_v(s.get('grid'))} x {_v(s.get('block'))}" if s.get("grid") is not None else ""
+    return f"#{s['id']} `{md_cell(name)}`{cfg}"
+
+
+def _verify_text(f) -> str:
+    v = f.get("verify_check") or {}
+    checks = v.get("checks") or []
+    if not checks:
+        return ""
+    parts = []
+    for ch in checks[:4]:
+        mark = {True: "ok", False: "not met", None: "n/a"}[ch.get("holds")]
+        t = "" if ch.get("threshold") is None else f" {_v(ch['threshold'])}"
+        parts.append(f"{ch['fact']} {ch['op']}{t}: {_v(ch.get('before'))} -> {_v(ch.get('after'))} ({mark})")
+    if len(checks) > 4:
+        parts.append(f"{len(checks) - 4} more")
+    return "; ".join(parts)
