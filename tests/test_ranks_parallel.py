@@ -191,3 +191,18 @@ def test_a_rank_outside_its_world_is_named_and_the_others_diagnosed(tmp_path):
     assert any(n.startswith(f"rank 2 ({paths[2]}) could not be diagnosed: distributedInfo.rank 9") for n in report.notes)
     first = report.findings[0]
     assert (first.rule, first.subject.id) == ("TRAIN005", "3")
+
+
+def test_collective_names_rank_ranges_and_dask_resources_parse(monkeypatch):
+    from diagnoser.analysis.rank_scale import collective_name, rank_ranges
+    from diagnoser.distributed import _resources
+    from diagnoser.errors import DiagnoserError
+    assert collective_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == \
+        "AllReduce_Sum_f32_RING_LL"
+    assert collective_name("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)") == "AllGather_RING_LL_Sum_int8_t"
+    assert rank_ranges([5, 0, 1, 2, 7, 8, 3]) == "0-3, 5, 7-8"
+    monkeypatch.setenv("DIAGNOSER_DASK_RESOURCES", "trace=1, memory=4e9")
+    assert _resources() == {"trace": 1.0, "memory": 4e9}
+    monkeypatch.setenv("DIAGNOSER_DASK_RESOURCES", "trace")
+    with pytest.raises(DiagnoserError, match="NAME=AMOUNT"):
+        _resources()
