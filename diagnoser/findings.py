@@ -51,6 +51,7 @@ class Finding:
     overlaps: list[str] = field(default_factory=list)  # higher-ranked rules that explain the same time
     launches: list["Finding"] = field(default_factory=list, repr=False)  # per-launch findings merged here
     kernels: list["Finding"] = field(default_factory=list, repr=False)  # per-kernel findings of a rule group
+    evidence_sources: dict = field(default_factory=dict)  # evidence fact -> the source file (and reader) it came from
 
     def to_json(self) -> dict:
         out = {
@@ -60,6 +61,7 @@ class Finding:
             "subject": self.subject.to_json() if self.subject else None,
             "fix": self.fix, "verify": self.verify, "refs": list(self.refs), "count": self.count,
             "sources": self.sources,
+            "evidence_sources": {k: v for k, v in self.evidence_sources.items() if k in self.evidence},
         }
         if self.marginal_gain is not None:
             out["marginal_gain"] = round(self.marginal_gain, 4)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH
                             data_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
+from .timeline_ops import ncu_window, top_kernels
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
                                kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
@@ -50,6 +51,7 @@ class TimelineMetrics:
     notes: list[str]
     rank: RankSummary | None
     comm: "RankComm | None" = None
+    kernels_chart: list = field(default_factory=list)  # timeline_ops.top_kernels rows
 
 
 @dataclass
@@ -209,6 +211,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v["top_kernel_pct"] = 100.0 * float(by_name.iloc[0]) / total
         shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
         v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
+        v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
+    kernels_chart = top_kernels(kt, steps, v["step_time_ms_mean"])
     ls = launch_stats(tv, kt)
     ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
     v.update(ls)
@@ -230,7 +234,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
-    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm)
+    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart)
 
 
 def tensor_core_dtypes(devices: list[dict]) -> str:
@@ -306,6 +310,7 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     for i, s in enumerate(summaries):
         if s.rank < 0:
             s.rank = i
+    shown = metrics[0]  # the timeline the charts draw: the one whose numbers the run-level facts are
     if len(metrics) == 1:
         run_values = metrics[0].values
     else:
@@ -315,6 +320,7 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
             unmatched = _split_comm(timed)
             crit = critical_rank(summaries)
             run_values.update(_critical_breakdown(timed, crit))
+            shown = timed[crit]
             result.notes.append(
                 f"{len(metrics)} ranks: the run-level GPU busy and idle breakdown is rank {summaries[crit].rank}'s, "
                 "the rank that arrives last at the collectives (a synchronous step ends when it does; the other "
@@ -344,8 +350,11 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
             if f is not None:
                 result.facts.append(f)
 
-    result.charts["steps"] = metrics[0].steps_chart
-    result.charts["kernel_categories"] = metrics[0].categories_chart
+    result.charts["steps"] = shown.steps_chart
+    result.charts["kernel_categories"] = shown.categories_chart
+    result.charts["top_kernels"] = shown.kernels_chart
+    result.charts["source"] = {"path": ordered[metrics.index(shown)].path,
+                               "rank": shown.rank.rank if shown.rank is not None and len(metrics) > 1 else None}
     if len(summaries) > 1:
         result.charts["ranks"] = [{"rank": s.rank, "step_ms": s.step_ms, "busy_pct": s.busy_pct,
                                    "comm_wait_ms": s.comm_ms,

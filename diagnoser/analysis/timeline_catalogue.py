@@ -109,6 +109,9 @@ CATALOGUE: list[FactSpec] = [
     _s("top_kernel_name", "base name of the kernel with the most GPU time"),
     _n("top_kernel_pct", "%", "share of GPU activity time in the top kernel"),
     _s("ncu_kernel_regex", "regex matching the top kernels' base names, for `ncu -k regex:...`"),
+    _n("ncu_launch_skip", "count", "`ncu --launch-skip` for ncu_kernel_regex: its launches before the first steady step "
+       "(at least one step's worth)"),
+    _n("ncu_launch_count", "count", "`ncu --launch-count` for ncu_kernel_regex: its launches in one steady step"),
     # tensor cores, attention, memory-bound work
     _n("gemm_time_pct", "%", "share of GPU activity time in GEMM/convolution kernels"),
     _n("gemm_no_tensor_core_pct", "%", "share of GEMM time in kernels without tensor cores (SGEMM / FFMA)"),

@@ -182,6 +182,7 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
     if rec.subject is not None and rec.subject.kind == "kernel" and subject_name and "kernel_name" not in evidence \
             and short_name(subject_name) != subject_name:
         evidence["kernel_name"] = {"value": subject_name, "unit": ""}
+    evidence_sources = {f: rec.fact_sources.get(f, "") for f in evidence}
     gain_env = {}
     if rule.estimated_gain is not None:
         gain_env = {n: env[n] for n in parse_expr(rule.estimated_gain) if n in env}
@@ -191,6 +192,7 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
         estimated_gain=gain, gain_of=rule.gain_of, subject=rec.subject, fix=render_template(rule.fix, env),
         verify=render_template(rule.verify, env), refs=rule.refs, sources=sorted(rec.sources),
         gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known,
+        evidence_sources=evidence_sources,
     )
 
 

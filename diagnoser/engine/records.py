@@ -60,6 +60,7 @@ class Record:
     values: dict[str, Value] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
+    fact_sources: dict[str, str] = field(default_factory=dict)  # fact -> the source that measured it
 
 
 def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
@@ -76,6 +77,7 @@ def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
         rec.values[f.name] = v
         rec.units[f.name] = f.unit
         rec.sources.add(f.source)
+        rec.fact_sources[f.name] = f.source
     ordered = [run] + [subjects[s] for s in sorted(subjects, key=_subject_key)]
     for rec in ordered[1:]:
         merged = dict(run.values)
@@ -84,6 +86,7 @@ def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
         units.update(rec.units)
         rec.values, rec.units = merged, units
         rec.sources |= run.sources
+        rec.fact_sources = {**run.fact_sources, **rec.fact_sources}
     return ordered, warnings
 
 

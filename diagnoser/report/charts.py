@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .render import fmt_value, shorten
+from ..facts import short_name
 
 PALETTE = 10
 MAX_STEPS = 60
@@ -117,7 +118,7 @@ def step_label(step, index: int) -> str:
     return m.group(1) if m else str(index + 1)
 
 
-def steps_chart(steps: list[dict]) -> Chart | None:
+def steps_chart(steps: list[dict], source: dict | None = None) -> Chart | None:
     """GPU busy and idle per step: one stacked column per step, idle split by its class."""
     steps = [s for s in steps or [] if isinstance(s, dict)]
     if not steps:
@@ -183,6 +184,9 @@ def steps_chart(steps: list[dict]) -> Chart | None:
     total = max(len(steps), int(_num(steps[0].get("of"))))  # analysis lists the first steps only
     if total > len(shown):
         chart.caption += f" Showing the first {len(shown)} of {total} steps."
+    if isinstance(source, dict) and source.get("path"):  # the timeline the run-level facts come from
+        rank = f", rank {source['rank']}" if source.get("rank") is not None else ""
+        chart.caption += f" From {source['path']}{rank}."
     return chart
 
 
@@ -413,6 +417,22 @@ def top_sites_table(rows: list[dict]) -> Chart | None:
     return chart
 
 
+def top_kernels_table(rows: list[dict], source: dict | None = None) -> Chart | None:
+    """The kernels with the most time per steady step (a table; timeline_ops.top_kernels rows)."""
+    rows = [r for r in rows or [] if isinstance(r, dict)][:10]
+    if not rows:
+        return None
+    where = f" From {source['path']}." if isinstance(source, dict) and source.get("path") else ""
+    chart = Chart("top_kernels", "Top kernels per step",
+                  "Kernels by time per steady step, keyed by name and launch configuration (grid x block)." + where, 0, 0)
+    chart.table = {"caption": "", "headers": ["kernel", "grid x block", "launches/step", "ms/step", "% of step"],
+                   "numeric": [False, False, True, True, True], "mono": [True, True, False, False, False],
+                   "rows": [[shorten(short_name(r.get("name", "")), 80), f"{int(_num(r.get('grid')))} x {int(_num(r.get('block')))}",
+                             f"{_num(r.get('launches_per_step')):.1f}", f"{_num(r.get('ms_per_step')):.3f}",
+                             f"{_num(r.get('step_share_pct')):.1f}%"] for r in rows]}
+    return chart
+
+
 def build_charts(data: dict | None) -> list[Chart]:
     """Every chart the report's data allows, in reading order (time, kernels, memory)."""
     from .rank_charts import rank_charts
@@ -421,10 +441,11 @@ def build_charts(data: dict | None) -> list[Chart]:
     sol = sorted((r for r in data.get("kernel_sol") or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_share_pct")))
     colours = palette([str(r.get("category")) for r in cats] + [str(r.get("category")) for r in sol])
     charts = [
-        steps_chart(data.get("steps")),
+        steps_chart(data.get("steps"), data.get("source")),
         *rank_charts(data, ranks_chart),  # many ranks: sorted columns, rank groups, collectives (rank_charts.py)
         kernel_categories_chart(data.get("kernel_categories"), colours),
         kernel_sol_chart(data.get("kernel_sol"), colours),
+        top_kernels_table(data.get("top_kernels"), data.get("source")),
         memory_composition_chart(data.get("memory_composition")),
         memory_timeline_chart(data.get("memory_timeline")),
         top_sites_table(data.get("top_sites")),

@@ -15,7 +15,7 @@ from .. import __version__
 from ..facts import short_name
 from .charts import Chart, build_charts
 from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
-from .render import (fmt_value, gain_note, kernel_table, playbook_ref, settings_lines, severity_note, share_pct,
+from .render import (evidence_sources, fmt_value, gain_note, kernel_table, playbook_ref, settings_lines, severity_note, share_pct,
                      shorten, summary_counts)
 
 SUBJECT_NAME_LIMIT = 160
@@ -75,6 +75,7 @@ class FindingView:
     kernels: dict | None = None  # per-kernel table of a finding grouped across kernels (render.kernel_table)
     severity_note: Markup | None = None
     gain_note: Markup | None = None
+    sources: list = None  # render.evidence_sources: [{source, facts}]
 
 
 def _fact_meanings() -> dict[str, str]:
@@ -121,6 +122,7 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str], index_
         kernels=kernel_table(f),
         severity_note=render_inline(severity_note(f), links=False) if severity_note(f) else None,
         gain_note=render_inline(gain_note(f, index_of or {}), links=False) if gain_note(f, index_of or {}) else None,
+        sources=evidence_sources(f),
     )
 
 

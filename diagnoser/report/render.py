@@ -140,6 +140,16 @@ def settings_lines(report) -> list[str]:
     return lines
 
 
+def evidence_sources(f) -> list[dict]:
+    """The finding's evidence grouped by the source that measured it: [{source, facts}], in evidence order."""
+    by: dict[str, list[str]] = {}
+    for name in f.evidence:
+        src = (getattr(f, "evidence_sources", None) or {}).get(name)
+        if src:
+            by.setdefault(src, []).append(name)
+    return [{"source": k, "facts": v} for k, v in by.items()]
+
+
 def present(report, top: int | None = None, min_severity: str = "info") -> dict:
     """What a text report shows: findings at or above min_severity, the first `top` in full, the
     rest as one table; and the summary counts of what is kept."""
@@ -154,7 +164,7 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
         label, name = subject_label(f)
         views.append({"i": i, "f": f, "label": label, "name": name, "kernels": kernel_table(f),
                       "gain_note": gain_note(f, index_of), "severity_note": severity_note(f),
-                      "playbook": playbook_ref(f)})
+                      "playbook": playbook_ref(f), "sources": evidence_sources(f)})
     more = []
     for i, f in enumerate(kept[len(shown):], len(shown) + 1):
         label, name = subject_label(f)
