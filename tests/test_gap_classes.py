@@ -17,8 +17,9 @@ def activity(**sets) -> HostActivity:
     def iv(name):
         spans = sets.get(name, [])
         return IntervalSet.of([a for a, _ in spans], [b for _, b in spans])
+    copies = np.array(sorted(sets.get("input_copy", [])), dtype=np.int64)
     return HostActivity(iv("data"), iv("sync"), iv("launch"), iv("comm"), EMPTY, iv("alloc"), iv("cuda"),
-                        np.array(sorted(sets.get("input_copy", [])), dtype=np.int64), np.zeros(0, np.int64))
+                        copies, np.zeros(copies.size, np.int64), np.zeros(0, np.int64))
 
 
 def one_gap(act, start=0, end=10 * MS):

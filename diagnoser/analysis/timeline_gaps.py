@@ -54,6 +54,7 @@ class HostActivity:
     alloc: IntervalSet          # device malloc/free and pinned host allocation calls
     cuda: IntervalSet           # every host API call (to tell a host busy without CUDA calls)
     input_copy: np.ndarray      # sorted GPU start times of host-to-device copies
+    input_copy_bytes: np.ndarray  # their sizes, in the same order
     sync_rows: np.ndarray       # host rows of the synchronizing calls (for naming them)
 
 
@@ -122,8 +123,10 @@ def host_activity(tv: TimelineView) -> HostActivity:
     pc = _calls_with_corr(tv, is_copy_call, pageable_corr)
     alloc = tv.host_is("malloc", "free", "host_alloc")
     htod = copies[Names.of(tl.gpu["copy_kind"].iloc[copies]).equals("HtoD")]
+    htod = htod[np.argsort(tv.gpu_start[htod], kind="stable")]
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
-                        IntervalSet.of(hs, he), np.sort(tv.gpu_start[htod]), np.flatnonzero(sync_mask))
+                        IntervalSet.of(hs, he), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
+                        np.flatnonzero(sync_mask))
 
 
 @dataclass
@@ -191,15 +194,17 @@ def _share(sets, starts: np.ndarray, ends: np.ndarray, dur: np.ndarray) -> np.nd
     return covered / dur
 
 
-def _ends_in_input_copy(ends: np.ndarray, act: HostActivity) -> np.ndarray:
-    """Gaps whose end is a host-to-device copy (the next input arriving)."""
+def _input_copy_at(ends: np.ndarray, act: HostActivity) -> np.ndarray:
+    """For each gap, the host-to-device copy that starts at its end (the next input arriving), as an
+    index into act.input_copy; -1 where there is none."""
     c = act.input_copy
+    out = np.full(ends.size, -1, dtype=np.int64)
     if c.size == 0:
-        return np.zeros(ends.size, dtype=bool)
+        return out
     i = np.searchsorted(c, ends, side="left")
     ok = i < c.size
-    out = np.zeros(ends.size, dtype=bool)
-    out[ok] = c[i[ok]] - ends[ok] <= INPUT_COPY_WINDOW_NS.value
+    ok[ok] = c[i[ok]] - ends[ok] <= INPUT_COPY_WINDOW_NS.value
+    out[ok] = i[ok]
     return out
 
 
@@ -232,7 +237,7 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     # calls: the host was preparing that input (a DataLoader, tokenization, Python preprocessing)
     cuda = _share([act.cuda], starts, ends, dur)
     quiet = np.ones(starts.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
-    cls[~short & quiet & host_held & _ends_in_input_copy(ends, act)] = DATA
+    cls[~short & quiet & host_held & (_input_copy_at(ends, act) >= 0)] = DATA
     if len(act.alloc):
         cls[(_share([act.alloc], starts, ends, dur) >= MAJORITY.value) & host_held] = ALLOC
     if sync_share is not None:  # blocked in a sync for most of the gap: nothing else explains it
@@ -344,16 +349,9 @@ def data_gap_evidence(tv: TimelineView, gaps: Gaps, act: HostActivity, steps: in
             length = (py["end_ns"].to_numpy(np.int64) - py["start_ns"].to_numpy(np.int64))[spans]
             inner = spans[np.argmin(length)]
             out["data_gap_python"] = f"{py['name'].iloc[inner]} {cover[inner] / 1e6 / steps:.1f} ms"
-    ends_copy = _ends_in_input_copy(ge, act)
-    if ends_copy.any():
-        gpu = tv.tl.gpu
-        copies = np.flatnonzero(tv.is_memcpy)
-        htod = copies[Names.of(gpu["copy_kind"].iloc[copies]).equals("HtoD")]
-        starts = tv.gpu_start[htod]
-        i = np.searchsorted(np.sort(starts), ge[ends_copy])
-        order = np.argsort(starts, kind="stable")
-        i = np.minimum(i, max(order.size - 1, 0))
-        nbytes = gpu["bytes"].to_numpy()[htod[order[i]]]
-        out["data_gaps_ending_in_input_copy"] = float(ends_copy.sum()) / steps
-        out["input_copy_mb"] = float(nbytes.sum()) / 1e6 / steps
+    copy = _input_copy_at(ge, act)
+    copy = copy[copy >= 0]
+    if copy.size:
+        out["data_gaps_ending_in_input_copy"] = float(copy.size) / steps
+        out["input_copy_mb"] = float(act.input_copy_bytes[copy].sum()) / 1e6 / steps
     return out
