@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -351,6 +352,21 @@ cli.add_command(compare_cmd)
 
 
 def main(argv=None):
+    previous_limit = limits.current_memory_limit()
+    signals = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    previous_handlers = {s: signal.getsignal(s) for s in signals}
+    try:
+        _main(argv)
+    finally:  # an in-process caller gets its process back as it was
+        limits.restore_memory_limit(previous_limit)
+        for signum, handler in previous_handlers.items():
+            try:
+                signal.signal(signum, handler)
+            except (ValueError, TypeError):  # not the main thread, or a handler set from C
+                pass
+
+
+def _main(argv=None):
     try:
         limits.exit_cleanly_on_signals()  # SIGTERM/SIGHUP unwind like SIGINT: temp files are removed
         limits.apply_memory_limit(limits.default_limit())

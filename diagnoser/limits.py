@@ -61,6 +61,25 @@ def default_limit() -> int | None:
     return physical_memory()
 
 
+def current_memory_limit():
+    """The (soft, hard) RLIMIT_AS now, to restore after an in-process run (None: not POSIX)."""
+    return None if resource is None else resource.getrlimit(resource.RLIMIT_AS)
+
+
+def restore_memory_limit(previous) -> None:
+    """Give the process its address-space limit back: a caller that runs the CLI in-process (a test,
+    a notebook) must not keep the ceiling, nor the children it starts later (a browser maps far more
+    address space than it uses)."""
+    global _applied
+    if resource is None or previous is None:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, previous)
+    except (ValueError, OSError):
+        return
+    _applied = None
+
+
 def apply_memory_limit(limit: int | None) -> int | None:
     """Set the soft RLIMIT_AS to `limit` bytes (None: as high as the hard limit allows)."""
     global _applied

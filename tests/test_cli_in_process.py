@@ -1,0 +1,19 @@
+"""Running the CLI in-process (tests, notebooks) leaves the caller's process as it was: the
+address-space ceiling and the signal handlers main() installs for its own run are restored."""
+from __future__ import annotations
+
+import resource
+import signal
+
+from diagnoser import cli
+
+
+def test_main_in_process_restores_the_memory_limit_and_signal_handlers(fixtures_dir):
+    before_limit = resource.getrlimit(resource.RLIMIT_AS)
+    before_term = signal.getsignal(signal.SIGTERM)
+    try:
+        cli.main([str(fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"), "--format", "json", "-o", "/dev/null"])
+    except SystemExit as e:
+        assert e.code in (0, None)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before_limit
+    assert signal.getsignal(signal.SIGTERM) == before_term
