@@ -239,7 +239,7 @@ def rules_validate(paths):
     pack = build_pack(rules_dir(), [Path(p) for p in paths], known_facts=catalogue())
     from .errors import RuleError
     for r in pack.ordered():  # shipped rules must say how compare checks their Verify step
-        if r.shipped and not r.verify_check:
+        if (r.shipped or Path(r.path).resolve().parent == Path(rules_dir()).resolve()) and not r.verify_check:
             raise RuleError(Path(r.path), r.line or None, f"rule {r.id}: missing `verify_check`; add its Verify step as "
                             "conditions on the re-profiled run, e.g. [{fact: idle_data_pct, op: lt, param: min_idle_data_pct}]")
     n = sum(1 for r in pack.rules.values() if not r.shipped or any(Path(p).resolve() in (Path(r.path).resolve(), Path(r.path).resolve().parent) for p in paths))
