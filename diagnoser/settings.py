@@ -26,7 +26,7 @@ Value = Union[int, float, str, bool]
 NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 # modules that register settings; imported when the full list is needed (validation, catalogue)
 SETTING_MODULES = ("diagnoser.findings", "diagnoser.analysis.timeline", "diagnoser.analysis.kernels",
-                   "diagnoser.analysis.memory", "diagnoser.compare.core")
+                   "diagnoser.analysis.memory", "diagnoser.compare.core", "diagnoser.runs")
 
 _REGISTRY: dict[str, "Setting"] = {}
 _OVERRIDES: dict[str, Value] = {}

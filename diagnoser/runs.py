@@ -1,0 +1,144 @@
+"""Which inputs are one run: decided from what they measured, never from their file names.
+
+A timeline (Nsight Systems export, PyTorch trace, or the ranks of one distributed run) and another
+timeline are one run when most of each one's steady kernel time is in kernels the other runs with
+the same launch configuration (demangled name, grid, block); an Nsight Compute report belongs to a
+timeline when most of its profiled GPU time is in launches whose (name, grid, block) the timeline
+runs. The same file given twice (by another path or as a copy) is read once. Memory inputs
+(snapshots, memory_stats) carry no kernels to match on: they are diagnosed on their own.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+from . import settings
+
+SAME_RUN_SHARE = settings.register(
+    "runs.same_run_kernel_share", 0.6, "fraction",
+    "two timelines are one run when at least this share of each one's steady kernel time is in kernels "
+    "(name, grid, block) the other runs; an ncu report joins a timeline when this share of its GPU time is")
+READ_CHUNK = 1 << 20
+
+
+@dataclass
+class Run:
+    """The analysed groups (pipeline.Group + its AnalysisResult) that describe one run."""
+
+    members: list = field(default_factory=list)  # [(Group, AnalysisResult)]
+    evidence: list[str] = field(default_factory=list)  # why they were joined, for the report's notes
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for g, _ in self.members for p in g.paths]
+
+
+def _identity(path: str):
+    """(size, sha256) of a local file, None for what cannot be hashed here (URLs, unreadable)."""
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(READ_CHUNK):
+                h.update(chunk)
+        return os.path.getsize(path), h.hexdigest()
+    except OSError:
+        return None
+
+
+def unique_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
+    """The paths with repeats dropped (the same file by another name, or a byte-identical copy), and a
+    note per dropped one."""
+    seen: dict = {}
+    kept, notes = [], []
+    for p in paths:
+        key = _identity(p) if os.path.isfile(p) else None
+        real = os.path.realpath(p) if key is not None else p
+        first = seen.get(key) if key is not None else None
+        if first is not None:
+            how = "is the same file as" if os.path.realpath(first) == real else "has the same bytes as"
+            notes.append(f"{p} {how} {first}: read once")
+            continue
+        if key is not None:
+            seen[key] = p
+        kept.append(p)
+    return kept, notes
+
+
+def timeline_kernels(result) -> dict[tuple, float]:
+    """(name, grid, block) -> ms per steady step, from a timeline result's top_kernels rows."""
+    return {(r["name"], int(r["grid"]), int(r["block"])): float(r["ms_per_step"])
+            for r in result.charts.get("top_kernels") or []}
+
+
+def ncu_launches(result) -> list[dict]:
+    """[{id, name, grid, block, share}] per launch of a kernel (ncu) result."""
+    by: dict[str, dict] = {}
+    for f in result.facts:
+        if f.subject is None or f.subject.kind != "kernel":
+            continue
+        d = by.setdefault(f.subject.id, {"id": f.subject.id, "name": f.subject.name, "subject": f.subject})
+        if f.name == "grid_blocks_count":
+            d["grid"] = int(f.value)
+        elif f.name == "block_threads_count":
+            d["block"] = int(f.value)
+        elif f.name == "kernel_time_share_pct":
+            d["share"] = float(f.value)
+    return list(by.values())
+
+
+def _covered(weights: dict[tuple, float], other: set) -> float:
+    total = sum(weights.values())
+    return sum(w for k, w in weights.items() if k in other) / total if total > 0 else 0.0
+
+
+def timelines_match(a, b) -> float:
+    """The smaller of the two shares of kernel time each timeline spends in the other's kernels."""
+    ka, kb = timeline_kernels(a), timeline_kernels(b)
+    return min(_covered(ka, set(kb)), _covered(kb, set(ka)))
+
+
+def ncu_match(timeline, kernels) -> float:
+    """Share of the ncu report's profiled GPU time in launches the timeline runs with the same config."""
+    keys = set(timeline_kernels(timeline))
+    launches = ncu_launches(kernels)
+    w = {(l["id"], l.get("name"), l.get("grid"), l.get("block")): l.get("share", 0.0) for l in launches}
+    total = sum(w.values())
+    hit = sum(v for (i, n, g, b), v in w.items() if (n, g, b) in keys)
+    return hit / total if total > 0 else 0.0
+
+
+def group_runs(analysed: list) -> list[Run]:
+    """[(Group, AnalysisResult)] -> runs, in input order: timelines that match join the first run they
+    match; each ncu report joins the best-matching run's timeline; memory and unmatched inputs stand alone."""
+    runs: list[Run] = []
+    share = SAME_RUN_SHARE.value
+    for g, r in analysed:
+        if g.family != "timeline":
+            continue
+        for run in runs:
+            t = run.members[0][1]
+            m = timelines_match(t, r)
+            if m >= share:
+                run.members.append((g, r))
+                run.evidence.append(f"{', '.join(g.paths)} runs the same kernels with the same launch configurations "
+                                    f"as {', '.join(run.members[0][0].paths)} ({100 * m:.0f}% of the kernel time of each)")
+                break
+        else:
+            runs.append(Run([(g, r)]))
+    for g, r in analysed:
+        if g.family == "timeline":
+            continue
+        best, best_m = None, 0.0
+        if g.family == "kernel":
+            for run in runs:
+                m = ncu_match(run.members[0][1], r)
+                if m > best_m and run.members[0][0].family == "timeline":
+                    best, best_m = run, m
+        if best is not None and best_m >= share:
+            best.members.append((g, r))
+            best.evidence.append(f"{', '.join(g.paths)}: {100 * best_m:.0f}% of its profiled GPU time is in launches "
+                                 f"(name, grid, block) that {', '.join(best.members[0][0].paths)} runs")
+        else:
+            runs.append(Run([(g, r)]))
+    return runs
