@@ -357,6 +357,8 @@ def main(argv=None):
     previous_handlers = {s: signal.getsignal(s) for s in signals}
     try:
         _main(argv)
+    except limits.Terminated as e:  # a signal that lands while an error is being reported
+        sys.exit(128 + e.signum)
     finally:  # an in-process caller gets its process back as it was
         limits.restore_memory_limit(previous_limit)
         for signum, handler in previous_handlers.items():

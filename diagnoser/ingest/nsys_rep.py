@@ -57,7 +57,8 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
         cmd = [nsys, "export", "--type", "sqlite", "-o", str(out), str(report)]
         try:
             done = subprocess.run(cmd, check=False, capture_output=True, text=True, errors="replace",
-                                  timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                                  timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                                  preexec_fn=_without_memory_ceiling)
         except subprocess.TimeoutExpired:
             raise InputError(p, f"`nsys export` did not finish in {EXPORT_TIMEOUT_S} s") from None
         except OSError as e:
@@ -73,6 +74,17 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
             raise InputError(p, f"the SQLite export nsys wrote is unusable: {e.problem}") from None
     timeline.path = str(p)
     return timeline
+
+
+def _without_memory_ceiling() -> None:
+    """In the nsys child: drop the CLI's address-space ceiling (--max-memory guards our own reading;
+    nsys maps far more address space than it uses)."""
+    try:
+        import resource
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 def _plain_report(path: Path, tmp: Path) -> Path:
