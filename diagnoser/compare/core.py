@@ -51,6 +51,7 @@ HEADLINES = (
     ("peak_reserved_gib", "peak memory reserved", "lower"),
     ("num_ooms", "out-of-memory events", "lower"),
 )
+SECONDARY = ("gpu_busy_pct", "kernel_time_ms_per_step")  # gated only when the step did not get faster
 HEADLINE_DIRECTIONS = {name: d for name, _, d in HEADLINES}
 LOWER_UNITS = ("ms", "us", "ns", "s", "GiB", "MiB", "bytes")
 VERDICT_ORDER = ("regressed", "new", "unchanged", "improved", "fixed")
@@ -493,10 +494,14 @@ def phase_rows(before: Side, after: Side) -> list[dict]:
 def gate(comparison: dict, pct: float) -> list[str]:
     """Why `--fail-on-regression PCT` trips (empty: it does not)."""
     reasons = []
+    step = next((h for h in comparison["headlines"] if h["fact"] == "step_time_ms_p50"), None)
+    step_better = step is not None and step.get("moved") == "right"
     for h in comparison["headlines"]:
         rel = h.get("change_pct")
         if rel is None or not h.get("better"):
             continue
+        if step_better and h["fact"] in SECONDARY:
+            continue  # the step got faster beyond noise: a lower busy share or more (overlapped) kernel time is no regression
         worse = rel if h["better"] == "lower" else -rel
         limit = max(pct, h.get("noise_pct") or 0.0)
         if worse > limit:

@@ -68,7 +68,8 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
         for f in c["findings"]:
             subs = f.get("subjects") or []
             if subs:
-                L += [f"`{f['rule']}` per kernel:", "", "| verdict | kernel before | kernel after |", "|---|---|---|"]
+                kind = next((x[k]["kind"] for x in subs for k in ("before", "after") if x.get(k)), "subject")
+                L += [f"`{f['rule']}` per {kind}:", "", f"| verdict | {kind} before | {kind} after |", "|---|---|---|"]
                 for sj in subs[:KERNEL_ROWS_MD]:
                     L.append(f"| {sj['verdict']} | {_subj(sj['before'])} | {_subj(sj['after'])} |")
                 if len(subs) > KERNEL_ROWS_MD:
