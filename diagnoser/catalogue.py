@@ -11,7 +11,7 @@ import importlib
 from .facts import FactSpec
 
 ANALYSIS_MODULES = ("diagnoser.analysis.timeline_catalogue", "diagnoser.analysis.kernels",
-                    "diagnoser.analysis.memory_catalogue")
+                    "diagnoser.analysis.memory_catalogue", "diagnoser.analysis.crosssource_catalogue")
 
 
 def catalogue() -> dict[str, FactSpec]:

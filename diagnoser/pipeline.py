@@ -174,15 +174,42 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
     return report
 
 
+def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResult, set]]:
+    """Every run among the inputs (diagnoser.runs decides which inputs are one run) as
+    (its groups, its merged AnalysisResult, the ncu launch ids matched to its timeline)."""
+    from .analysis.crosssource import merge_run
+    from .ranks import expand_inputs
+    from .runs import group_runs, unique_inputs
+    paths, dup_notes = unique_inputs(expand_inputs(paths))
+    runs = group_runs([(g, analyse(g)) for g in load_groups(paths, progress=progress)])
+    out = []
+    for i, run in enumerate(runs):
+        if len(run.members) == 1:
+            g, result = run.members[0]
+            result.notes = result.notes + run.evidence
+            out.append(([g], result, set()))
+        else:
+            result, matched = merge_run(run)
+            out.append(([g for g, _ in run.members], result, matched))
+    if out:
+        out[0][1].notes[:0] = dup_notes
+    if len(out) > 1:
+        out[0][1].notes.insert(len(dup_notes), f"the inputs are {len(out)} separate runs (they share too few kernels with "
+                               "the same launch configuration to be one): each is diagnosed on its own; a finding's "
+                               "sources name its run's files")
+    return out
+
+
 def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
+    from .analysis.crosssource import restate_kernel_findings
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
-    for group in load_groups(paths, progress=progress):
-        result = analyse(group)
+    for groups, result, matched in analyse_runs(paths, progress):
         all_inputs += result.inputs
         records, warnings = build_records(result.facts)
-        notes += group.notes + result.notes + warnings
+        notes += [n for g in groups for n in g.notes] + result.notes + warnings
         got, missing = evaluate(pack.rules, records, cat, matcher)
+        got = restate_kernel_findings(got, matched)
         notes += close_calls(pack.rules, records, {f.rule for f in got})
         findings += got
         for ne in missing:
@@ -198,8 +225,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
 
 def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:
     out_inputs, facts = [], []
-    for group in load_groups(paths, progress=progress):
-        result = analyse(group)
+    for _, result, _ in analyse_runs(paths, progress):
         out_inputs += result.inputs
         facts += result.facts
     return out_inputs, facts

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 
 from . import settings
@@ -20,6 +21,33 @@ SAME_RUN_SHARE = settings.register(
     "two timelines are one run when at least this share of each one's steady kernel time is in kernels "
     "(name, grid, block) the other runs; an ncu report joins a timeline when this share of its GPU time is")
 READ_CHUNK = 1 << 20
+# Nsight Systems and Nsight Compute demangle the same symbol differently: `at::native::f<(int)8, ...>`
+# vs `at::f<8, ...>`, `<unnamed>::` or not. The key drops scopes, integer casts and spaces.
+_SCOPE = re.compile(r"(<unnamed>|\(anonymous namespace\)|[A-Za-z_]\w*)::")
+_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool|unsigned|size_t)\)(?=-?\w)")
+_SPACE = re.compile(r"\s+")
+
+
+_UNSIGNED = re.compile(r"\b(\d+)u\b")
+_BOOL = {"false": "0", "true": "1"}
+
+
+def kernel_key_name(name) -> str:
+    """A demangled kernel name as every tool prints it: scopes, integer casts, `u` suffixes, spaces and
+    the call's parameter list dropped (CUPTI writes `(T1*, int)` where nsys writes `(float*, int)`),
+    false/true as 0/1 (Nsight Systems' `<32, 0>` is Kineto's `<32u, false>`)."""
+    text = _SPACE.sub("", _CAST.sub("", _SCOPE.sub("", str(name or ""))))
+    depth, cut = 0, len(text)
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    text = _UNSIGNED.sub(r"\1", text[:cut])
+    return re.sub(r"\b(false|true)\b", lambda m: _BOOL[m.group(1)], text)
 
 
 @dataclass
@@ -67,8 +95,11 @@ def unique_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
 
 def timeline_kernels(result) -> dict[tuple, float]:
     """(name, grid, block) -> ms per steady step, from a timeline result's top_kernels rows."""
-    return {(r["name"], int(r["grid"]), int(r["block"])): float(r["ms_per_step"])
-            for r in result.charts.get("top_kernels") or []}
+    out: dict[tuple, float] = {}
+    for r in result.charts.get("top_kernels") or []:
+        key = (kernel_key_name(r["name"]), int(r["grid"]), int(r["block"]))
+        out[key] = out.get(key, 0.0) + float(r["ms_per_step"])
+    return out
 
 
 def ncu_launches(result) -> list[dict]:
@@ -77,7 +108,8 @@ def ncu_launches(result) -> list[dict]:
     for f in result.facts:
         if f.subject is None or f.subject.kind != "kernel":
             continue
-        d = by.setdefault(f.subject.id, {"id": f.subject.id, "name": f.subject.name, "subject": f.subject})
+        d = by.setdefault(f.subject.id, {"id": f.subject.id, "name": f.subject.name, "subject": f.subject,
+                                         "key_name": kernel_key_name(f.subject.name)})
         if f.name == "grid_blocks_count":
             d["grid"] = int(f.value)
         elif f.name == "block_threads_count":
@@ -102,7 +134,7 @@ def ncu_match(timeline, kernels) -> float:
     """Share of the ncu report's profiled GPU time in launches the timeline runs with the same config."""
     keys = set(timeline_kernels(timeline))
     launches = ncu_launches(kernels)
-    w = {(l["id"], l.get("name"), l.get("grid"), l.get("block")): l.get("share", 0.0) for l in launches}
+    w = {(l["id"], l["key_name"], l.get("grid"), l.get("block")): l.get("share", 0.0) for l in launches}
     total = sum(w.values())
     hit = sum(v for (i, n, g, b), v in w.items() if (n, g, b) in keys)
     return hit / total if total > 0 else 0.0

@@ -1,0 +1,151 @@
+"""One run, several sources: the analyses of one run's inputs merged into one AnalysisResult.
+
+Timelines of one run (an Nsight Systems export and a PyTorch trace of the same steps): the run-level
+facts are the primary timeline's, Nsight Systems where there is one (it traces CUDA with little
+overhead; the torch profiler's per-op instrumentation stretches host time and so the steps); facts
+only another timeline measures are added with their own source, and a headline number two sources
+disagree on by more than DISAGREE_PCT is named in a note with the value used and why.
+
+Nsight Compute launches are matched to the primary timeline's kernels by demangled name and launch
+configuration (grid, block): a matched launch's `kernel_time_share_pct` becomes its kernel's share of
+step time on the timeline (split evenly over the report's launches of that kernel, so the launches of
+one kernel sum to the kernel's share), its ncu-only share is kept as `kernel_ncu_time_share_pct`, and
+its findings are restated in step-time units (`restate_kernel_findings`) so they rank against the
+timeline's idle-gap findings. Unmatched launches keep their ncu-only share, with a note.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from .. import settings
+from ..facts import AnalysisResult, Fact, short_name
+from ..runs import kernel_key_name, ncu_launches, timeline_kernels
+
+DISAGREE_PCT = settings.register(
+    "crosssource.disagree_pct", 5.0, "%",
+    "two sources of one run disagree on a headline number when they differ by more than this (relative)")
+# headline numbers compared across the timelines of one run (and shown in a note when they disagree)
+COMPARED = ("step_time_ms_p50", "gpu_busy_pct", "kernel_time_ms_per_step", "kernels_per_step", "syncs_per_step",
+            "top_kernel_pct")
+WHY_NSYS = "Nsight Systems traces CUDA with little overhead; the PyTorch profiler's per-op instrumentation stretches host time and steps"
+
+
+def _is_nsys(group) -> bool:
+    return any(k.startswith("nsys") for k in group.kinds)
+
+
+def _run_facts(result) -> dict[str, Fact]:
+    return {f.name: f for f in result.facts if f.subject is None}
+
+
+def _disagreement(name: str, used: Fact, other: Fact) -> str | None:
+    a, b = used.value, other.value
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return None
+    base = max(abs(a), abs(b))
+    if base == 0 or abs(a - b) / base * 100 <= DISAGREE_PCT.value:
+        return None
+    return f"{name} {a:.4g} {used.unit} ({used.source}) vs {b:.4g} {other.unit} ({other.source})"
+
+
+def merge_run(run) -> tuple[AnalysisResult, set[str]]:
+    """The run's merged result and the ids of the ncu launches matched to the timeline."""
+    timelines = [(g, r) for g, r in run.members if g.family == "timeline"]
+    others = [(g, r) for g, r in run.members if g.family != "timeline"]
+    timelines.sort(key=lambda gr: not _is_nsys(gr[0]))  # the primary first
+    pg, primary = timelines[0]
+    out = AnalysisResult(charts=dict(primary.charts), notes=list(run.evidence))
+    for _, r in run.members:
+        out.inputs += r.inputs
+        out.notes += r.notes
+    facts = list(primary.facts)
+    have = _run_facts(primary)
+    disagree = []
+    for g, r in timelines[1:]:
+        for name, f in _run_facts(r).items():
+            if name not in have:
+                facts.append(f)
+                have[name] = f
+            elif name in COMPARED:
+                d = _disagreement(name, have[name], f)
+                if d:
+                    disagree.append(d)
+        facts += [f for f in r.facts if f.subject is not None]
+    if disagree:
+        why = WHY_NSYS if _is_nsys(pg) else "the first timeline given is used"
+        out.notes.append(f"the sources of this run disagree: {'; '.join(disagree)}. The report uses "
+                         f"{', '.join(pg.paths)}'s numbers ({why}).")
+    matched: set[str] = set()
+    for g, r in others:
+        if g.family != "kernel":
+            facts += r.facts
+            continue
+        kf, ids, note = _kernel_facts(r, primary, pg)
+        facts += kf
+        matched |= ids
+        if note:
+            out.notes.append(note)
+        if ids:
+            top = (primary.charts.get("top_kernels") or [{}])[0]
+            if any(l["id"] in ids and l["key_name"] == kernel_key_name(top.get("name")) for l in ncu_launches(r)):
+                facts.append(Fact("ncu_profiled_top_kernel", short_name(top["name"]), "", f"{', '.join(g.paths)} (ncu)"))
+        for k, v in r.charts.items():
+            out.charts.setdefault(k, v)
+    out.facts = facts
+    return out, matched
+
+
+def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:
+    """The ncu result's facts with matched launches' shares in step-time units."""
+    steps = timeline_kernels(timeline)
+    rows: dict[tuple, dict] = {}
+    for r in timeline.charts.get("top_kernels") or []:
+        key = (kernel_key_name(r["name"]), int(r["grid"]), int(r["block"]))
+        acc = rows.setdefault(key, {"step_share_pct": 0.0, "launches_per_step": 0.0})
+        acc["step_share_pct"] += r["step_share_pct"]
+        acc["launches_per_step"] += r["launches_per_step"]
+    launches = ncu_launches(result)
+    per_key: dict[tuple, int] = {}
+    for l in launches:
+        key = (l["key_name"], l.get("grid"), l.get("block"))
+        per_key[key] = per_key.get(key, 0) + 1
+    share: dict[str, tuple[float, float]] = {}
+    for l in launches:
+        key = (l["key_name"], l.get("grid"), l.get("block"))
+        if key in steps:
+            row = rows[key]
+            share[l["id"]] = (row["step_share_pct"] / per_key[key], row["launches_per_step"])
+    tsrc = timeline.facts[0].source if timeline.facts else ", ".join(tgroup.paths)
+    out = []
+    for f in result.facts:
+        if f.subject is not None and f.subject.id in share and f.name == "kernel_time_share_pct":
+            step_share, per_step = share[f.subject.id]
+            out.append(Fact("kernel_ncu_time_share_pct", f.value, f.unit, f.source, f.subject))
+            out.append(replace(f, value=step_share, source=tsrc))
+            out.append(Fact("kernel_launches_per_step", per_step, "count", tsrc, f.subject))
+        else:
+            out.append(f)
+    unmatched = [l for l in launches if l["id"] not in share]
+    note = ""
+    if unmatched:
+        names = sorted({short_name(l.get("name") or "") for l in unmatched})
+        ncu_share = sum(l.get("share", 0.0) for l in unmatched)
+        note = (f"{len(unmatched)} of {len(launches)} Nsight Compute launches ({', '.join(names[:5])}"
+                f"{', ...' if len(names) > 5 else ''}) match no kernel of the timeline by name and grid/block: "
+                f"their shares are of the ncu report's GPU time only ({ncu_share:.1f}% of it)")
+    return out, set(share), note
+
+
+GPU_TIME = re.compile(r"\bof GPU time\b")
+
+
+def restate_kernel_findings(findings: list, matched: set[str]) -> list:
+    """Kernel findings on matched launches: their shares are of step time now; say so."""
+    out = []
+    for f in findings:
+        if f.subject is not None and f.subject.kind == "kernel" and f.subject.id in matched and f.gain_of == "GPU time":
+            f = replace(f, gain_of="step time", message=GPU_TIME.sub("of step time", f.message),
+                        verify=GPU_TIME.sub("of step time", f.verify))
+        out.append(f)
+    return out
