@@ -11,7 +11,7 @@ FORMATS = ("md", "json", "html")
 EXIT_GATE = 3
 
 
-@click.command("compare", short_help="Compare two runs: fixed / improved / regressed; CI gate on regressions.")
+@click.command("compare", short_help="Compare two runs: each finding fixed or not, headline changes, CI gate.")
 @click.argument("before", nargs=-1, required=True, metavar="BEFORE...")
 @click.option("--to", "after", multiple=True, required=True, metavar="AFTER",
               help="An input of the AFTER run (repeatable: several files or ranks, like BEFORE).")

@@ -348,16 +348,16 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
             if SEV_RANK[g.severity] > SEV_RANK[f.severity]:
                 entry["verdict"], entry["why"] = "regressed", f"severity rose from {f.severity} to {g.severity}"
             elif d is not None and d > tol:
-                entry["verdict"], entry["why"] = "regressed", f"its cost rose {d:+.0f}% (noise {tol:.0f}%)"
+                entry["verdict"], entry["why"] = "regressed", f"its cost rose {d:+.0f}% (tolerance {tol:.0f}%)"
             elif SEV_RANK[g.severity] < SEV_RANK[f.severity] or (d is not None and d < -tol):
                 entry["verdict"] = "improved"
-                entry["why"] = (f"its cost fell {d:+.0f}% (noise {tol:.0f}%)" if d is not None and d < -tol
+                entry["why"] = (f"its cost fell {d:+.0f}% (tolerance {tol:.0f}%)" if d is not None and d < -tol
                                 else f"severity fell from {f.severity} to {g.severity}")
             else:
                 entry["verdict"] = "unchanged"
                 d = _rel(cb, ca)
                 if d is not None:
-                    entry["why"] = (f"cost change {d:+.0f}% within noise {tol:.0f}%" if not small else
+                    entry["why"] = (f"cost change {d:+.0f}% within the {tol:.0f}% tolerance" if not small else
                                     f"cost change {d:+.0f}%, under {MIN_COST_SHARE.value:g}% of {f.gain_of}")
             newly = [s_["after"]["name"] for s_ in subjects if s_["verdict"] == "new" and s_["after"]]
             if newly and entry["verdict"] != "unchanged":
