@@ -222,3 +222,16 @@ def test_several_ranks_per_side(pack):
     # overlapped NCCL kernels run longer in sum (kernel time per step rises), but the step got faster: no trip
     assert headline(c, "kernel_time_ms_per_step")["moved"] == "wrong"
     assert gate(c, 5.0) == []
+
+
+def test_timeline_kernels_matched_by_name_and_config(pack):
+    """naive -> SDPA attention: the softmax kernel is gone, the fused flash kernel is new, the projection
+    GEMMs (same name, grid and block) are matched and about as fast."""
+    c = compare_runs([str(T / "naive_attention.pt.trace.json.gz")], [str(T / "sdpa_attention.pt.trace.json.gz")], pack)
+    rows = c["timeline_kernels"]
+    soft = next(r for r in rows if "SoftMax" in r["kernel_name"])
+    assert soft["before"] and soft["after"] is None
+    flash = next(r for r in rows if "flash" in r["kernel_name"])
+    assert flash["before"] is None and flash["after"]
+    same = [r for r in rows if r["before"] and r["after"] and r["kernel_name"].startswith("nvjet")]
+    assert same and all(abs(r["ms_per_step"]["change_pct"]) < 20 for r in same)

@@ -453,6 +453,50 @@ def kernel_rows(before: Side, after: Side, matched: dict) -> list[dict]:
     return rows
 
 
+TIMELINE_KERNEL_ROWS = 200  # JSON rows of timeline_kernels (the costliest of either side)
+
+
+def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
+    """Timeline kernels (charts["top_kernels"]: steady steps, grouped by name, grid and block), BEFORE's
+    matched to AFTER's by name and launch configuration, else by name (the costliest unmatched first)."""
+    tb = [r for r in before.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
+    ta = [r for r in after.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
+    if not (tb and ta):
+        return []
+    key = lambda r: (r.get("name"), r.get("grid"), r.get("block"))  # noqa: E731
+    by_key = {key(r): i for i, r in enumerate(ta)}
+    used, pairs = set(), []
+    for r in tb:
+        j = by_key.get(key(r))
+        if j is not None and j not in used:
+            used.add(j)
+            pairs.append((r, ta[j], False))
+        else:
+            pairs.append((r, None, False))
+    for n, (r, a, _) in enumerate(pairs):
+        if a is None:
+            j = next((j for j, x in enumerate(ta) if j not in used and x.get("name") == r.get("name")), None)
+            if j is not None:
+                used.add(j)
+                pairs[n] = (r, ta[j], True)
+    pairs += [(None, x, False) for j, x in enumerate(ta) if j not in used]
+    rows = []
+    for b, a, changed in pairs:
+        one = b or a
+        rows.append({"name": short_name(one.get("name") or ""), "kernel_name": one.get("name"),
+                     "before": None if b is None else {"grid": b.get("grid"), "block": b.get("block")},
+                     "after": None if a is None else {"grid": a.get("grid"), "block": a.get("block")},
+                     "ms_per_step": change(None if b is None else b.get("ms_per_step"),
+                                           None if a is None else a.get("ms_per_step"), "lower"),
+                     "launches_per_step": [None if b is None else b.get("launches_per_step"),
+                                           None if a is None else a.get("launches_per_step")],
+                     "step_share_pct": [None if b is None else b.get("step_share_pct"),
+                                        None if a is None else a.get("step_share_pct")],
+                     "config_changed": changed})
+    rows.sort(key=lambda r: -max(_num(r["ms_per_step"].get("before")) or 0, _num(r["ms_per_step"].get("after")) or 0))
+    return rows[:TIMELINE_KERNEL_ROWS]
+
+
 def fact_rows(before: Side, after: Side, matched: dict, directions: dict) -> list[dict]:
     rows = []
     for name in sorted(set(before.run) & set(after.run)):
@@ -553,6 +597,7 @@ def build(before_paths, rb, after_paths, ra, pack) -> dict:
         "headlines": headlines(before, after, matched, noise),
         "findings": findings,
         "kernels": kernel_rows(before, after, matched) if any(k[0] == "kernel" for k in before.subjects) else [],
+        "timeline_kernels": timeline_kernel_rows(before, after),
         "phases": phase_rows(before, after),
         "facts": fact_rows(before, after, matched, directions),
         "unmatched": {"before": [_subj_json(before, k) for k in before.subjects if k not in matched],

@@ -8,6 +8,7 @@ from ..report.render import fmt_value, md_cell
 
 FACT_ROWS_MD = 40  # changed facts listed in Markdown (JSON: every fact both sides have)
 KERNEL_ROWS_MD = 25
+TIMELINE_ROWS_MD = 12
 ARROW = {"right": "better", "wrong": "**worse**", "same": "same", "changed": "changed"}
 
 
@@ -90,6 +91,20 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
         if len(c["kernels"]) > KERNEL_ROWS_MD:
             L.append(f"| ... {len(c['kernels']) - KERNEL_ROWS_MD} more (JSON lists all) | | | | | | |")
         L.append("")
+    if c.get("timeline_kernels"):
+        L += ["## Timeline kernels (per steady step, matched by name and launch configuration)", "",
+              "| kernel | grid x block before -> after | ms/step before | after | change | launches/step |",
+              "|---|---|---|---|---|---|"]
+        for k in c["timeline_kernels"][:TIMELINE_ROWS_MD]:
+            d = k["ms_per_step"]
+            cfg = f"{_cfg(k['before'])} -> {_cfg(k['after'])}"
+            lp = k["launches_per_step"]
+            L.append(f"| `{md_cell(k['name'])}` | {cfg} | {_v(d.get('before'), 'ms')} | {_v(d.get('after'), 'ms')} | "
+                     f"{presence(k) or _chg(d)} | {_v(lp[0])} -> {_v(lp[1])} |")
+        more = len(c["timeline_kernels"]) - TIMELINE_ROWS_MD
+        if more > 0:
+            L.append(f"| ... {more} more (JSON `timeline_kernels`) | | | | | |")
+        L.append("")
     if c["phases"]:
         L += ["## Steps by phase (median steady step)", "", "| phase | before | after | change |", "|---|---|---|---|"]
         for p in c["phases"]:
@@ -119,6 +134,15 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
         L += ["## Notes", ""] + [f"- {n}" for n in c["notes"]] + [""]
     L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings."]
     return "\n".join(L) + "\n"
+
+
+def presence(k) -> str:
+    """`gone` / `new` for a kernel one side lacks ("" when both have it)."""
+    return "gone" if not k.get("after") else ("new" if not k.get("before") else "")
+
+
+def _cfg(side) -> str:
+    return "-" if not side else f"{side.get('grid')} x {side.get('block')}"
 
 
 def _subj(s) -> str:
