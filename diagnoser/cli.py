@@ -227,6 +227,9 @@ def rules_show(rule_id, user_rules):
     click.echo(f"  when (compiled): {json.dumps(compile_rule(r).predicate)}")
     click.echo(f"  message: {r.message}\n  estimated_gain: {r.estimated_gain} of {r.gain_of}")
     click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")
+    if r.verify_check:  # the Verify step as `diagnose compare` checks it (issue 12)
+        click.echo("  verify_check: " + "; ".join(f"{c.fact} {c.op}" + (f" {c.param}={r.params.get(c.param)}" if c.param else
+                                                   "" if c.value is None else f" {c.value}") for c in r.verify_check))
 
 
 @rules_group.command("validate")
