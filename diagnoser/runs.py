@@ -21,6 +21,11 @@ SAME_RUN_SHARE = settings.register(
     "two timelines are one run when at least this share of each one's steady kernel time is in kernels "
     "(name, grid, block) the other runs; an ncu report joins a timeline when this share of its GPU time is")
 READ_CHUNK = 1 << 20
+# A launch matches a kernel only at a similar duration too: persistent GEMM kernels (nvjet, CUTLASS
+# stream-K) run with grid = SM count at every problem size. Nsight Compute locks clocks to base, so
+# its durations run longer than the timeline's; two timelines of one run agree more closely.
+NCU_DURATION_FACTOR = 2.0
+TIMELINE_TIME_FACTOR = 1.5
 # Nsight Systems and Nsight Compute demangle the same symbol differently: `at::native::f<(int)8, ...>`
 # vs `at::f<8, ...>`, `<unnamed>::` or not. The key drops scopes, integer casts and spaces.
 _SCOPE = re.compile(r"(<unnamed>|\(anonymous namespace\)|[A-Za-z_]\w*)::")
@@ -28,15 +33,18 @@ _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bo
 _SPACE = re.compile(r"\s+")
 
 
-_UNSIGNED = re.compile(r"\b(\d+)u\b")
+_UNSIGNED = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b")
+_LAMBDA = re.compile(r"\[lambda\(([^()]*)\)\(instance(\d+)\)\]")  # nsys/ncu spelling of Kineto's {lambda(..)#N}
 _BOOL = {"false": "0", "true": "1"}
 
 
 def kernel_key_name(name) -> str:
-    """A demangled kernel name as every tool prints it: scopes, integer casts, `u` suffixes, spaces and
+    """A demangled kernel name as every tool prints it: scopes, integer casts, `u` suffixes, `void`,
+    `const`, spaces and
     the call's parameter list dropped (CUPTI writes `(T1*, int)` where nsys writes `(float*, int)`),
     false/true as 0/1 (Nsight Systems' `<32, 0>` is Kineto's `<32u, false>`)."""
-    text = _SPACE.sub("", _CAST.sub("", _SCOPE.sub("", str(name or ""))))
+    text = re.sub(r"\b(void|const)\b", "", _CAST.sub("", _SCOPE.sub("", str(name or ""))))
+    text = _LAMBDA.sub(r"{lambda(\1)#\2}", _SPACE.sub("", text))
     depth, cut = 0, len(text)
     for i, ch in enumerate(text):
         if ch == "<":
@@ -102,6 +110,27 @@ def timeline_kernels(result) -> dict[tuple, float]:
     return out
 
 
+def timeline_durations(result) -> dict[tuple, tuple[float, float]]:
+    """(name, grid, block) -> (shortest, longest) launch in us on the timeline."""
+    out: dict[tuple, tuple[float, float]] = {}
+    for r in result.charts.get("top_kernels") or []:
+        key = (kernel_key_name(r["name"]), int(r["grid"]), int(r["block"]))
+        lo, hi = out.get(key, (float("inf"), 0.0))
+        out[key] = (min(lo, float(r.get("min_us", 0.0))), max(hi, float(r.get("max_us", float("inf")))))
+    return out
+
+
+def launch_in(launch: dict, durations: dict) -> bool:
+    """An ncu launch matches a timeline kernel: same (name, grid, block), duration in its range (ncu's
+    base clocks allowed for)."""
+    key = (launch["key_name"], launch.get("grid"), launch.get("block"))
+    if key not in durations:
+        return False
+    lo, hi = durations[key]
+    d = launch.get("duration_us")
+    return d is None or lo / NCU_DURATION_FACTOR <= d <= hi * NCU_DURATION_FACTOR
+
+
 def ncu_launches(result) -> list[dict]:
     """[{id, name, grid, block, share}] per launch of a kernel (ncu) result."""
     by: dict[str, dict] = {}
@@ -116,28 +145,35 @@ def ncu_launches(result) -> list[dict]:
             d["block"] = int(f.value)
         elif f.name == "kernel_time_share_pct":
             d["share"] = float(f.value)
+        elif f.name == "kernel_duration_us":
+            d["duration_us"] = float(f.value)
     return list(by.values())
 
 
-def _covered(weights: dict[tuple, float], other: set) -> float:
+def _covered(weights: dict[tuple, float], other: dict[tuple, float]) -> float:
+    """Share of `weights` (ms per step by kernel) in kernels `other` runs for a similar time per step."""
     total = sum(weights.values())
-    return sum(w for k, w in weights.items() if k in other) / total if total > 0 else 0.0
+    hit = sum(w for k, w in weights.items()
+              if k in other and max(w, other[k]) <= TIMELINE_TIME_FACTOR * max(min(w, other[k]), 1e-9))
+    return hit / total if total > 0 else 0.0
 
 
 def timelines_match(a, b) -> float:
     """The smaller of the two shares of kernel time each timeline spends in the other's kernels."""
     ka, kb = timeline_kernels(a), timeline_kernels(b)
-    return min(_covered(ka, set(kb)), _covered(kb, set(ka)))
+    return min(_covered(ka, kb), _covered(kb, ka))
 
 
 def ncu_match(timeline, kernels) -> float:
-    """Share of the ncu report's profiled GPU time in launches the timeline runs with the same config."""
-    keys = set(timeline_kernels(timeline))
+    """The smaller of the shares of the ncu report's launches, and of its profiled GPU time, that the
+    timeline runs (launch_in): a few shared persistent GEMMs must not tie two workloads together."""
+    durations = timeline_durations(timeline)
     launches = ncu_launches(kernels)
-    w = {(l["id"], l["key_name"], l.get("grid"), l.get("block")): l.get("share", 0.0) for l in launches}
-    total = sum(w.values())
-    hit = sum(v for (i, n, g, b), v in w.items() if (n, g, b) in keys)
-    return hit / total if total > 0 else 0.0
+    total = sum(l.get("share", 0.0) for l in launches)
+    hits = [l for l in launches if launch_in(l, durations)]
+    if not launches or total <= 0:
+        return 0.0
+    return min(sum(l.get("share", 0.0) for l in hits) / total, len(hits) / len(launches))
 
 
 def group_runs(analysed: list) -> list[Run]:
@@ -169,8 +205,8 @@ def group_runs(analysed: list) -> list[Run]:
                     best, best_m = run, m
         if best is not None and best_m >= share:
             best.members.append((g, r))
-            best.evidence.append(f"{', '.join(g.paths)}: {100 * best_m:.0f}% of its profiled GPU time is in launches "
-                                 f"(name, grid, block) that {', '.join(best.members[0][0].paths)} runs")
+            best.evidence.append(f"{', '.join(g.paths)}: {100 * best_m:.0f}% of its launches and of its profiled GPU time "
+                                 f"are kernels (name, grid, block, duration) that {', '.join(best.members[0][0].paths)} runs")
         else:
             runs.append(Run([(g, r)]))
     return runs

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from .. import settings
 from ..facts import AnalysisResult, Fact, short_name
-from ..runs import kernel_key_name, ncu_launches, timeline_kernels
+from ..runs import kernel_key_name, launch_in, ncu_launches, timeline_durations
 
 DISAGREE_PCT = settings.register(
     "crosssource.disagree_pct", 5.0, "%",
@@ -98,7 +98,7 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
 
 def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:
     """The ncu result's facts with matched launches' shares in step-time units."""
-    steps = timeline_kernels(timeline)
+    durations = timeline_durations(timeline)
     rows: dict[tuple, dict] = {}
     for r in timeline.charts.get("top_kernels") or []:
         key = (kernel_key_name(r["name"]), int(r["grid"]), int(r["block"]))
@@ -113,7 +113,7 @@ def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:
     share: dict[str, tuple[float, float]] = {}
     for l in launches:
         key = (l["key_name"], l.get("grid"), l.get("block"))
-        if key in steps:
+        if launch_in(l, durations):
             row = rows[key]
             share[l["id"]] = (row["step_share_pct"] / per_key[key], row["launches_per_step"])
     tsrc = timeline.facts[0].source if timeline.facts else ", ".join(tgroup.paths)
@@ -132,7 +132,7 @@ def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:
         names = sorted({short_name(l.get("name") or "") for l in unmatched})
         ncu_share = sum(l.get("share", 0.0) for l in unmatched)
         note = (f"{len(unmatched)} of {len(launches)} Nsight Compute launches ({', '.join(names[:5])}"
-                f"{', ...' if len(names) > 5 else ''}) match no kernel of the timeline by name and grid/block: "
+                f"{', ...' if len(names) > 5 else ''}) match no kernel of the timeline by name, grid/block and duration: "
                 f"their shares are of the ncu report's GPU time only ({ncu_share:.1f}% of it)")
     return out, set(share), note
 

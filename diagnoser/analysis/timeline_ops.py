@@ -13,7 +13,7 @@ TOP_KERNELS = 500  # rows kept in charts["top_kernels"] (the report shows the fi
 
 
 def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[dict]:
-    """[{name, grid, block, launches_per_step, ms_per_step, step_share_pct, gpu_share_pct}], costliest
+    """[{name, grid, block, launches_per_step, ms_per_step, step_share_pct, gpu_share_pct, min_us, max_us}], costliest
     first; kernels only (copies and memsets are not profiled by ncu), over the steady steps."""
     n_steps = max(int(steps.steady.size), 1)
     mask = kt.is_kernel
@@ -28,6 +28,10 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[dic
     inv = inv.reshape(-1)
     tot = np.bincount(inv, weights=dur, minlength=len(uniq))
     cnt = np.bincount(inv, minlength=len(uniq))
+    lo = np.full(len(uniq), np.inf)
+    hi = np.zeros(len(uniq))
+    np.minimum.at(lo, inv, dur)
+    np.maximum.at(hi, inv, dur)
     gpu_total = max(float(kt.dur_ns[mask].sum()), 1.0)
     order = sorted(range(len(uniq)), key=lambda i: (-tot[i], str(kt.names.uniques[uniq[i][0]]), int(uniq[i][1])))
     rows = []
@@ -35,7 +39,8 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[dic
         ms = float(tot[i]) / 1e6 / n_steps
         rows.append({"name": str(kt.names.uniques[uniq[i][0]]), "grid": int(uniq[i][1]), "block": int(uniq[i][2]),
                      "launches_per_step": float(cnt[i]) / n_steps, "ms_per_step": ms,
-                     "step_share_pct": 100.0 * ms / step_ms, "gpu_share_pct": 100.0 * float(tot[i]) / gpu_total})
+                     "step_share_pct": 100.0 * ms / step_ms, "gpu_share_pct": 100.0 * float(tot[i]) / gpu_total,
+                     "min_us": float(lo[i]) / 1e3, "max_us": float(hi[i]) / 1e3})
     return rows
 
 
