@@ -6,6 +6,7 @@ from .charts import side_by_side, sol_arrows_chart
 from .core import VERDICT_ORDER
 from .render import ARROW, _cfg, _chg, _v, _verify_text, json_doc, presence
 
+TIMELINE_ROWS = 15  # the costliest timeline kernels shown (JSON: timeline_kernels)
 MOVED = {k: v.replace("*", "") for k, v in ARROW.items()}
 
 
@@ -24,12 +25,13 @@ def compare_view(c: dict, gate_pct=None, reasons=None) -> dict:
     tkernels = [dict(k, cfg=f"{_cfg(k['before'])} \u2192 {_cfg(k['after'])}",
                      change_text=presence(k) or _chg(k["ms_per_step"]),
                      launches=f"{_v(k['launches_per_step'][0])} \u2192 {_v(k['launches_per_step'][1])}")
-                for k in (c.get("timeline_kernels") or [])[:40]]
+                for k in (c.get("timeline_kernels") or [])[:TIMELINE_ROWS]]
+    phases = [dict(r, change_text=_chg(r)) for r in c.get("phases") or []]
     facts = [dict(r, change_text=_chg(r), moved_text=MOVED.get(r["moved"], "")) for r in c["facts"]
              if r["subject"] is None and r.get("moved") in ("right", "wrong", "changed")]
     return {"version": __version__, "before": c["before"], "after": c["after"], "summary": c["summary"],
             "verdicts": VERDICT_ORDER[::-1], "noise_pct": c["noise_pct"], "gate": doc.get("gate"),
-            "headlines": heads, "findings": findings, "kernels": kernels, "tkernels": tkernels, "facts": facts,
+            "headlines": heads, "findings": findings, "kernels": kernels, "tkernels": tkernels, "phases": phases, "facts": facts,
             "sol": sol_arrows_chart(c["charts"], c["kernels"]), "pairs": side_by_side(c["charts"]),
             "notes": c["notes"]}
 
