@@ -575,7 +575,9 @@ def compare_runs(before_paths, after_paths, pack, progress: bool = False, set_va
     rb = diagnose(before_paths, pack=pack, progress=progress, set_values=set_values)
     ra = diagnose(after_paths, pack=pack, progress=progress, set_values=set_values)
     with settings.overridden({**pack.settings, **(set_values or {})}):
-        return build(before_paths, rb, after_paths, ra, pack)
+        out = build(before_paths, rb, after_paths, ra, pack)
+        out["settings"] = dict(rb.settings, settings=settings.changed())  # how both sides were diagnosed
+        return out
 
 
 def build(before_paths, rb, after_paths, ra, pack) -> dict:

@@ -132,7 +132,12 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
         L.append("")
     if c["notes"]:
         L += ["## Notes", ""] + [f"- {n}" for n in c["notes"]] + [""]
-    L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings."]
+    st = c.get("settings") or {}
+    made = [f"--param {x['rule']}.{x['param']}={x['value']} (default {x['default']})" for x in st.get("params", [])]
+    made += [f"--set {x['name']}={x['value']} (default {x['default']})" for x in st.get("settings", [])]
+    made += [f"rule pack {x.get('path')}" for x in st.get("rule_packs", [])]
+    L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings"
+          + (": " + ", ".join(made) + "." if made else " (shipped rules, defaults).")]
     return "\n".join(L) + "\n"
 
 
