@@ -8,8 +8,9 @@ Only normalizes, computes no metrics. Events by `cat`:
   cuda_runtime, cuda_driver -> host (thread = tid, correlation from args, else -1).
   user_annotation -> ranges "annotation" (ProfilerStep#N, DataLoader, Optimizer.step#...),
   cpu_op -> "op", python_function -> "python"; thread = tid.
+  [memory] instants of Device Type 1 (CUDA, HIP) -> memory (bytes, totals, device = Device Id).
 Not kept (no place in the schema): gpu_user_annotation, ac2g flows (args carry the correlation),
-[memory] instants, thread-name metadata. Times: start_ns = rint(ts * 1000), end_ns = start_ns +
+CPU [memory] instants, thread-name metadata. Times: start_ns = rint(ts * 1000), end_ns = start_ns +
 rint(dur * 1000), on the trace's own clock (baseTimeNanoseconds is not added: every table already
 shares one clock); rows sorted by start_ns, ties in file order.
 
@@ -33,7 +34,7 @@ import pandas as pd
 from ..errors import InputError
 from ..inputs import open_input
 from ..progress import Progress
-from ..timeline.tables import GPU_COLUMNS, HOST_COLUMNS, RANGE_COLUMNS, Timeline, empty_table
+from ..timeline.tables import GPU_COLUMNS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, Timeline, empty_table
 
 _Num = int | float | str | None
 
@@ -47,6 +48,12 @@ class _Args(msgspec.Struct, gc=False):
     bytes: Any = None
     grid: Any = None
     block: Any = None
+    # allocator events ([memory] instants, profile_memory=True)
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -120,6 +127,7 @@ class _Columns:
         self.gpu: dict[str, list[np.ndarray]] = {}
         self.host: dict[str, list[np.ndarray]] = {}
         self.ranges: dict[str, list[np.ndarray]] = {}
+        self.memory: list[tuple] = []  # (ts, bytes, total allocated, total reserved, device) per device event
 
     def add(self, events: list[_Event]) -> None:
         buckets: list[list[_Event]] = [[] for _ in range(7)]
@@ -128,6 +136,10 @@ class _Columns:
             b = get(e.cat)
             if b is not None:
                 buckets[b].append(e)
+            elif e.name == "[memory]" and e.args is not None and _as_int(e.args.device_type) == 1:
+                a = e.args
+                self.memory.append((e.ts, _as_int(a.mem_bytes, 0), _as_int(a.total_allocated, 0),
+                                    _as_int(a.total_reserved, 0), _as_int(a.device_id)))
         for b, evs in enumerate(buckets):
             if not evs:
                 continue
@@ -171,6 +183,16 @@ class _Columns:
                 cols["copy_kind"] = np.array(_COPY_KIND_CODES, object)[cols["copy_kind"]]
             out.append(_frame(columns, start, cols))
         return out[0], out[1], out[2]
+
+    def memory_table(self, path) -> pd.DataFrame:
+        if not self.memory:
+            return empty_table(MEMORY_COLUMNS)
+        ts, nbytes, alloc, reserved, device = zip(*self.memory)
+        start, _ = _checked_ns(path, np.asarray(ts, np.float64), np.zeros(len(ts)))
+        return _frame(MEMORY_COLUMNS, start, {"start_ns": start, "bytes": np.asarray(nbytes, np.int64),
+                                              "total_allocated": np.asarray(alloc, np.int64),
+                                              "total_reserved": np.asarray(reserved, np.int64),
+                                              "device": np.asarray(device, np.int64)})
 
 
 def _annotation_names(uniques: np.ndarray) -> np.ndarray:
@@ -533,6 +555,7 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
         with open_input(path) as f:
             trace = _TraceStream(path, f, cols, bar).read()
         gpu, host, ranges = cols.tables(path)
+        memory = cols.memory_table(path)
     finally:
         if collecting:
             gc.enable()
@@ -545,6 +568,7 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
         rank=_as_int(rank) if rank is not None else None,
         world_size=_as_int(world) if world is not None else None,
         process_groups=_process_groups(dist.get("pg_config")),
+        memory=memory,
     ).validate()
 
 

@@ -31,6 +31,14 @@ ranges     one row per CPU-side range: NVTX push/pop or start/end ranges, PyTorc
   thread       int64
   kind         str   "nvtx" | "annotation" | "op" | "python"
 
+memory     one row per device-memory allocator event (PyTorch traces with profile_memory=True: the
+           `[memory]` instants of Device Type 1; empty for Nsight Systems and other traces)
+  start_ns        int64 when the allocator served the call
+  bytes           int64 the block's size: > 0 an allocation, < 0 a free
+  total_allocated int64 bytes allocated on the device after it
+  total_reserved  int64 bytes the caching allocator holds from the driver after it
+  device          int64 CUDA device index
+
 Timeline also carries devices (list of dicts: id, name, sm_count, total_memory, cc) and, for
 distributed runs, rank/world_size.
 """
@@ -52,6 +60,9 @@ HOST_COLUMNS = {
 RANGE_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64", "kind": "object",
 }
+MEMORY_COLUMNS = {
+    "start_ns": "int64", "bytes": "int64", "total_allocated": "int64", "total_reserved": "int64", "device": "int64",
+}
 GPU_KINDS = ("kernel", "memcpy", "memset")
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "")
 RANGE_KINDS = ("nvtx", "annotation", "op", "python")
@@ -72,12 +83,13 @@ class Timeline:
     rank: int | None = None
     world_size: int | None = None
     process_groups: list[dict] = field(default_factory=list)  # [{name, desc, size}] of a distributed run
+    memory: pd.DataFrame = field(default_factory=lambda: empty_table(MEMORY_COLUMNS))  # allocator events
 
     def validate(self) -> "Timeline":
         """Check every table against the schema (columns, dtypes, enums); raise ValueError if off."""
         for label, table, columns in (
             ("gpu", self.gpu, GPU_COLUMNS), ("host", self.host, HOST_COLUMNS),
-            ("ranges", self.ranges, RANGE_COLUMNS),
+            ("ranges", self.ranges, RANGE_COLUMNS), ("memory", self.memory, MEMORY_COLUMNS),
         ):
             missing = [c for c in columns if c not in table.columns]
             if missing:
