@@ -22,6 +22,7 @@ from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH
                             data_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
+from .kv_cache import kv_cache_stats
 from .timeline_ops import ncu_window, top_kernels
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
                                kernel_table,
@@ -226,6 +227,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(memory_bound_stats(kt))
     v.update(optimizer_stats(tl, kt, steps))
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
+    v.update(kv_cache_stats(tl, steps))  # device memory over the steps (allocator events), when the trace has them
     v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices)
     if v["workload_kind"] == "inference":  # measured: no optimizer work at all
         v.setdefault("optimizer_kernels_per_step", 0.0)

@@ -1,0 +1,28 @@
+"""Facts about device memory over the steady steps (diagnoser/analysis/kv_cache.py), from a PyTorch
+trace's allocator events and the device's total memory."""
+from __future__ import annotations
+
+from ..facts import FactSpec
+
+SOURCES = ("torch-trace",)
+MEMORY = ("record the allocator in the trace: `torch.profiler.profile(..., profile_memory=True)` (the device's "
+          "total memory comes with the trace's deviceProperties)")
+
+
+def _n(name, unit, meaning):
+    return FactSpec(name, "number", unit, meaning, "run", SOURCES, MEMORY)
+
+
+CATALOGUE = [
+    _n("device_memory_total_gb", "GiB", "the device's total memory (trace deviceProperties)"),
+    _n("mem_allocated_peak_gb", "GiB", "peak memory allocated by PyTorch over the steady steps"),
+    _n("mem_reserved_peak_gb", "GiB", "peak memory the caching allocator reserved over the steady steps"),
+    _n("memory_headroom_pct", "%", "device memory not reserved at the steady-state peak, % of the device"),
+    _n("memory_headroom_gb", "GiB", "device memory not reserved at the steady-state peak"),
+    _n("mem_persistent_gb", "GiB", "least memory allocated at any point of the steady steps: what stays across "
+       "them (weights, KV cache)"),
+    _n("mem_persistent_pct", "%", "mem_persistent_gb as % of the device's memory"),
+    _n("mem_growth_mb_per_step", "MB", "allocated memory added per steady step (a KV cache growing by one token "
+       "per decode step shows here; a preallocated cache does not)"),
+    _n("memory_events_per_step", "count", "allocator events (allocations and frees) per steady step"),
+]
