@@ -23,7 +23,7 @@ from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .timeline_intervals import IntervalSet
 from .kv_cache import kv_cache_stats
-from .timeline_ops import ncu_window, top_kernels
+from .timeline_ops import ncu_window, op_distribution, op_facts, top_kernels
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
                                kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
@@ -53,6 +53,7 @@ class TimelineMetrics:
     rank: RankSummary | None
     comm: "RankComm | None" = None
     kernels_chart: list = field(default_factory=list)  # timeline_ops.top_kernels rows
+    ops_chart: list = field(default_factory=list)  # timeline_ops.op_distribution rows
 
 
 @dataclass
@@ -214,6 +215,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
         v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
     kernels_chart = top_kernels(kt, steps, v["step_time_ms_mean"])
+    ops_chart = op_distribution(kt, steps)
+    v.update(op_facts(ops_chart))
     ls = launch_stats(tv, kt)
     ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
     v.update(ls)
@@ -236,7 +239,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
-    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart)
+    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart)
 
 
 def tensor_core_dtypes(devices: list[dict]) -> str:
@@ -355,6 +358,7 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     result.charts["steps"] = shown.steps_chart
     result.charts["kernel_categories"] = shown.categories_chart
     result.charts["top_kernels"] = shown.kernels_chart
+    result.charts["top_ops"] = shown.ops_chart
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,
                                "rank": shown.rank.rank if shown.rank is not None and len(metrics) > 1 else None}
     if len(summaries) > 1:

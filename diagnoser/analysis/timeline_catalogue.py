@@ -3,7 +3,7 @@ and how to collect the input that yields it (shown when a rule is "not evaluated
 from __future__ import annotations
 
 from ..facts import FactSpec
-from .kv_catalogue import CATALOGUE as KV_CATALOGUE
+from .decode_catalogue import CATALOGUE as DECODE_CATALOGUE
 
 SOURCES = ("nsys-sqlite", "nsys-rep", "torch-trace")
 TIMELINE = ("profile a few steady steps: `nsys profile -t cuda,nvtx,osrt -o run python train.py` "
@@ -158,5 +158,5 @@ CATALOGUE: list[FactSpec] = [
        "(launch gaps), as in a launch-bound run", RANKS, "rank"),
 ]
 
-CATALOGUE += KV_CATALOGUE  # device memory over the steps (kv_cache.py)
+CATALOGUE += DECODE_CATALOGUE  # device memory over the steps, op distribution (decode_catalogue.py)
 SPECS: dict[str, FactSpec] = {s.name: s for s in CATALOGUE}

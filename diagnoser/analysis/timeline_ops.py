@@ -1,4 +1,5 @@
-"""Per-kernel view of a timeline's steady steps: the top-N kernel table and where `ncu` lands.
+"""Per-kernel and per-op views of a timeline's steady steps: the top-N kernel table, where `ncu`
+lands, and the op distribution (the profiler's key_averages view).
 
 `top_kernels()` groups the steady-state kernels by (demangled name, grid, block), the key an Nsight
 Compute launch is matched on (diagnoser/analysis/crosssource.py), and gives each its launches and
@@ -58,3 +59,90 @@ def ncu_window(kt, steps, pattern) -> dict:
         return {}
     before = int((starts < first).sum())
     return {"ncu_launch_skip": float(max(before, per_step)), "ncu_launch_count": float(per_step)}
+
+
+TOP_OPS = 15
+
+
+def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Index of each range's innermost enclosing range (ranges sorted by start, properly nested), -1 at top."""
+    parent = np.full(start.size, -1, dtype=np.int64)
+    stack: list[int] = []
+    for i in range(start.size):
+        s = start[i]
+        while stack and end[stack[-1]] < s:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def _innermost(start, end, parent, t: np.ndarray) -> np.ndarray:
+    """For each time t, the innermost range containing it, or -1."""
+    j = np.searchsorted(start, t, side="right") - 1
+    for _ in range(256):  # nesting depth bound
+        open_ = j >= 0
+        out = open_ & (end[np.maximum(j, 0)] < t)
+        if not out.any():
+            break
+        j = np.where(out, parent[np.maximum(j, 0)], j)
+    return j
+
+
+def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
+    """The profiler's key_averages view over the steady steps: per aten op name, its kernels' GPU time
+    (each kernel counted for the innermost op around its launch: "self CUDA"), its calls and its CPU
+    time (the op ranges' total duration), per steady step; top `limit` by GPU time. [] without ops."""
+    tl = kt.tv.tl
+    ranges = tl.ranges
+    ops = ranges[ranges["kind"].to_numpy() == "op"]
+    if not len(ops) or not steps.steady.size:
+        return []
+    n_steps = int(steps.steady.size)
+    lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
+    rs, re_ = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    in_win = (rs >= lo) & (rs < hi)
+    names = ops["name"].to_numpy(object)
+    gpu_ms: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    cpu_ms: dict[str, float] = {}
+    for n, d in zip(names[in_win], (re_ - rs)[in_win]):
+        calls[n] = calls.get(n, 0) + 1
+        cpu_ms[n] = cpu_ms.get(n, 0.0) + float(d) / 1e6
+    launch = kt.launch_row
+    known = kt.is_kernel & (launch >= 0)
+    if known.any():
+        host_thread = tl.host["thread"].to_numpy(np.int64)
+        t = kt.tv.host_start[launch[known]]
+        thr = host_thread[launch[known]]
+        dur = kt.dur_ns[known].astype(np.float64)
+        op_thr = ops["thread"].to_numpy(np.int64)
+        for th in np.unique(thr):
+            sel = op_thr == th
+            if not sel.any():
+                continue
+            s, e, nm = rs[sel], re_[sel], names[sel]
+            order = np.argsort(s, kind="stable")
+            s, e, nm = s[order], e[order], nm[order]
+            j = _innermost(s, e, _parents(s, e), t[thr == th])
+            for k, d in zip(j, dur[thr == th]):
+                if k >= 0:
+                    gpu_ms[nm[k]] = gpu_ms.get(nm[k], 0.0) + d / 1e6
+    total = sum(gpu_ms.values())
+    order = sorted(set(calls) | set(gpu_ms), key=lambda n: (-gpu_ms.get(n, 0.0), -cpu_ms.get(n, 0.0), n))
+    rows = []
+    for n in order[:limit]:
+        rows.append({"op": str(n), "calls_per_step": calls.get(n, 0) / n_steps,
+                     "gpu_ms_per_step": float(gpu_ms.get(n, 0.0)) / n_steps,
+                     "gpu_share_pct": 100.0 * float(gpu_ms.get(n, 0.0)) / total if total else 0.0,
+                     "cpu_ms_per_step": float(cpu_ms.get(n, 0.0)) / n_steps})
+    return rows
+
+
+def op_facts(rows: list[dict]) -> dict:
+    """Run-level facts of the op distribution: its top op by GPU time."""
+    top = next((r for r in rows if r["gpu_ms_per_step"] > 0), None)
+    if top is None:
+        return {}
+    return {"top_op_name": top["op"], "top_op_gpu_pct": top["gpu_share_pct"], "top_op_cpu_ms_per_step": top["cpu_ms_per_step"]}

@@ -433,6 +433,34 @@ def top_kernels_table(rows: list[dict], source: dict | None = None) -> Chart | N
     return chart
 
 
+def top_ops_table(rows: list[dict], source: dict | None = None) -> Chart | None:
+    """The op distribution (the profiler's key_averages view; timeline_ops.op_distribution rows)."""
+    rows = [r for r in rows or [] if isinstance(r, dict)][:10]
+    if not rows:
+        return None
+    where = f" From {source['path']}." if isinstance(source, dict) and source.get("path") else ""
+    chart = Chart("top_ops", "Top ops by GPU time",
+                  "PyTorch ops by the GPU time of the kernels they launch (self CUDA time, as key_averages), with "
+                  "calls and CPU time per steady step." + where, 0, 0)
+    chart.table = {"caption": "", "headers": ["op", "calls/step", "GPU ms/step", "% of op GPU time", "CPU ms/step"],
+                   "numeric": [False, True, True, True, True], "mono": [True, False, False, False, False],
+                   "rows": [[shorten(str(r.get("op", "")), 80), f"{_num(r.get('calls_per_step')):.1f}",
+                             f"{_num(r.get('gpu_ms_per_step')):.3f}", f"{_num(r.get('gpu_share_pct')):.1f}%",
+                             f"{_num(r.get('cpu_ms_per_step')):.3f}"] for r in rows]}
+    return chart
+
+
+def report_tables(data: dict | None) -> list[dict]:
+    """The tables text reports print (Markdown): [{title, caption, headers, numeric, rows}]."""
+    data = data or {}
+    out = []
+    for chart in (top_kernels_table(data.get("top_kernels"), data.get("source")),
+                  top_ops_table(data.get("top_ops"), data.get("source"))):
+        if chart is not None:
+            out.append(dict(chart.table, title=chart.title, caption=chart.caption))
+    return out
+
+
 def build_charts(data: dict | None) -> list[Chart]:
     """Every chart the report's data allows, in reading order (time, kernels, memory)."""
     from .rank_charts import rank_charts
@@ -446,6 +474,7 @@ def build_charts(data: dict | None) -> list[Chart]:
         kernel_categories_chart(data.get("kernel_categories"), colours),
         kernel_sol_chart(data.get("kernel_sol"), colours),
         top_kernels_table(data.get("top_kernels"), data.get("source")),
+        top_ops_table(data.get("top_ops"), data.get("source")),
         memory_composition_chart(data.get("memory_composition")),
         memory_timeline_chart(data.get("memory_timeline")),
         top_sites_table(data.get("top_sites")),

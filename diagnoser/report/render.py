@@ -150,6 +150,11 @@ def evidence_sources(f) -> list[dict]:
     return [{"source": k, "facts": v} for k, v in by.items()]
 
 
+def _tables(report) -> list[dict]:
+    from .charts import report_tables
+    return report_tables(getattr(report, "charts", None))
+
+
 def present(report, top: int | None = None, min_severity: str = "info") -> dict:
     """What a text report shows: findings at or above min_severity, the first `top` in full, the
     rest as one table; and the summary counts of what is kept."""
@@ -172,7 +177,7 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
         more.append({"i": i, "f": f, "subject": md_cell(subject), "gain": share_pct(f.estimated_gain) if f.estimated_gain > 0 else "-"})
     return {"report": report, "counts": summary_counts(kept), "findings": views, "more": more,
             "hidden": len(report.findings) - len(kept), "min_severity": min_severity,
-            "settings": settings_lines(report), "version": __version__}
+            "settings": settings_lines(report), "version": __version__, "tables": _tables(report)}
 
 
 def _bytecode_cache():

@@ -1,5 +1,6 @@
-"""Facts about device memory over the steady steps (diagnoser/analysis/kv_cache.py), from a PyTorch
-trace's allocator events and the device's total memory."""
+"""Timeline facts the inference tree adds: device memory over the steady steps (kv_cache.py, from a
+PyTorch trace's allocator events and the device's total memory) and the op distribution
+(timeline_ops.op_distribution, from the trace's aten op ranges)."""
 from __future__ import annotations
 
 from ..facts import FactSpec
@@ -7,6 +8,9 @@ from ..facts import FactSpec
 SOURCES = ("torch-trace",)
 MEMORY = ("record the allocator in the trace: `torch.profiler.profile(..., profile_memory=True)` (the device's "
           "total memory comes with the trace's deviceProperties)")
+
+OPS = ("profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (the aten op ranges "
+       "come with the CPU activity)")
 
 
 def _n(name, unit, meaning):
@@ -25,4 +29,9 @@ CATALOGUE = [
     _n("mem_growth_mb_per_step", "MB", "allocated memory added per steady step (a KV cache growing by one token "
        "per decode step shows here; a preallocated cache does not)"),
     _n("memory_events_per_step", "count", "allocator events (allocations and frees) per steady step"),
+    FactSpec("top_op_name", "string", "", "the aten op whose kernels take the most GPU time (kernels counted for the "
+             "innermost op around their launch, as key_averages' self CUDA time)", "run", SOURCES, OPS),
+    FactSpec("top_op_gpu_pct", "number", "%", "top_op_name's share of the GPU time attributed to ops", "run", SOURCES, OPS),
+    FactSpec("top_op_cpu_ms_per_step", "number", "ms", "CPU time in top_op_name per steady step (its ranges' total "
+             "duration)", "run", SOURCES, OPS),
 ]
