@@ -18,15 +18,16 @@ import contextlib
 import importlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Iterator, Union
 
 from .errors import DiagnoserError
 
 Value = Union[int, float, str, bool]
 NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
-# modules that register settings; imported when the full list is needed (validation, catalogue)
-SETTING_MODULES = ("diagnoser.findings", "diagnoser.analysis.timeline", "diagnoser.analysis.kernels",
-                   "diagnoser.analysis.memory", "diagnoser.compare.core", "diagnoser.runs")
+# modules that register settings are found by their source (any module of the package that calls
+# `settings.register(`), so a new one needs no list entry; imported only when every setting is needed
+_PACKAGE = Path(__file__).resolve().parent
 
 _REGISTRY: dict[str, "Setting"] = {}
 _OVERRIDES: dict[str, Value] = {}
@@ -62,14 +63,26 @@ def register(name: str, default: Value, unit: str, meaning: str) -> Setting:
     return setting
 
 
+def setting_modules() -> list[str]:
+    """The package's modules whose source registers a setting."""
+    out = []
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        if path.name == "settings.py" and path.parent == _PACKAGE:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "settings.register(" in text:
+            rel = path.relative_to(_PACKAGE.parent).with_suffix("")
+            out.append(".".join(rel.parts))
+    return out
+
+
 def all_settings() -> dict[str, Setting]:
     """Every registered setting, by name (imports the modules that declare them)."""
-    for module in SETTING_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as e:  # an analysis family not built yet
-            if e.name != module:
-                raise
+    for module in setting_modules():
+        importlib.import_module(module)
     return dict(sorted(_REGISTRY.items()))
 
 
