@@ -174,3 +174,14 @@ def test_mistyped_command_suggests_the_command(capsys):
         main(["rule", "list"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and "did you mean `diagnose rules`?" in err
+
+
+def test_every_setting_the_code_registers_is_listed_and_settable():
+    import re
+    from diagnoser import settings
+    package = Path(settings.__file__).parent
+    declared = {m for p in package.rglob("*.py") if p.name != "settings.py"
+                for m in re.findall(r'settings\.register\(\s*"([a-z0-9_.]+)"', p.read_text(encoding="utf-8"))}
+    assert declared and declared <= set(settings.all_settings())
+    catalogue = run("facts", "--catalogue").output
+    assert all(name in catalogue for name in declared)
