@@ -29,6 +29,11 @@ CATALOGUE = [
     _n("mem_growth_mb_per_step", "MB", "allocated memory added per steady step (a KV cache growing by one token "
        "per decode step shows here; a preallocated cache does not)"),
     _n("memory_events_per_step", "count", "allocator events (allocations and frees) per steady step"),
+    FactSpec("ncu_attention_launch_skip", "number", "count", "`ncu --launch-skip` for the attention kernels "
+             "(the attention kernel pattern of timeline_kernels.py): their launches before the first steady step, at least one step's worth",
+             "run", SOURCES, OPS),
+    FactSpec("ncu_attention_launch_count", "number", "count", "`ncu --launch-count` for the attention kernels: their "
+             "launches in one steady step", "run", SOURCES, OPS),
     FactSpec("top_op_name", "string", "", "the aten op whose kernels take the most GPU time (kernels counted for the "
              "innermost op around their launch, as key_averages' self CUDA time)", "run", SOURCES, OPS),
     FactSpec("top_op_gpu_pct", "number", "%", "top_op_name's share of the GPU time attributed to ops", "run", SOURCES, OPS),

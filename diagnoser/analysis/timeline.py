@@ -24,6 +24,7 @@ from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH
 from .timeline_intervals import IntervalSet
 from .kv_cache import kv_cache_stats
 from .timeline_ops import ncu_window, op_distribution, op_facts, top_kernels
+from .timeline_kernels import CATEGORY_PATTERNS
 from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
                                kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
@@ -216,6 +217,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
     kernels_chart = top_kernels(kt, steps, v["step_time_ms_mean"])
     ops_chart = op_distribution(kt, steps)
+    att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
+    v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
     v.update(op_facts(ops_chart))
     ls = launch_stats(tv, kt)
     ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
