@@ -235,3 +235,16 @@ def test_timeline_kernels_matched_by_name_and_config(pack):
     assert flash["before"] is None and flash["after"]
     same = [r for r in rows if r["before"] and r["after"] and r["kernel_name"].startswith("nvjet")]
     assert same and all(abs(r["ms_per_step"]["change_pct"]) < 20 for r in same)
+
+
+def test_kernel_twins_in_one_report(pack):
+    """K10's twins (fixtures/ncu/k_cuda): each kernel paired with its fixed version by --kernels/--to-kernels."""
+    k = str(FIX / "ncu" / "k_cuda.raw.csv.gz")
+    c = compare_runs([k], [k], pack, kernels=["0", "2", "5", "7", "9", "11"], to_kernels=["1", "3", "1", "8", "10", "12"])
+    got = verdicts(c)
+    assert got["KERN005"] == got["KERN004"] == got["KERN013"] == got["KERN015"] == "fixed", got
+    assert got.get("KERN014") == "new"  # the shuffle / padded twins are LSU-bound (fixtures/README.md)
+    assert all(r["duration_us"]["moved"] == "right" for r in c["kernels"] if r["before"] and r["after"])
+    assert headline(c, "kernel_gpu_time_total_ms")["speedup"] > 5
+    res = CliRunner().invoke(cli, ["compare", k, "--kernels", "0,99", "--to", k, "--to-kernels", "1,3"])
+    assert res.exit_code == 1 and "99" in res.output

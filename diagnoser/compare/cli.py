@@ -20,10 +20,13 @@ EXIT_GATE = 3
 @click.option("--rules", "user_rules", multiple=True, metavar="PATH", help="Extra rule file or folder (repeatable).")
 @click.option("--param", "params", multiple=True, metavar="RULE.NAME=V", help="Override a rule threshold (both runs).")
 @click.option("--set", "set_items", multiple=True, metavar="NAME=V", help="Override an analysis setting (both runs).")
+@click.option("--kernels", "kernels", metavar="IDS", help="Compare only these kernel launches of BEFORE (Nsight Compute ids, "
+              "comma-separated); with --to-kernels they are paired in order (twins with different names).")
+@click.option("--to-kernels", "to_kernels", metavar="IDS", help="Compare only these kernel launches of AFTER.")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
               help="Exit 3 when step time or a headline number got worse by more than max(PCT, step noise), "
                    "or a finding is new or regressed at warning or above.")
-def compare_cmd(before, after, fmt, output, user_rules, params, set_items, fail_pct):
+def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kernels, to_kernels, fail_pct):
     """Diagnose BEFORE and AFTER with the same rules and compare them: headline numbers before -> after
     with the speed-up, each finding of BEFORE fixed (no longer fires and its Verify check holds),
     improved, unchanged or regressed, findings new in AFTER, every fact both runs measured, kernels
@@ -33,6 +36,7 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, fail_
     diagnose compare before.pt.trace.json.gz --to after.pt.trace.json.gz
     diagnose compare base.ncu-rep --to fixed.ncu-rep -o compare.html
     diagnose compare r0.json.gz r1.json.gz --to n0.json.gz --to n1.json.gz --fail-on-regression 5
+    diagnose compare k.ncu-rep --kernels 0,7 --to k.ncu-rep --to-kernels 1,8   # twins in one report
     """
     from .. import settings
     from ..cli import EXTENSION_FORMATS, write_output
@@ -46,7 +50,8 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, fail_
         fmt = fmt if fmt in FORMATS else "md"
     set_values = settings.parse_assignments(set_items) if set_items else {}
     pack = load_pack(user_rules, params)
-    c = compare_runs(list(before), list(after), pack, set_values=set_values)
+    ids = [lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None][0]
+    c = compare_runs(list(before), list(after), pack, set_values=set_values, kernels=ids(kernels), to_kernels=ids(to_kernels))
     if not c["before"]["inputs"] or not c["after"]["inputs"]:
         raise DiagnoserError("compare: a side has no readable input")
     reasons = gate(c, fail_pct) if fail_pct is not None else None

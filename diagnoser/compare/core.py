@@ -570,19 +570,84 @@ def fmt(v):
     return str(v)
 
 
-def compare_runs(before_paths, after_paths, pack, progress: bool = False, set_values: dict | None = None) -> dict:
+def restrict(report, ids: list[str]):
+    """The report seen through a selection of kernel launches (Nsight Compute ids): facts of other
+    kernels dropped, GPU-time totals and gain shares re-based on the kept launches, kernel findings
+    keeping only their kept kernels. For twins inside one report (a kernel and its fixed version)."""
+    from copy import copy
+    from dataclasses import replace as dc_replace
+    from ..facts import Fact
+    keep = set(ids)
+    kernel_ids = {f.subject.id for f in report.facts if f.subject is not None and f.subject.kind == "kernel"}
+    missing = [i for i in ids if i not in kernel_ids]
+    if missing:
+        from ..errors import DiagnoserError
+        raise DiagnoserError(f"--kernels: no kernel launch {', '.join(missing)} in "
+                             f"{', '.join(i['path'] for i in report.inputs)} (launch ids: diagnose facts FILE)")
+    dur = {f.subject.id: f.value for f in report.facts if f.subject is not None and f.subject.kind == "kernel"
+           and f.name == "kernel_duration_us" and f.subject.id in keep}
+    full = next((f.value for f in report.facts if f.subject is None and f.name == "kernel_gpu_time_total_ms"), None)
+    part = sum(v for v in dur.values() if _num(v) is not None) / 1000.0
+    scale = (full / part) if full and part else 1.0
+    facts = []
+    for f in report.facts:
+        if f.subject is not None and f.subject.kind == "kernel" and f.subject.id not in keep:
+            continue
+        if f.subject is None and f.name == "kernel_gpu_time_total_ms":
+            f = Fact(f.name, round(part, 6), f.unit, f.source, f.subject)
+        elif f.subject is None and f.name in ("kernel_launch_count", "kernel_distinct_count"):
+            f = Fact(f.name, float(len(keep)), f.unit, f.source, f.subject)
+        elif f.subject is not None and f.name == "kernel_time_share_pct" and _num(f.value) is not None:
+            f = Fact(f.name, min(100.0, f.value * scale), f.unit, f.source, f.subject)
+        facts.append(f)
+    findings = []
+    for f in report.findings:
+        if f.subject is None or f.subject.kind != "kernel":
+            findings.append(f)
+            continue
+        leaves = [dc_replace(k, estimated_gain=min(1.0, k.estimated_gain * scale)) for k in _leaves(f)
+                  if k.subject is not None and k.subject.id in keep]
+        if not leaves:
+            continue
+        leaves.sort(key=lambda k: -k.estimated_gain)
+        g = dc_replace(f, subject=leaves[0].subject, estimated_gain=min(1.0, sum(k.estimated_gain for k in leaves)),
+                       kernels=leaves if f.kernels else [])
+        findings.append(g)
+    out = copy(report)
+    out.facts, out.findings = facts, findings
+    out.charts = dict(report.charts)
+    if report.charts.get("kernel_sol"):
+        out.charts["kernel_sol"] = [r for r in report.charts["kernel_sol"] if str(r.get("id")) in keep]
+    return out
+
+
+def compare_runs(before_paths, after_paths, pack, progress: bool = False, set_values: dict | None = None,
+                 kernels: list[str] | None = None, to_kernels: list[str] | None = None) -> dict:
+    """`kernels` / `to_kernels`: compare only these Nsight Compute launches of each side; given both,
+    they are paired in the order listed (twins with different names) instead of by name."""
     from ..pipeline import diagnose
     rb = diagnose(before_paths, pack=pack, progress=progress, set_values=set_values)
     ra = diagnose(after_paths, pack=pack, progress=progress, set_values=set_values)
+    if kernels:
+        rb = restrict(rb, kernels)
+    if to_kernels:
+        ra = restrict(ra, to_kernels)
+    pairs = None
+    if kernels and to_kernels:
+        if len(kernels) != len(to_kernels):
+            from ..errors import DiagnoserError
+            raise DiagnoserError(f"--kernels names {len(kernels)} launches, --to-kernels {len(to_kernels)}: "
+                                 "give one AFTER launch per BEFORE launch (paired in order)")
+        pairs = {("kernel", b): ("kernel", a) for b, a in zip(kernels, to_kernels)}
     with settings.overridden({**pack.settings, **(set_values or {})}):
-        out = build(before_paths, rb, after_paths, ra, pack)
+        out = build(before_paths, rb, after_paths, ra, pack, pairs)
         out["settings"] = dict(rb.settings, settings=settings.changed())  # how both sides were diagnosed
         return out
 
 
-def build(before_paths, rb, after_paths, ra, pack) -> dict:
+def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None) -> dict:
     before, after = side_of(before_paths, rb), side_of(after_paths, ra)
-    matched = match_subjects(before, after)
+    matched = dict(pairs) if pairs is not None else match_subjects(before, after)
     noise = max(before.noise_pct, after.noise_pct)
     directions = fact_directions(pack)
     findings = finding_verdicts(before, after, pack, matched, noise)
