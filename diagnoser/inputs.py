@@ -34,6 +34,7 @@ GZIP_MAX_RATIO = int(os.environ.get("DIAGNOSER_GZIP_MAX_RATIO", "64"))
 GZIP_FREE_BYTES = 32 << 20
 TMP_RESERVE_BYTES = 64 << 20  # unpacking stops while this much is still free in the temp folder
 _CHUNK = 1 << 20
+DECLARED_SLACK = 16 << 20  # output allowed past the size a file's header declares
 
 
 # ---------------------------------------------------------------- regular files only
@@ -244,12 +245,13 @@ def _gzip_size_hint(f: BinaryIO) -> int:
         return 0
 
 
-def gunzip_to(path: str | os.PathLike, dest: Path, check_head: Callable[[bytes], None] | None = None,
+def gunzip_to(path: str | os.PathLike, dest: Path, check_head: Callable[[bytes], int | None] | None = None,
               head_bytes: int = 100) -> None:
     """Decompress the gzipped file at `path` into the file `dest` (for tools that need a plain file).
 
-    `check_head(first_bytes)` runs before anything is written (raise InputError to refuse); the
-    output is bounded by `gzip_limit` and by the free space of dest's folder. `dest` is removed
+    `check_head(first_bytes)` runs before anything is written (raise InputError to refuse; return
+    the size the format's own header declares, or None); the output is bounded by that size (plus
+    DECLARED_SLACK), by `gzip_limit` and by the free space of dest's folder. `dest` is removed
     when anything fails (an interrupt included).
     """
     dest = Path(dest)
@@ -261,8 +263,7 @@ def gunzip_to(path: str | os.PathLike, dest: Path, check_head: Callable[[bytes],
         stream = GzipStream(raw, path, gzip_limit(os.fstat(raw.fileno()).st_size))
         try:
             head = stream.peek(head_bytes)[:head_bytes]
-            if check_head is not None:
-                check_head(head)
+            declared = check_head(head) if check_head is not None else None
             written = 0
             with open(dest, "wb") as out:
                 while True:
@@ -270,6 +271,9 @@ def gunzip_to(path: str | os.PathLike, dest: Path, check_head: Callable[[bytes],
                     if not chunk:
                         break
                     written += len(chunk)
+                    if declared is not None and written > declared + DECLARED_SLACK:
+                        raise InputError(path, f"unpacks past the {declared:,} bytes its own header declares: "
+                                               "corrupt, or a decompression bomb")
                     free = _free_bytes(dest.parent)
                     if free is not None and len(chunk) > free - TMP_RESERVE_BYTES:
                         raise InputError(path, _no_room(written, free, dest.parent))

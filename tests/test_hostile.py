@@ -203,6 +203,14 @@ def test_csv_with_one_2_gib_line_is_refused_before_reading_it(tmp_path):
 
 # ---------------------------------------------------------------- gzip bombs and temp files
 
+def _no_declared_size(head: bytes) -> bytes:
+    """A real SQLite header whose page count is not valid (version-valid-for != change counter),
+    so only the gzip bound stops an unpack."""
+    head = bytearray(head)
+    head[92:96] = (int.from_bytes(head[24:28], "big") + 1).to_bytes(4, "big")
+    return bytes(head)
+
+
 def _bomb(path: Path, head: bytes, zeros: int, level: int = 9) -> None:
     with gzip.open(path, "wb", compresslevel=level) as g:
         g.write(head)
@@ -229,11 +237,24 @@ def test_gzip_bomb_with_a_valid_header_stops_at_the_documented_bound(tmp_path, m
     monkeypatch.setattr("tempfile.tempdir", str(scratch))
     head = gzip.decompress((fixtures_dir / "nsys" / "sdpa_attention.sqlite.gz").read_bytes())[:4096]
     path = tmp_path / "bomb.sqlite.gz"
-    _bomb(path, head, 256 << 20)
+    _bomb(path, _no_declared_size(head), 256 << 20)
     before = io_bytes()[1]
     refuse(path, "decompression bomb")
     from diagnoser.inputs import gzip_limit
     assert io_bytes()[1] - before <= gzip_limit(path.stat().st_size) + (8 << 20)
+    assert list(scratch.iterdir()) == []
+
+
+def test_sqlite_gzip_stops_past_the_size_its_header_declares(tmp_path, monkeypatch, fixtures_dir):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    real = gzip.decompress((fixtures_dir / "nsys" / "sdpa_attention.sqlite.gz").read_bytes())
+    path = tmp_path / "bomb.sqlite.gz"
+    _bomb(path, real, 256 << 20)  # the real 1.2 MB export, then zeros its header does not declare
+    before = io_bytes()[1]
+    refuse(path, "its own header declares")
+    assert io_bytes()[1] - before < len(real) + (20 << 20)
     assert list(scratch.iterdir()) == []
 
 
@@ -252,7 +273,7 @@ def test_signal_while_unpacking_leaves_no_temp_file(tmp_path, fixtures_dir, sig)
     scratch.mkdir()
     head = gzip.decompress((fixtures_dir / "nsys" / "sdpa_attention.sqlite.gz").read_bytes())[:4096]
     path = tmp_path / "big.sqlite.gz"
-    _bomb(path, head, 1 << 30, level=1)  # a valid header, then zeros: unpacked for a while (bound raised)
+    _bomb(path, _no_declared_size(head), 1 << 30, level=1)  # a valid header, then zeros: unpacked for a while (bound raised)
     env = {**os.environ, "TMPDIR": str(scratch), "DIAGNOSER_GZIP_MAX_RATIO": "100000"}
     proc = subprocess.Popen([*DIAGNOSE, str(path)], env=env, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)

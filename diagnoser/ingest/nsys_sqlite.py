@@ -115,8 +115,9 @@ def _plain_sqlite(path: Path) -> Iterator[Path]:
         yield plain
 
 
-def _check_head(shown: Path, head: bytes) -> None:
-    """The 100-byte SQLite header: magic, a valid page size and the fixed payload fractions."""
+def _check_head(shown: Path, head: bytes) -> int | None:
+    """The 100-byte SQLite header: magic, a valid page size and the fixed payload fractions.
+    Returns the database size the header declares (None when its page count is not valid)."""
     if not head:
         raise InputError(shown, "file is empty; expected an Nsight Systems SQLite export")
     if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
@@ -127,6 +128,11 @@ def _check_head(shown: Path, head: bytes) -> None:
             or head[21:24] != b"\x40\x20\x20":
         raise InputError(shown, "corrupt SQLite header (invalid page size or payload fractions); "
                                 "expected an Nsight Systems SQLite export")
+    pages = int.from_bytes(head[28:32], "big")
+    # The in-header page count is valid when the change counter equals version-valid-for.
+    if head[24:28] == head[92:96] and pages:
+        return pages * (65536 if page_size == 1 else page_size)
+    return None
 
 
 def _check_header(shown: Path, db_file: Path) -> None:
@@ -134,13 +140,9 @@ def _check_header(shown: Path, db_file: Path) -> None:
     size = db_file.stat().st_size
     with open(db_file, "rb") as f:
         head = f.read(100)
-    _check_head(shown, head)
-    page_size = int.from_bytes(head[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(head[28:32], "big")
-    # The in-header page count is valid when the change counter equals version-valid-for.
-    if head[24:28] == head[92:96] and pages and size < pages * page_size:
-        raise InputError(shown, f"truncated SQLite database ({size} of {pages * page_size} bytes)")
+    declared = _check_head(shown, head)
+    if declared and size < declared:
+        raise InputError(shown, f"truncated SQLite database ({size} of {declared} bytes)")
 
 
 def _sqlite_problem(e: sqlite3.DatabaseError) -> str:
