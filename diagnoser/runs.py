@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from . import settings
@@ -87,8 +88,14 @@ def unique_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
     note per dropped one."""
     seen: dict = {}
     kept, notes = [], []
+    # only files of equal size can be copies: hash those alone (issue 14: no work on an input before
+    # its reader has had the chance to refuse it; a 2 GiB hostile file was hashed in full first)
+    sizes = Counter(os.path.getsize(p) for p in paths if os.path.isfile(p))
     for p in paths:
-        key = _identity(p) if os.path.isfile(p) else None
+        key = None
+        if os.path.isfile(p):
+            size = os.path.getsize(p)
+            key = _identity(p) if sizes[size] > 1 else ("size", size)
         real = os.path.realpath(p) if key is not None else p
         first = seen.get(key) if key is not None else None
         if first is not None:
