@@ -52,6 +52,7 @@ class Finding:
     launches: list["Finding"] = field(default_factory=list, repr=False)  # per-launch findings merged here
     kernels: list["Finding"] = field(default_factory=list, repr=False)  # per-kernel findings of a rule group
     evidence_sources: dict = field(default_factory=dict)  # evidence fact -> the source file (and reader) it came from
+    run: int | None = None  # which of several separate runs among the inputs (pipeline.Report.runs), None: one run
 
     def to_json(self) -> dict:
         out = {
@@ -63,6 +64,8 @@ class Finding:
             "sources": self.sources,
             "evidence_sources": {k: v for k, v in self.evidence_sources.items() if k in self.evidence},
         }
+        if self.run is not None:
+            out["run"] = self.run
         if self.marginal_gain is not None:
             out["marginal_gain"] = round(self.marginal_gain, 4)
         if self.overlaps:

@@ -68,6 +68,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
     settings: dict = field(default_factory=dict)  # how it was made: --param, rule packs, --set (RulePack.provenance)
+    runs: list[dict] = field(default_factory=list)  # [{run, inputs}] when the inputs are several separate runs
 
 
 def read_input(path, kind: str, progress: bool = False):
@@ -204,23 +205,30 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     from .analysis.crosssource import restate_kernel_findings
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
+    per_run, runs = [], []
     for groups, result, matched in analyse_runs(paths, progress):
+        runs.append({"run": len(runs) + 1, "inputs": [i["path"] for i in result.inputs]})
         all_inputs += result.inputs
         records, warnings = build_records(result.facts)
         notes += [n for g in groups for n in g.notes] + result.notes + warnings
         got, missing = evaluate(pack.rules, records, cat, matcher)
         got = restate_kernel_findings(got, matched)
         notes += close_calls(pack.rules, records, {f.rule for f in got})
-        findings += got
+        per_run.append(got)
         for ne in missing:
             skipped.setdefault(ne.rule, ne)
         for key, value in result.charts.items():
             charts.setdefault(key, value)
         facts += result.facts
-    findings = arrange(findings)
+    for i, got in enumerate(per_run):  # separate runs: ranked each on its own, one section after the other
+        arranged = arrange(got)
+        if len(per_run) > 1:
+            for f in arranged:
+                f.run = i + 1
+        findings += arranged
     fired_rules = {f.rule for f in findings}
     not_evaluated = [skipped[k] for k in sorted(skipped) if k not in fired_rules or skipped[k].subjects]
-    return Report(all_inputs, findings, not_evaluated, charts, notes, facts)
+    return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [])
 
 
 def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:

@@ -31,9 +31,35 @@ def finding_holds(ref: Rule, scope: str, idx: int, records: list[Record], fired:
     return any((ref.id, j) in fired for j, r in enumerate(records) if r.scope == ref.scope)
 
 
+# durable_rules refuses a fact of more than ~250 properties (error 302); an engine row holds 5 per field
+# a layer reads (value, presence and three type flags) plus flags: a layer is matched in chunks of
+# rules whose fields stay under this (rules are single-fact, so chunks are independent).
+MAX_FIELDS_PER_ROW = 40
+
+
+def _chunks(rules: list[Rule], compiled: list) -> list[tuple[list[Rule], list]]:
+    out: list[tuple[list, list]] = []
+    fields: set[str] = set()
+    for r, c in zip(rules, compiled):
+        if out and len(fields | set(c.facts)) + len(c.regex_flags) + len(c.finding_refs) > MAX_FIELDS_PER_ROW:
+            out.append(([], []))
+            fields = set()
+        if not out:
+            out.append(([], []))
+        out[-1][0].append(r)
+        out[-1][1].append(c)
+        fields |= set(c.facts)
+    return out
+
+
 def durable_matcher(rules: list[Rule], records: list[Record], fired: Fired, all_rules: dict[str, Rule]) -> Fired:
-    """Match one layer of rules with durable_rules."""
+    """Match one layer of rules with durable_rules (in chunks small enough for its fact size limit)."""
     compiled = [compile_rule(r) for r in rules]
+    if len(_chunks(rules, compiled)) > 1:
+        out: Fired = set()
+        for part_rules, _ in _chunks(rules, compiled):
+            out |= durable_matcher(part_rules, records, fired, all_rules)
+        return out
     fields = set().union(*(set(c.facts) for c in compiled)) if compiled else set()
     scopes = {r.scope for r in rules}
     rows, index = [], []

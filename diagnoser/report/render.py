@@ -246,6 +246,7 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
         "findings": [f.to_json() for f in (kept[:top] if top else kept)],
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
         "notes": report.notes,
+        **({"runs": report.runs} if getattr(report, "runs", None) else {}),
         "settings": dict({"diagnoser": __version__, "params": [], "rule_packs": [], "analysis_settings": []},
                          **_settings_json(report)),
     }
