@@ -74,11 +74,20 @@ def _satisfying_values(cond: Condition, out: dict, params: dict, negated: bool =
     elif cond.op == "in":
         out[cond.fact] = value[0] if not negated else "none_of_them"
     elif cond.op == "matches":
-        out[cond.fact] = "kernel"
+        out[cond.fact] = _matching_text(str(value)) if not negated else "~"
     elif cond.op in ("eq", "neq"):
         out[cond.fact] = float(value) if (cond.op == "eq") != negated else float(value) + 1.0
     else:
         out[cond.fact] = 1.0
+
+
+def _matching_text(pattern: str) -> str:
+    """A word the regex finds (its first alternative), for a synthetic value that matches."""
+    import re
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"^\(\?[a-z]+\)", "", pattern)):
+        if re.search(pattern, word):
+            return word
+    return "kernel"
 
 
 def _records(rule, values: dict) -> list[Record]:

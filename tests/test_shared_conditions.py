@@ -82,7 +82,8 @@ def test_unknown_condition_is_a_one_line_error_naming_the_known_ones(tmp_path):
                                          .replace("condition: attention-not-fused", "condition: attention-unfused"))
     result = CliRunner().invoke(cli, ["rules", "validate", str(tmp_path)])
     assert result.exit_code == 1 and result.output.count("\n") == 1
-    assert "`condition: attention-unfused` names no shared condition (known: attention-not-fused" in result.output
+    assert "`condition: attention-unfused` names no shared condition (known: " in result.output
+    assert "attention-not-fused" in result.output
 
 
 def test_conditions_only_file_validates_and_shows_in_rules_show(tmp_path):
@@ -103,3 +104,44 @@ def test_param_on_a_shared_condition_tunes_every_rule_using_it(tmp_path):
     from diagnoser.errors import DiagnoserError
     with pytest.raises(DiagnoserError, match="condition attention-not-fused has no param nope"):
         build_pack(tmp_path, overrides=["attention-not-fused.nope=1"], known_facts=catalogue())
+
+
+def _without_workload_guard(cond):
+    from diagnoser.rulespec.model import Condition
+    if cond.kind == "all":
+        return Condition(kind="all", items=tuple(_without_workload_guard(c) for c in cond.items
+                                                 if not (c.kind == "fact" and c.fact == "workload_kind")))
+    if cond.items:
+        return Condition(kind=cond.kind, items=tuple(_without_workload_guard(c) for c in cond.items))
+    return cond
+
+
+def _flat(cond):
+    """`all` inside `all` (a shared condition's own `all`) read as one `all`."""
+    from diagnoser.rulespec.model import Condition
+    items = []
+    for c in cond.items:
+        c = _flat(c)
+        items += list(c.items) if cond.kind == "all" and c.kind == "all" else [c]
+    return Condition(kind=cond.kind, fact=cond.fact, op=cond.op, value=cond.value, param=cond.param,
+                     finding=cond.finding, items=tuple(items))
+
+
+def test_shipped_training_and_inference_rules_write_a_shared_mechanism_once():
+    """A training and an inference rule testing the same thing (beyond the workload_kind guard)
+    use one shared condition, so their thresholds cannot drift apart."""
+    from diagnoser.pipeline import load_pack
+    rules = load_pack().rules
+    train = [r for r in rules.values() if r.tree == "train-slow"]
+    infer = [r for r in rules.values() if r.tree == "inference-slow"]
+    shared = {c for r in rules.values() for c in r.extra.get("conditions", ())}
+    assert len(shared) >= 5, "the shipped trees share their common mechanisms"
+    for t in train:
+        for i in infer:
+            same = _flat(_without_workload_guard(t.when)) == _flat(_without_workload_guard(i.when))
+            if same and t.params == i.params:
+                assert set(t.extra.get("conditions", ())) & set(i.extra.get("conditions", ())), \
+                    f"{t.id} and {i.id} test the same thing: move it to rules/shared.yaml as one condition"
+    for name in shared:
+        trees = {r.tree for r in rules.values() if name in r.extra.get("conditions", ())}
+        assert {"train-slow", "inference-slow"} <= trees, name

@@ -86,10 +86,19 @@ def _python_yaml(path: Path, text: str):
 
 
 def load_rule_file(path: Path, known_facts: dict | None = None, shipped: bool = False) -> list[Rule]:
-    """Rules of one file, validated (its own `conditions:` only; build_pack shares them across files)."""
-    data = file_data(Path(path))
-    shared = {name: (c, str(path)) for name, c in data["conditions"].items()}
-    return build_rules(Path(path), data, shared, known_facts, shipped)
+    """Rules of one file, validated; `{condition: NAME}` from the conditions of its folder's rule
+    files (its pack) and its own."""
+    path = Path(path)
+    data = file_data(path)
+    shared = {}
+    for other in rule_files(path.parent) if path.parent.is_dir() else []:
+        if other.resolve() != path.resolve():
+            try:
+                shared.update({n: (c, str(other)) for n, c in file_data(other)["conditions"].items()})
+            except RuleError:
+                continue  # a broken neighbour is its own error, reported when it is loaded
+    shared.update({name: (c, str(path)) for name, c in data["conditions"].items()})
+    return build_rules(path, data, shared, known_facts, shipped)
 
 
 def file_data(path: Path) -> dict:
