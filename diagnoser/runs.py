@@ -1,8 +1,10 @@
 """Which inputs are one run: decided from what they measured, never from their file names.
 
-A timeline (Nsight Systems export, PyTorch trace, or the ranks of one distributed run) and another
-timeline are one run when most of each one's steady kernel time is in kernels the other runs with
-the same launch configuration (demangled name, grid, block); an Nsight Compute report belongs to a
+A timeline (Nsight Systems export, PyTorch trace, or the ranks of one distributed run) and a
+timeline of the other tool are one run when most of each one's steady kernel time is in kernels
+the other runs with the same launch configuration (demangled name, grid, block) for a similar time
+per step; two files of the same tool are two profiling sessions, never merged (twin runs of one
+script run the same kernels: the kernels cannot tell them apart); an Nsight Compute report belongs to a
 timeline when most of its profiled GPU time is in launches whose (name, grid, block) the timeline
 runs. The same file given twice (by another path or as a copy) is read once. Memory inputs
 (snapshots, memory_stats) carry no kernels to match on: they are diagnosed on their own.
@@ -183,6 +185,10 @@ def ncu_match(timeline, kernels) -> float:
     return min(sum(l.get("share", 0.0) for l in hits) / total, len(hits) / len(launches))
 
 
+def _tool(group) -> str:
+    return "nsys" if any(k.startswith("nsys") for k in group.kinds) else "torch"
+
+
 def group_runs(analysed: list) -> list[Run]:
     """[(Group, AnalysisResult)] -> runs, in input order: timelines that match join the first run they
     match; each ncu report joins the best-matching run's timeline; memory and unmatched inputs stand alone."""
@@ -192,6 +198,8 @@ def group_runs(analysed: list) -> list[Run]:
         if g.family != "timeline":
             continue
         for run in runs:
+            if _tool(g) in {_tool(x) for x, _ in run.members}:
+                continue  # one profiler session writes one file (per rank): two files of one tool are two sessions
             t = run.members[0][1]
             m = timelines_match(t, r)
             if m >= share:

@@ -131,3 +131,10 @@ def test_kernel_key_name_reads_nsys_ncu_and_kineto_spellings_alike():
     b = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const, std::array<char*, 2ul>>(int, at::native::direct_copy_kernel_cuda)"
     assert kernel_key_name(a) == kernel_key_name(b)
     assert kernel_key_name("void f<8>(int)") != kernel_key_name("void f<4>(int)")
+
+
+def test_twin_runs_of_one_script_under_one_tool_stay_separate():
+    """The U-Net twins run the same kernels (caching allocator on / off): two torch files are two sessions."""
+    rep = diagnose(["fixtures/torch/m_train_unet_cached.pt.trace.json.gz", "fixtures/torch/m_train_unet_no_cache.pt.trace.json.gz"])
+    assert [r["run"] for r in rep.runs] == [1, 2]
+    assert {f.run for f in rep.findings if f.category == "allocator_churn"} == {2}
