@@ -44,6 +44,11 @@ AUTO_POOL_MIN_BYTES = 64 << 20
 _EXECUTION = {"jobs": 1, "scheduler": None}
 
 
+def settings_overrides() -> dict:
+    from . import settings
+    return settings.current_overrides()
+
+
 @contextmanager
 def executing(jobs: int | None = 1, scheduler: str | None = None):
     """Within this block, load_groups measures rank traces on `jobs` local processes (None or 0: one
@@ -96,11 +101,20 @@ def _local_file(source: str, read_path: str):
 
 
 def measure_trace(source: str, kind: str | None = None, read_path: str | None = None,
-                  progress: bool = False) -> RankOutcome:
+                  progress: bool = False, overrides: dict | None = None) -> RankOutcome:
     """THE per-rank function: read one timeline trace, measure it, drop its tables, return the summary.
     `source` names it in the report; `read_path` is where this process reads it (an absolute path
     or a URL; default `source`); `kind` is sniffed when not given. Never raises for a bad trace:
-    the problem comes back on the outcome, so one corrupt rank does not stop the others."""
+    the problem comes back on the outcome, so one corrupt rank does not stop the others.
+    `overrides`: the analysis settings in force on the client (`--set`, rule packs); a worker process
+    does not share the client's settings, so it measures under them explicitly."""
+    from . import settings
+    with settings.overridden(overrides or {}):
+        return _measure_trace(source, kind, read_path, progress)
+
+
+def _measure_trace(source: str, kind: str | None, read_path: str | None, progress: bool) -> RankOutcome:
+    """Measure one rank (see measure_trace)."""
     from .analysis.timeline import measure_timeline
     from .inputs import sniff
     from .pipeline import READERS, read_input
@@ -216,7 +230,9 @@ def _on_pool(items, jobs: int, bar: RankProgress) -> list[RankOutcome]:
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
     futures: dict = {}
     try:
-        futures = {pool.submit(measure_trace, source, kind): i for i, (source, kind) in enumerate(items)}
+        overrides = settings_overrides()
+        futures = {pool.submit(measure_trace, source, kind, None, False, overrides): i
+                   for i, (source, kind) in enumerate(items)}
         for fut in as_completed(futures):
             i = futures.pop(fut)
             results[i] = _result(fut, items[i][0])
@@ -267,8 +283,9 @@ def _on_dask(items, scheduler: str, bar: RankProgress) -> list[RankOutcome]:
         raise DiagnoserError(f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}: {e})") from None
     results: dict[int, RankOutcome] = {}
     try:
-        futures = client.map(measure_trace, [s for s, _ in items], [k for _, k in items], reads,
-                             pure=False, retries=retries, resources=_resources())
+        n = len(items)
+        futures = client.map(measure_trace, [s for s, _ in items], [k for _, k in items], reads, [False] * n,
+                             [settings_overrides()] * n, pure=False, retries=retries, resources=_resources())
         index = {f.key: i for i, f in enumerate(futures)}
         for fut in as_completed(futures, loop=client.loop):
             i = index[fut.key]
