@@ -48,6 +48,8 @@ PAIRS = [
      {"TRAIN014": "fixed"}, "step_time_ms_p50"),
     (T / "m_setup_convnet_from_start.pt.trace.json.gz", T / "m_setup_convnet_scheduled.pt.trace.json.gz",
      {"TRAIN015": "fixed"}, "gpu_busy_pct"),
+    (T / "p_opt_single_tensor.pt.trace.json.gz", T / "p_opt_fused.pt.trace.json.gz",
+     {"TRAIN010": "fixed"}, "step_time_ms_p50"),
     (M / "o_eval_keeps_graph.snapshot.pickle.gz", M / "o_eval_no_grad.snapshot.pickle.gz",
      {"OOM003": "fixed"}, "peak_allocated_gib"),
     (M / "o_knn_broadcast.snapshot.pickle.gz", M / "o_knn_cdist.snapshot.pickle.gz",
