@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .kernel_names import without_parameters
 from . import settings
 
 SAME_RUN_SHARE = settings.register(
@@ -48,16 +49,7 @@ def kernel_key_name(name) -> str:
     false/true as 0/1 (Nsight Systems' `<32, 0>` is Kineto's `<32u, false>`)."""
     text = re.sub(r"\b(void|const)\b", "", _CAST.sub("", _SCOPE.sub("", str(name or ""))))
     text = _LAMBDA.sub(r"{lambda(\1)#\2}", _SPACE.sub("", text))
-    depth, cut = 0, len(text)
-    for i, ch in enumerate(text):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0 and i > 0:
-            cut = i
-            break
-    text = _UNSIGNED.sub(r"\1", text[:cut])
+    text = _UNSIGNED.sub(r"\1", without_parameters(text))
     return re.sub(r"\b(false|true)\b", lambda m: _BOOL[m.group(1)], text)
 
 

@@ -11,6 +11,7 @@ import math
 import re
 
 from ..facts import AnalysisResult, Fact, FactSpec, Subject
+from .kernel_units import _num  # one reading of a metric value for both modules
 from .kernel_units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
                            pipe_facts, tensor_core_switch)
 
@@ -120,14 +121,6 @@ CATALOGUE: list[FactSpec] = [
     _k("ncu_top_rule_message", "string", "", "first sentence of that rule's message"),
     _k("ncu_sol_verdict", "string", "", "first sentence of Nsight Compute's SOLBottleneck message"),
 ]
-
-
-def _num(metrics: dict, name: str) -> float | None:
-    v = metrics.get(name)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
 
 
 def _ratio(a: float | None, b: float | None, scale: float = 1.0) -> float | None:

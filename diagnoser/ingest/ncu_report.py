@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
+from ..kernel_names import without_parameters
 from ..errors import InputError
 from ..inputs import GzipStream, open_input, regular_file
 from ..progress import NULL_PROGRESS, Progress
@@ -253,17 +254,7 @@ _SHORT_RE = re.compile(r"[A-Za-z_~][A-Za-z0-9_~]*")
 
 def short_kernel_name(name: str) -> str:
     """Function name alone: `void ns::f<int>(float*)` -> `f`; `nvjet_x` stays `nvjet_x`."""
-    s = name.strip()
-    depth, cut = 0, len(s)
-    for i, ch in enumerate(s):  # strip the parameter list: first '(' at template depth 0
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0 and i > 0:
-            cut = i
-            break
-    s = s[:cut]
+    s = without_parameters(name.strip())
     out, depth = [], 0  # drop template arguments
     for ch in s:
         if ch == "<":
