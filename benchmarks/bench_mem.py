@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
         top = next((f for f in report.findings if f.severity in ("critical", "warning")), None)
         summary = f"first finding: {top.category if top else 'none'}"
     else:
-        from diagnoser.analysis.memory import analyze_snapshot
+        from diagnoser.memory.analysis import analyze_snapshot
         from diagnoser.ingest.mem_snapshot import load_snapshot
         snap = load_snapshot(path)
         t_read = time.perf_counter() - t0

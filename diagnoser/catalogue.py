@@ -10,8 +10,8 @@ import importlib
 
 from .facts import FactSpec
 
-ANALYSIS_MODULES = ("diagnoser.analysis.timeline_catalogue", "diagnoser.analysis.kernels",
-                    "diagnoser.analysis.memory_catalogue", "diagnoser.analysis.crosssource_catalogue")
+ANALYSIS_MODULES = ("diagnoser.timeline.catalogue", "diagnoser.kernels.catalogue",
+                    "diagnoser.memory.catalogue", "diagnoser.runs.catalogue")
 
 
 def catalogue() -> dict[str, FactSpec]:

@@ -38,9 +38,9 @@ MAX_WORLD_SIZE = 1 << 20
 MISSING_RANKS_SHOWN = 16
 # analysis family -> (module, function taking a list of models)
 ANALYSES = {
-    "timeline": ("diagnoser.analysis.rank_scale", "ranks_analysis"),  # models: MeasuredTimelines
-    "kernel": ("diagnoser.analysis.kernels", "kernel_analysis"),
-    "memory": ("diagnoser.analysis.memory", "memory_analysis"),
+    "timeline": ("diagnoser.timeline.rank_scale", "ranks_analysis"),  # models: MeasuredTimelines
+    "kernel": ("diagnoser.kernels.analysis", "kernel_analysis"),
+    "memory": ("diagnoser.memory.analysis", "memory_analysis"),
 }
 
 
@@ -176,11 +176,11 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
 
 
 def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResult, set]]:
-    """Every run among the inputs (diagnoser.runs decides which inputs are one run) as
+    """Every run among the inputs (diagnoser.runs.grouping decides which inputs are one run) as
     (its groups, its merged AnalysisResult, the ncu launch ids matched to its timeline)."""
-    from .analysis.crosssource import merge_run
+    from .runs.merge import merge_run
     from .ranks import expand_inputs
-    from .runs import group_runs, unique_inputs
+    from .runs.grouping import group_runs, unique_inputs
     paths, dup_notes = unique_inputs(expand_inputs(paths))
     runs = group_runs([(g, analyse(g)) for g in load_groups(paths, progress=progress)])
     out = []
@@ -202,7 +202,7 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
 
 
 def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
-    from .analysis.crosssource import restate_kernel_findings
+    from .runs.merge import restate_kernel_findings
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
     per_run, runs = [], []

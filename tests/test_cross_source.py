@@ -10,7 +10,7 @@ import pytest
 
 from diagnoser.pipeline import analyse, diagnose, load_groups
 from diagnoser.report.render import report_json
-from diagnoser.runs import kernel_key_name
+from diagnoser.runs.grouping import kernel_key_name
 
 NSYS = "fixtures/nsys/c_train_mlp.sqlite.gz"
 NCU = "fixtures/ncu/c_train_mlp_top.raw.csv.gz"

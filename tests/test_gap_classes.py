@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnoser.analysis.timeline_gaps import (ALLOC, COMM, DATA, LAUNCH, SYNC, UNEXPLAINED, HostActivity,
+from diagnoser.timeline.gaps import (ALLOC, COMM, DATA, LAUNCH, SYNC, UNEXPLAINED, HostActivity,
                                               classify_gaps)
-from diagnoser.analysis.timeline_intervals import IntervalSet
+from diagnoser.timeline.intervals import IntervalSet
 from diagnoser.timeline.api_kinds import api_kind
 
 MS = 1_000_000

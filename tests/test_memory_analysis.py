@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from diagnoser.analysis.memory import CATALOGUE, OWNERS, analyze_snapshot, memory_analysis, phase_of_stack
+from diagnoser.memory.analysis import CATALOGUE, OWNERS, analyze_snapshot, memory_analysis, phase_of_stack
 from diagnoser.ingest.mem_snapshot import Frame, load_snapshot
 from diagnoser.ingest.mem_stats import read_memory_stats, read_memory_summary
 from diagnoser.pipeline import diagnose

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from diagnoser.analysis.memory import analyze_snapshot
+from diagnoser.memory.analysis import analyze_snapshot
 from diagnoser.ingest.mem_snapshot import load_snapshot
 from diagnoser.pipeline import diagnose
 from tests.conftest import FIXTURES, REPO_ROOT
@@ -194,7 +194,7 @@ def test_synthetic_forward_only_loop_from_two_calling_lines_counts_every_call(tm
 
 @pytest.mark.parametrize("name", ["o_knn_broadcast", "o_knn_cdist", "o_eval_keeps_graph", "o_eval_no_grad"])
 def test_mechanism_snapshot_facts_are_catalogued_and_bounded(name):
-    from diagnoser.analysis.memory import CATALOGUE
+    from diagnoser.memory.analysis import CATALOGUE
     specs = {s.name: s for s in CATALOGUE}
     for fact in analyze_snapshot(load_snapshot(MEM / f"{name}.snapshot.pickle.gz")).facts:
         assert fact.name in specs, fact.name

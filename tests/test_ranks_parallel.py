@@ -194,7 +194,7 @@ def test_a_rank_outside_its_world_is_named_and_the_others_diagnosed(tmp_path):
 
 
 def test_collective_names_rank_ranges_and_dask_resources_parse(monkeypatch):
-    from diagnoser.analysis.rank_scale import collective_name, rank_ranges
+    from diagnoser.timeline.rank_scale import collective_name, rank_ranges
     from diagnoser.distributed import _resources
     from diagnoser.errors import DiagnoserError
     assert collective_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == \

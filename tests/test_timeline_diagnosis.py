@@ -116,7 +116,7 @@ def test_collectives_are_matched_per_step_stream_and_order_and_the_shortest_is_t
     # synthetic: two ranks, NCCL stream ids differ between ranks; one step has a different count
     import numpy as np
 
-    from diagnoser.analysis.timeline_ranks import CollectiveKernels, transfer_per_kernel
+    from diagnoser.timeline.ranks import CollectiveKernels, transfer_per_kernel
 
     def ranks_kernels(rows, labels):
         step, stream, start, dur = (np.array(c) for c in zip(*rows))

@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnoser.analysis.timeline import CATALOGUE, analyze_timeline, timeline_analysis
-from diagnoser.analysis.timeline_gaps import IDLE_CLASSES
-from diagnoser.analysis.timeline_intervals import IntervalSet, intersect, subtract
-from diagnoser.analysis.timeline_kernels import categorize, tensor_core_use
-from diagnoser.analysis.timeline_ranks import RankSummary, straggler_analysis
+from diagnoser.timeline.analysis import CATALOGUE, analyze_timeline, timeline_analysis
+from diagnoser.timeline.gaps import IDLE_CLASSES
+from diagnoser.timeline.intervals import IntervalSet, intersect, subtract
+from diagnoser.timeline.kernels import categorize, tensor_core_use
+from diagnoser.timeline.ranks import RankSummary, straggler_analysis
 from diagnoser.facts import FactSpec
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 from diagnoser.ingest.torch_trace import read_torch_trace

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnoser.analysis.timeline import analyze_timeline
-from diagnoser.analysis.timeline_gaps import _cut
-from diagnoser.analysis.timeline_intervals import IntervalSet, searchsorted
-from diagnoser.analysis.timeline_kernels import ATTENTION_WINDOW_KERNELS, _unfused_blocks
-from diagnoser.analysis.timeline_view import Names, first_rows, lookup
+from diagnoser.timeline.analysis import analyze_timeline
+from diagnoser.timeline.gaps import _cut
+from diagnoser.timeline.intervals import IntervalSet, searchsorted
+from diagnoser.timeline.kernels import ATTENTION_WINDOW_KERNELS, _unfused_blocks
+from diagnoser.timeline.view import Names, first_rows, lookup
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 from diagnoser.ingest.torch_trace import read_torch_trace
 

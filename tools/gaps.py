@@ -3,8 +3,8 @@ import sys
 import numpy as np
 from diagnoser.pipeline import read_input
 from diagnoser import inputs
-from diagnoser.analysis.timeline_view import TimelineView
-from diagnoser.analysis.timeline_gaps import device_busy
+from diagnoser.timeline.view import TimelineView
+from diagnoser.timeline.gaps import device_busy
 
 path = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 8

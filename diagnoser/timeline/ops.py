@@ -2,7 +2,7 @@
 lands, and the op distribution (the profiler's key_averages view).
 
 `top_kernels()` groups the steady-state kernels by (demangled name, grid, block), the key an Nsight
-Compute launch is matched on (diagnoser/analysis/crosssource.py), and gives each its launches and
+Compute launch is matched on (diagnoser/runs/merge.py), and gives each its launches and
 time per steady step and its share of step time. `ncu_window()` turns the per-step launch counts of
 the top kernels into `--launch-skip` / `--launch-count` that land in a steady step.
 """

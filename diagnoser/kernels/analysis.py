@@ -10,14 +10,12 @@ from __future__ import annotations
 import math
 import re
 
-from ..facts import AnalysisResult, Fact, FactSpec, Subject
-from .kernel_units import _num  # one reading of a metric value for both modules
-from .kernel_units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
+from ..facts import AnalysisResult, Fact, Subject
+from .units import _num  # one reading of a metric value for both modules
+from .units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
                            pipe_facts, tensor_core_switch)
 
-READER = "ncu"
-COLLECT_FULL = "ncu --set full -o report <app>   (these metrics are not in --set basic)"
-COLLECT = "ncu --set full -o report <app>"
+from .catalogue import CATALOGUE, COLLECT, COLLECT_FULL, READER  # noqa: F401 (re-exported)
 
 SOL_HIGH_PCT = 60.0  # only for the chart's colouring; rules use their own params
 
@@ -41,86 +39,6 @@ LIMITERS = (("registers", "launch__occupancy_limit_registers"),
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 
 
-def _k(name, type_, unit, meaning, collect=COLLECT):
-    return FactSpec(name, type_, unit, meaning, subject="kernel",
-                    sources=("ncu-rep", "ncu-csv-raw", "ncu-csv-details"), collect=collect)
-
-
-def _r(name, type_, unit, meaning):
-    return FactSpec(name, type_, unit, meaning, subject="run",
-                    sources=("ncu-rep", "ncu-csv-raw", "ncu-csv-details"), collect=COLLECT)
-
-
-CATALOGUE: list[FactSpec] = [
-    _r("kernel_launch_count", "number", "count", "kernel launches profiled in the Nsight Compute report"),
-    _r("kernel_distinct_count", "number", "count", "distinct kernels (by demangled name) in the report"),
-    _r("kernel_gpu_time_total_ms", "number", "ms", "sum of the profiled launches' durations"),
-    _r("device_sm_count", "number", "count", "streaming multiprocessors on the profiled GPU"),
-    _k("kernel_name", "string", "", "demangled kernel name"),
-    _k("kernel_base_name", "string", "", "function name without namespaces/templates; groups launches"),
-    _k("is_library_kernel", "bool", "", "kernel comes from cuBLAS/cuDNN/CUTLASS/flash-attention/NCCL/CUB"),
-    _k("library_name", "string", "", "which library the kernel belongs to (only for library kernels)"),
-    _k("kernel_origin", "string", "", "whose code it is, by name: cuBLAS | cuDNN | flash-attention | CUTLASS | NCCL | CUB | Triton | PyTorch | user code (a cuBLAS-built GEMM launched between cuDNN convolution kernels is cuDNN's)"),
-    _k("tensor_core_switch", "string", "", "the call that puts this kernel's FP32 matrix math on tensor cores (depends on kernel_origin)"),
-    _k("kernel_time_rank", "number", "count", "1 for the launch with the most GPU time in the report, 2 for the next, ..."),
-    _k("kernel_duration_us", "number", "us", "GPU time of the launch (gpu__time_duration.sum)"),
-    _k("kernel_time_share_pct", "number", "%", "launch duration as a share of all profiled GPU time"),
-    _k("sm_throughput_pct", "number", "%", "SM Speed of Light: sm__throughput, % of peak"),
-    _k("memory_throughput_pct", "number", "%", "memory Speed of Light: gpu__compute_memory_throughput, % of peak"),
-    _k("sol_max_pct", "number", "%", "the larger of SM and memory throughput (distance to Speed of Light)"),
-    _k("sol_bound_side", "string", "", "which Speed-of-Light side is higher: sm | memory"),
-    _k("dram_throughput_pct", "number", "%", "DRAM throughput, % of peak"),
-    _k("l1_throughput_pct", "number", "%", "L1/TEX throughput, % of peak (active)"),
-    _k("l2_throughput_pct", "number", "%", "L2 throughput, % of peak"),
-    _k("achieved_occupancy_pct", "number", "%", "achieved warps per SM as % of the hardware maximum"),
-    _k("theoretical_occupancy_pct", "number", "%", "theoretical occupancy given registers/shared memory/block size"),
-    _k("occupancy_achieved_of_theoretical_pct", "number", "%", "achieved occupancy as % of theoretical"),
-    _k("occupancy_limiter", "string", "", "what caps theoretical occupancy: registers | shared_memory | block_size | blocks | none"),
-    _k("waves_per_sm", "number", "count", "launch__waves_per_multiprocessor"),
-    _k("grid_blocks_count", "number", "count", "blocks in the grid"),
-    _k("block_threads_count", "number", "count", "threads per block"),
-    _k("grid_sm_fill_pct", "number", "%", "blocks per SM count as % (100 = at least one block on every SM)"),
-    _k("registers_per_thread_count", "number", "count", "registers allocated per thread"),
-    _k("local_memory_bytes", "number", "bytes", "local-memory (register spill / stack array) traffic through L1", COLLECT_FULL),
-    _k("local_memory_share_pct", "number", "%", "local-memory sectors as % of local + global L1 sectors", COLLECT_FULL),
-    _k("tensor_pipe_pct", "number", "%", "tensor pipe active cycles, % of peak (elapsed)"),
-    _k("fp32_pipe_pct", "number", "%", "FMA (FP32) pipe active cycles, % of peak (elapsed)"),
-    _k("fp64_pipe_pct", "number", "%", "FP64 pipe active cycles, % of peak (elapsed)"),
-    _k("xu_pipe_pct", "number", "%", "XU pipe (MUFU: reciprocal, rsqrt, sin/cos, exp2/log2; FP32 division), % of peak"),
-    _k("lsu_pipe_pct", "number", "%", "LSU pipe (shared/global/local memory instructions, shuffles), % of peak"),
-    _k("adu_pipe_pct", "number", "%", "ADU pipe (block barriers, divergent branches, constant loads), % of peak"),
-    _k("alu_pipe_pct", "number", "%", "ALU pipe (integer, logic, compare, conversion), % of peak"),
-    _k("issue_active_pct", "number", "%", "cycles an instruction was issued, % of peak (the issue-slot limit)"),
-    _k("sm_busiest_pipe", "string", "", "SM pipe with the highest utilization: " + " | ".join(PIPE_WORK)),
-    _k("sm_busiest_pipe_pct", "number", "%", "that pipe's utilization, % of its peak"),
-    _k("sm_busiest_pipe_work", "string", "", "what the busiest pipe executes (plain words for messages)"),
-    _k("sm_second_pipe_pct", "number", "%", "utilization of the next busiest pipe (the limit once the busiest is relieved)"),
-    _k("shared_inst_share_pct", "number", "%", "shared-memory instructions as % of executed instructions", COLLECT_FULL),
-    _k("shared_bank_conflicts_count", "number", "count", "shared-memory bank conflicts (L1 data pipe)", COLLECT_FULL),
-    _k("shared_bank_conflict_pct", "number", "%", "bank conflicts as % of shared-memory wavefronts", COLLECT_FULL),
-    _k("global_load_sectors_per_request", "number", "count", "32-byte sectors per global load request", COLLECT_FULL),
-    _k("global_store_sectors_per_request", "number", "count", "32-byte sectors per global store request", COLLECT_FULL),
-    _k("global_load_efficiency_pct", "number", "%", "bytes used per fetched sector, % (100 = fully coalesced loads)", COLLECT_FULL),
-    _k("global_store_efficiency_pct", "number", "%", "bytes used per written sector, % (100 = fully coalesced stores)", COLLECT_FULL),
-    _k("global_load_requests_count", "number", "count", "global load requests (warp level)", COLLECT_FULL),
-    _k("global_store_requests_count", "number", "count", "global store requests (warp level)", COLLECT_FULL),
-    _k("global_wasted_sector_share_pct", "number", "%", "global sectors (loads + stores) moved beyond the bytes requested, % of all global sectors", COLLECT_FULL),
-    _k("global_load_wasted_share_pct", "number", "%", "wasted load sectors, % of all global sectors", COLLECT_FULL),
-    _k("global_store_wasted_share_pct", "number", "%", "wasted store sectors, % of all global sectors", COLLECT_FULL),
-    _k("global_wasteful_access", "string", "", "which side wastes the sectors: loads | stores | loads and stores | none", COLLECT_FULL),
-    _k("active_threads_per_warp_count", "number", "count", "average active threads per executed warp instruction (32 = no divergence)", COLLECT_FULL),
-    _k("warp_efficiency_pct", "number", "%", "active threads per warp instruction as % of 32", COLLECT_FULL),
-    _k("dominant_stall_reason", "string", "", "warp stall reason with the most cycles per issued instruction", COLLECT_FULL),
-    _k("dominant_stall_share_pct", "number", "%", "that reason's share of all stall cycles", COLLECT_FULL),
-    _k("atomic_inst_count", "number", "count", "global atomic/reduction requests (warp level)", COLLECT_FULL),
-    _k("atomic_inst_share_pct", "number", "%", "global atomics/reductions as % of executed instructions", COLLECT_FULL),
-    _k("atomic_throughput_per_us", "number", "count", "global atomic/reduction requests per microsecond of kernel time", COLLECT_FULL),
-    _k("l2_atomic_hotspot_ratio", "number", "count", "busiest L2 slice's atomic unit activity / average (same-address contention)"),
-    _k("ncu_top_rule", "string", "", "Nsight Compute's own rule with the largest estimated speedup"),
-    _k("ncu_top_rule_speedup_pct", "number", "%", "that rule's estimated speedup (as Nsight Compute states it)"),
-    _k("ncu_top_rule_message", "string", "", "first sentence of that rule's message"),
-    _k("ncu_sol_verdict", "string", "", "first sentence of Nsight Compute's SOLBottleneck message"),
-]
 
 
 def _ratio(a: float | None, b: float | None, scale: float = 1.0) -> float | None:

@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from .. import settings
-from ..timeline.tables import Timeline
-from .timeline_intervals import IntervalSet
-from .timeline_names import COMM_KERNEL, name_mask, optimizer_ranges
-from .timeline_view import TimelineView
+from .tables import Timeline
+from .intervals import IntervalSet
+from .names import COMM_KERNEL, name_mask, optimizer_ranges
+from .view import TimelineView
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # `step_3`, `iter 3`, `train_step#3`, a span of iterations (`Step 30 to 40`), or a serving engine's
@@ -197,7 +197,7 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
 def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
     """Cut a Timeline into steps (see module doc) and place each on the GPU-completion clock.
 
-    `setup_end_ns`: when one-time start-up work ended (timeline_setup): a trace without steps is
+    `setup_end_ns`: when one-time start-up work ended (timeline/setup.py): a trace without steps is
     analysed from there on (steps found otherwise drop their first step as warm-up, as always)."""
     tl = tv.tl
     notes: list[str] = []

@@ -17,8 +17,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .kernel_names import without_parameters
-from . import settings
+from ..kernel_names import without_parameters
+from .. import settings
 
 SAME_RUN_SHARE = settings.register(
     "runs.same_run_kernel_share", 0.6, "fraction",

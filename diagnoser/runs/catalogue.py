@@ -1,4 +1,4 @@
-"""Facts that only a run with several sources has (diagnoser/analysis/crosssource.py): an Nsight
+"""Facts that only a run with several sources has (diagnoser/runs/merge.py): an Nsight
 Compute report matched to the timeline of the same run."""
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .. import settings
-from .memory_owners import DURABLE_OWNER, describe_call, describe_stack
+from .owners import DURABLE_OWNER, describe_call, describe_stack
 
 TEMP_PHASES = ("forward", "backward", "optimizer")
 STATEMENT_MIN_INTERMEDIATE = 0.5  # a first-run failing line's live intermediates, as a share of its request

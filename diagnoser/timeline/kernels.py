@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 
 from .. import settings
-from ..timeline.tables import Timeline
-from .timeline_intervals import IntervalSet
-from .timeline_names import COMM_KERNEL, name_mask, optimizer_ranges
-from .timeline_steps import Steps
-from .timeline_view import Names, TimelineView, codes_of, is_sorted
+from .tables import Timeline
+from .intervals import IntervalSet
+from .names import COMM_KERNEL, name_mask, optimizer_ranges
+from .steps import Steps
+from .view import Names, TimelineView, codes_of, is_sorted
 
 KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
                      "communication", "optimizer", "other")

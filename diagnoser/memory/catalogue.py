@@ -3,7 +3,7 @@ and how to collect the input that yields it (shown when a rule is "not evaluated
 from __future__ import annotations
 
 from ..facts import FactSpec
-from .memory_owners import OWNERS
+from .owners import OWNERS
 
 COLLECT_SNAPSHOT = ("record allocation history before the failing code and dump it after the OOM: "
                     "`torch.cuda.memory._record_memory_history(max_entries=100000)` ... "

@@ -1,6 +1,6 @@
 """Timeline facts the inference tree adds: device memory over the steady steps (kv_cache.py, from a
 PyTorch trace's allocator events and the device's total memory) and the op distribution
-(timeline_ops.op_distribution, from the trace's aten op ranges)."""
+(timeline/ops.py op_distribution, from the trace's aten op ranges)."""
 from __future__ import annotations
 
 from ..facts import FactSpec
@@ -30,7 +30,7 @@ CATALOGUE = [
        "per decode step shows here; a preallocated cache does not)"),
     _n("memory_events_per_step", "count", "allocator events (allocations and frees) per steady step"),
     FactSpec("ncu_attention_launch_skip", "number", "count", "`ncu --launch-skip` for the attention kernels "
-             "(the attention kernel pattern of timeline_kernels.py): their launches before the first steady step, at least one step's worth",
+             "(the attention kernel pattern of timeline/kernels.py): their launches before the first steady step, at least one step's worth",
              "run", SOURCES, OPS),
     FactSpec("ncu_attention_launch_count", "number", "count", "`ncu --launch-count` for the attention kernels: their "
              "launches in one steady step", "run", SOURCES, OPS),

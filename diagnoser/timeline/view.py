@@ -13,8 +13,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ..timeline.api_kinds import API_KINDS, api_kind
-from ..timeline.tables import Timeline
+from .api_kinds import API_KINDS, api_kind
+from .tables import Timeline
 
 
 def codes_of(values: pd.Series) -> tuple[np.ndarray, object]:

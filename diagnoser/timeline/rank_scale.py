@@ -20,8 +20,8 @@ from collections import Counter
 import numpy as np
 
 from ..facts import AnalysisResult
-from .timeline import measured_analysis
-from .timeline_ranks import transfer_per_kernel
+from .analysis import measured_analysis
+from .ranks import transfer_per_kernel
 
 # ranks are alike when their NCCL wait and their own work differ by less than this share of the step
 ALIKE_PCT_OF_STEP = 5.0

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..timeline.tables import Timeline
-from .timeline_view import Names
+from .tables import Timeline
+from .view import Names
 
 COMM_KERNEL = re.compile(r"nccl", re.I)  # NCCL kernels: communication, not compute
 OPTIMIZER_ANNOTATION = re.compile(r"^Optimizer\.step#")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import settings
-from ..timeline.tables import Timeline
-from .timeline_gaps import HostActivity
-from .timeline_intervals import IntervalSet
-from .timeline_steps import Steps
-from .timeline_view import TimelineView
+from .tables import Timeline
+from .gaps import HostActivity
+from .intervals import IntervalSet
+from .steps import Steps
+from .view import TimelineView
 
 SAME_SYNC_NS = settings.register("timeline.same_sync_ns", 20_000, "ns", "synchronizing calls closer than this (a device-to-host copy and the stream sync after it) count as one synchronization")
 

@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from .. import settings
-from ..timeline.api_kinds import API_KINDS
-from .timeline_intervals import IntervalSet
-from .timeline_names import name_mask
-from .timeline_view import TimelineView
+from .api_kinds import API_KINDS
+from .intervals import IntervalSet
+from .names import name_mask
+from .view import TimelineView
 
 SETUP_CALL_MIN_NS = settings.register("timeline.setup_call_min_ns", 1_000_000, "ns", "a host call this long with the GPU idle may be one-time start-up work")
 SETUP_OUTLIER_RATIO = settings.register("timeline.setup_outlier_ratio", 20, "x", "a long call is start-up work only when it takes this many times the median call of its name")

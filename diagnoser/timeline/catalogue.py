@@ -51,7 +51,7 @@ CATALOGUE: list[FactSpec] = [
     _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
     _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
     _n("setup_pct", "%", "share of the trace (first CUDA call or GPU activity to the end) spent in one-time start-up "
-       "work: context creation, lazy module loading, first-call costs, compilation (timeline_setup)"),
+       "work: context creation, lazy module loading, first-call costs, compilation (timeline/setup.py)"),
     _n("setup_ms", "ms", "host time in one-time start-up work"),
     _n("trace_span_ms", "ms", "from the first CUDA call or GPU activity to the last event of the trace"),
     _s("setup_calls", "the start-up calls that took the most time, with their time and count"),

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from .. import settings
-from .timeline_intervals import IntervalSet
-from .timeline_names import COMM_KERNEL, name_mask
-from .timeline_steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
-from .timeline_view import Names, TimelineView, is_sorted
+from .intervals import IntervalSet
+from .names import COMM_KERNEL, name_mask
+from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
+from .view import Names, TimelineView, is_sorted
 
 IDLE_CLASSES = ("data", "sync", "alloc", "launch", "communication", "unexplained")
 

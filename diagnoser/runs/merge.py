@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from .. import settings
 from ..facts import AnalysisResult, Fact, short_name
-from ..runs import kernel_key_name, launch_in, ncu_launches, timeline_durations
+from .grouping import kernel_key_name, launch_in, ncu_launches, timeline_durations
 
 DISAGREE_PCT = settings.register(
     "crosssource.disagree_pct", 5.0, "%",

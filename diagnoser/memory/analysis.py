@@ -8,8 +8,8 @@ for tensors the OOM caught alive, their stack's history), the short-lived tempor
 that is still alive (a leak; iterations are optimizer steps, backward passes or model calls).
 Charts: `memory_composition` [{owner, bytes, share_pct}], `memory_timeline` [{t_ms,
 allocated_bytes, reserved_bytes}] (<= 500 points), `top_sites` [{site, bytes, count, owner}].
-The fact catalogue is in memory_catalogue.py; owner, phase and site of a stack in memory_owners.py;
-the trace replay in memory_replay.py; owners by lifetime and iteration starts in memory_lifetimes.py.
+The fact catalogue is in catalogue.py; owner, phase and site of a stack in owners.py;
+the trace replay in replay.py; owners by lifetime and iteration starts in lifetimes.py.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
-from .memory_catalogue import CATALOGUE, COLLECT_SNAPSHOT
-from .memory_lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
-from .memory_owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
-from .memory_replay import SMALL_SEGMENT, AllocatorReplay
+from .catalogue import CATALOGUE, COLLECT_SNAPSHOT
+from .lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
+from .owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
+from .replay import SMALL_SEGMENT, AllocatorReplay
 
 __all__ = ["memory_analysis", "analyze_snapshot", "analyze_stats", "CATALOGUE", "OWNERS", "phase_of_stack",
            "site_of_stack"]

@@ -16,24 +16,24 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
-from ..timeline.tables import Timeline
-from .timeline_catalogue import CATALOGUE, SPECS
-from .timeline_gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
+from .tables import Timeline
+from .catalogue import CATALOGUE, SPECS
+from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
-from .timeline_intervals import IntervalSet
+from .intervals import IntervalSet
 from .kv_cache import kv_cache_stats
-from .timeline_ops import ncu_window, op_distribution, op_facts, top_kernels
-from .timeline_kernels import CATEGORY_PATTERNS
-from .timeline_kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
+from .ops import ncu_window, op_distribution, op_facts, top_kernels
+from .kernels import CATEGORY_PATTERNS
+from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
                                kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
-from .timeline_ranks import (CollectiveKernels, RankSummary, critical_rank, straggler_analysis,
+from .ranks import (CollectiveKernels, RankSummary, critical_rank, straggler_analysis,
                              transfer_per_kernel)
-from .timeline_setup import find_setup, setup_text, with_warmup
-from .timeline_steps import find_steps, phase_ms
-from .timeline_sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
-from .timeline_view import TimelineView
+from .setup import find_setup, setup_text, with_warmup
+from .steps import find_steps, phase_ms
+from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
+from .view import TimelineView
 
 __all__ = ["timeline_analysis", "measured_analysis", "measure_timeline", "CATALOGUE", "analyze_timeline"]
 
@@ -53,8 +53,8 @@ class TimelineMetrics:
     notes: list[str]
     rank: RankSummary | None
     comm: "RankComm | None" = None
-    kernels_chart: list = field(default_factory=list)  # timeline_ops.top_kernels rows
-    ops_chart: list = field(default_factory=list)  # timeline_ops.op_distribution rows
+    kernels_chart: list = field(default_factory=list)  # ops.top_kernels rows
+    ops_chart: list = field(default_factory=list)  # ops.op_distribution rows
 
 
 @dataclass
