@@ -16,319 +16,33 @@ shares one clock); rows sorted by start_ns, ties in file order.
 
 The file is streamed: the traceEvents array is cut into batches of whole events, each decoded by
 msgspec into small Structs and appended to numpy columns, so memory follows the tables, not the file.
+This module holds that stream scan and the entry point; the event schema and its Kineto vintages
+are in kineto_events.py, the columns and frames built from the decoded events in torch_tables.py.
 """
 from __future__ import annotations
 
-import functools
 import gc
 import gzip
 import os
 import re
 import zlib
-from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from ..errors import InputError
 from ..inputs import open_input
 from ..progress import Progress
-from ..timeline.tables import GPU_COLUMNS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, Timeline, empty_table
-
-_Num = int | float | str | None
-
-
-class _Args(msgspec.Struct, gc=False):
-    # Any: a field of an unexpected type (Triton's string `grid`, a list where a number was
-    # expected) is read as whatever it is and then ignored where it cannot be used, never fatal
-    correlation: Any = None
-    device: Any = None
-    stream: Any = None
-    bytes: Any = None
-    grid: Any = None
-    block: Any = None
-    # allocator events ([memory] instants, profile_memory=True)
-    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-    device_id: Any = msgspec.field(default=None, name="Device Id")
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-
-
-class _Event(msgspec.Struct, gc=False):
-    cat: str | None = ""
-    name: str = ""
-    pid: _Num = None
-    tid: _Num = None
-    ts: float = float("nan")
-    dur: float = 0.0
-    args: _Args | None = None
-
-
-class _Trace(msgspec.Struct):
-    traceEvents: list[_Event] | None = None
-    deviceProperties: list[dict[str, Any]] | None = None
-    distributedInfo: dict[str, Any] | None = None
-
-
-# cat -> bucket; old Kineto spellings included
-_KERNEL, _MEMCPY, _MEMSET, _RUNTIME, _ANNOTATION, _OP, _PYTHON = range(7)
-_BUCKET = {
-    "kernel": _KERNEL, "Kernel": _KERNEL, "gpu_memcpy": _MEMCPY, "Memcpy": _MEMCPY,
-    "gpu_memset": _MEMSET, "Memset": _MEMSET, "cuda_runtime": _RUNTIME, "cuda_driver": _RUNTIME,
-    "Runtime": _RUNTIME, "user_annotation": _ANNOTATION, "cpu_op": _OP, "Operator": _OP,
-    "python_function": _PYTHON,
-}
-_GPU_KIND = {_KERNEL: "kernel", _MEMCPY: "memcpy", _MEMSET: "memset"}
-# Kineto before 1.8 recorded the profiler's own annotations under cat "Operator", beside the aten
-# ops: these names are annotations whatever their category says.
-_ANNOTATION_NAME = re.compile(r"^(?:ProfilerStep#\d|enumerate\(DataLoader\)#|Optimizer\.(?:step|zero_grad)#)")
-_RANGE_KIND = {_ANNOTATION: "annotation", _OP: "op", _PYTHON: "python"}
-# CUPTI copy kinds as Kineto prints them; array copies are folded into the device side
-_COPY_KIND = {"HtoD": "HtoD", "DtoH": "DtoH", "DtoD": "DtoD", "HtoH": "HtoH", "PtoP": "PtoP",
-              "HtoA": "HtoD", "AtoH": "DtoH", "AtoD": "DtoD", "DtoA": "DtoD", "AtoA": "DtoD"}
-_MEMCPY_NAME = re.compile(r"Memcpy (\w+)(?: \(([^)]*)\))?")
-
-
-_INT64 = 1 << 63
-
-
-def _as_int(v, default: int = -1) -> int:
-    """An integer from a number or a string like "stream 7"; `default` for anything else."""
-    if isinstance(v, bool) or v is None:
-        return default
-    if isinstance(v, float):
-        v = int(v) if v == v and abs(v) < _INT64 else default
-    elif isinstance(v, str):
-        digits = re.search(r"-?\d{1,18}", v)
-        v = int(digits.group()) if digits else default
-    elif not isinstance(v, int):
-        return default  # a list, an object: not a number
-    return v if -_INT64 <= v < _INT64 else default
-
-
-def _ns(ts: list[float], dur: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values are checked after
-        start = np.rint(np.asarray(ts, dtype=np.float64) * 1000.0)
-        length = np.rint(np.asarray(dur, dtype=np.float64) * 1000.0)
-    return start, length
-
-
-MAX_NS = float(1 << 62)  # ~146 years: a time beyond it is corrupt (and start + dur still fits int64)
-
-
-class _Columns:
-    """Column accumulators filled one event batch at a time (numpy arrays per batch, no per-row
-    dicts); names are interned into integer codes, so each distinct name is stored once."""
-
-    def __init__(self):
-        self.names: dict[str, int] = {}
-        self.gpu: dict[str, list[np.ndarray]] = {}
-        self.host: dict[str, list[np.ndarray]] = {}
-        self.ranges: dict[str, list[np.ndarray]] = {}
-        self.memory: list[tuple] = []  # (ts, bytes, total allocated, total reserved, device) per device event
-
-    def add(self, events: list[_Event]) -> None:
-        buckets: list[list[_Event]] = [[] for _ in range(7)]
-        get = _BUCKET.get
-        for e in events:
-            b = get(e.cat)
-            if b is not None:
-                buckets[b].append(e)
-            elif e.name == "[memory]" and e.args is not None and _as_int(e.args.device_type) == 1:
-                a = e.args
-                self.memory.append((e.ts, _as_int(a.mem_bytes, 0), _as_int(a.total_allocated, 0),
-                                    _as_int(a.total_reserved, 0), _as_int(a.device_id)))
-        for b, evs in enumerate(buckets):
-            if not evs:
-                continue
-            table = self.gpu if b <= _MEMSET else self.host if b == _RUNTIME else self.ranges
-            cols = self._common(b, evs)
-            if b <= _MEMSET:
-                cols.update(_gpu_columns(b, evs))
-            else:
-                cols["thread"] = _int_array([e.tid for e in evs])
-                if b == _RUNTIME:
-                    cols["correlation"] = _int_array([e.args and e.args.correlation for e in evs])
-            for name, values in cols.items():
-                table.setdefault(name, []).append(values)
-
-    def _common(self, bucket: int, evs: list[_Event]) -> dict[str, np.ndarray]:
-        code, names = self.names.setdefault, self.names
-        return {
-            "code": np.array([code(e.name, len(names)) for e in evs], np.int32),
-            "ts": np.array([e.ts for e in evs], np.float64),
-            "dur": np.array([e.dur for e in evs], np.float64),
-            "bucket": np.full(len(evs), bucket, np.int8),
-        }
-
-    def tables(self, path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        uniques = np.empty(len(self.names), dtype=object)
-        uniques[:] = list(self.names)
-        kinds = np.array([_GPU_KIND.get(i, _RANGE_KIND.get(i, "")) for i in range(7)], object)
-        out = []
-        for parts, columns in ((self.gpu, GPU_COLUMNS), (self.host, HOST_COLUMNS),
-                               (self.ranges, RANGE_COLUMNS)):
-            if not parts:
-                out.append(empty_table(columns))
-                continue
-            cols = {name: np.concatenate(arrays) for name, arrays in parts.items()}
-            start, length = _checked_ns(path, cols.pop("ts"), cols.pop("dur"))
-            codes, bucket = cols.pop("code"), cols.pop("bucket")
-            if parts is self.ranges:
-                bucket = np.where((bucket == _OP) & _annotation_names(uniques)[codes], _ANNOTATION, bucket)
-            cols.update(name=uniques[codes], kind=kinds[bucket], start_ns=start, end_ns=start + length)
-            if "copy_kind" in cols:
-                cols["copy_kind"] = np.array(_COPY_KIND_CODES, object)[cols["copy_kind"]]
-            out.append(_frame(columns, start, cols))
-        return out[0], out[1], out[2]
-
-    def memory_table(self, path) -> pd.DataFrame:
-        if not self.memory:
-            return empty_table(MEMORY_COLUMNS)
-        ts, nbytes, alloc, reserved, device = zip(*self.memory)
-        start, _ = _checked_ns(path, np.asarray(ts, np.float64), np.zeros(len(ts)))
-        return _frame(MEMORY_COLUMNS, start, {"start_ns": start, "bytes": np.asarray(nbytes, np.int64),
-                                              "total_allocated": np.asarray(alloc, np.int64),
-                                              "total_reserved": np.asarray(reserved, np.int64),
-                                              "device": np.asarray(device, np.int64)})
-
-
-def _annotation_names(uniques: np.ndarray) -> np.ndarray:
-    return np.array([bool(_ANNOTATION_NAME.match(n)) for n in uniques], dtype=bool)
-
-
-_NO_ARGS = _Args()
-_COPY_KIND_CODES = ("", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
-
-
-@functools.lru_cache(maxsize=4096)
-def _copy_kind(name: str) -> tuple[int, bool]:
-    """("Memcpy HtoD (Pageable -> Device)") -> (code of "HtoD", pageable True)."""
-    m = _MEMCPY_NAME.match(name)
-    if not m:
-        return 0, False
-    kind = _COPY_KIND.get(m.group(1), "")
-    return _COPY_KIND_CODES.index(kind), "Pageable" in (m.group(2) or "")
-
-
-def _gpu_columns(bucket: int, evs: list[_Event]) -> dict[str, np.ndarray]:
-    args = [e.args or _NO_ARGS for e in evs]
-    n = len(evs)
-    kernel = bucket == _KERNEL
-    cols = {
-        "device": _int_array([a.device for a in args], fallback=[e.pid for e in evs]),
-        "stream": _int_array([a.stream for a in args], fallback=[e.tid for e in evs]),
-        "correlation": _int_array([a.correlation for a in args]),
-        "bytes": np.zeros(n, np.int64) if kernel else _int_array([a.bytes for a in args], 0),
-        "grid": _dims([a.grid for a in args]) if kernel else np.zeros(n, np.int64),
-        "block": _dims([a.block for a in args]) if kernel else np.zeros(n, np.int64),
-        "copy_kind": np.zeros(n, np.int8), "pageable": np.zeros(n, bool),
-    }
-    if bucket == _MEMCPY:
-        kinds = [_copy_kind(e.name) for e in evs]
-        cols["copy_kind"] = np.array([k for k, _ in kinds], np.int8)
-        cols["pageable"] = np.array([p for _, p in kinds], bool)
-    return cols
-
-
-def _dims(values: list) -> np.ndarray:
-    """Threads or blocks from [x, y, z] lists (0 when absent or not a list of integers)."""
-    try:
-        dims = np.array(values, np.int64)
-        if dims.ndim == 2 and dims.shape[1] == 3 and ((dims >= 0) & (dims < 1 << 20)).all():
-            return dims.prod(axis=1)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.zeros(len(values), np.int64)
-    given = [i for i, v in enumerate(values) if v]  # events without a grid stay 0 (no per-event call)
-    if given:
-        out[given] = [_product(values[i]) for i in given]
-    return out
-
-
-def _product(dims) -> int:
-    if not isinstance(dims, (list, tuple)) or not dims:
-        return 0
-    n = 1
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, int) or d < 0:
-            return 0
-        n *= d
-    return n if n < 1 << 62 else 0
-
-
-def _int_array(values: list, default: int = -1, fallback: list | None = None) -> np.ndarray:
-    """int64 array of values; None/odd ones become `default`, or the fallback list's value.
-
-    Absent values (None: an event without args) are filled in numpy; only the odd ones (text,
-    floats, huge numbers, lists) go through _as_int one by one."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    objs = np.fromiter(values, dtype=object, count=len(values))  # never broadcast a list value
-    out = _int_array(fallback, default) if fallback is not None else np.full(len(values), default, np.int64)
-    given = np.flatnonzero(~np.equal(objs, None))
-    if len(given):
-        try:
-            picked = np.array(objs[given].tolist(), dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
-            picked = np.array([_as_int(v, int(d)) for v, d in zip(objs[given].tolist(), out[given].tolist())],
-                              np.int64)
-        out[given] = picked
-    return out
-
-
-def _checked_ns(path, ts, dur) -> tuple[np.ndarray, np.ndarray]:
-    start, length = _ns(ts, dur)
-    if np.isnan(start).any():
-        raise InputError(path, "a trace event of a timed category lacks its ts")
-    if np.isnan(length).any():
-        raise InputError(path, "a trace event's dur is not a number")
-    if (np.abs(start) >= MAX_NS).any():
-        raise InputError(path, f"a trace event's ts ({_first(ts, np.abs(start) >= MAX_NS)} us) is out of range "
-                               "(beyond 146 years): not a profiler timestamp")
-    bad = (length < 0) | (length >= MAX_NS)
-    if bad.any():  # the first bad event in file order decides the words
-        first = float(dur[np.flatnonzero(bad)[0]])
-        if first < 0:
-            raise InputError(path, f"a trace event has a negative dur ({first:g} us)")
-        raise InputError(path, f"a trace event's dur ({first:g} us) is out of range (longer than 146 years): "
-                               "not a profiled duration")
-    return start.astype(np.int64), length.astype(np.int64)
-
-
-def _first(values: np.ndarray, bad: np.ndarray) -> str:
-    return f"{float(values[np.flatnonzero(bad)[0]]):g}"
-
-
-def _frame(columns: dict[str, str], start: np.ndarray, data: dict[str, np.ndarray]) -> pd.DataFrame:
-    order = np.argsort(start, kind="stable")
-    return pd.DataFrame({c: pd.Series(data[c][order], dtype=t, copy=False)
-                         for c, t in columns.items()})
-
-
-def _devices(props: list[dict] | None) -> list[dict]:
-    devices = []
-    for d in props or []:
-        if not isinstance(d, dict):
-            continue
-        major, minor = d.get("computeMajor"), d.get("computeMinor")
-        devices.append({
-            "id": _as_int(d.get("id"), len(devices)), "name": str(d.get("name", "")),
-            "sm_count": _as_int(d.get("numSms"), 0), "total_memory": _as_int(d.get("totalGlobalMem"), 0),
-            "cc": f"{major}.{minor}" if major is not None and minor is not None else "",
-        })
-    return devices
+from ..timeline.tables import Timeline
+from .kineto_events import KinetoEvent, KinetoTrace, as_int
+from .torch_tables import TraceColumns, devices_from_properties, process_groups
 
 
 _CHUNK_BYTES = 8 << 20  # decompressed bytes per read; tests shrink it to exercise batch edges
 _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb'\}\s*,\s*\{\s*["}]')  # `}, {"`: seldom inside a string or a value
-_EVENTS = msgspec.json.Decoder(list[_Event])
-_TRACE = msgspec.json.Decoder(_Trace)
+_EVENTS = msgspec.json.Decoder(list[KinetoEvent])
+_TRACE = msgspec.json.Decoder(KinetoTrace)
 _SYNTAX = msgspec.json.Decoder()  # untyped: a syntax check of a partial buffer
 _EMPTY_HELP = "expected a PyTorch profiler trace (JSON with traceEvents)"
 # Bounds from the data: Kineto writes its header (device properties, ids) in a few KB before
@@ -346,12 +60,12 @@ class _TraceStream:
     decode falls back to an exact scan that skips strings.
     """
 
-    def __init__(self, path, f, columns: _Columns, progress: Progress):
+    def __init__(self, path, f, columns: TraceColumns, progress: Progress):
         self.path, self.f, self.columns, self.progress = path, f, columns, progress
         self.raw = getattr(f, "fileobj", f)  # compressed position, for progress
         self.seen = 0  # events decoded so far, to name the bad one in errors
 
-    def read(self) -> _Trace:
+    def read(self) -> KinetoTrace:
         buf, head = self._header()
         if head is None:  # a bare JSON array of events
             return self._body(buf, b"[", list_tail=True)
@@ -373,7 +87,7 @@ class _TraceStream:
             got = self._readinto(view)
         return bytes(free[:got])
 
-    def _header(self) -> tuple[bytes, _Trace | None]:
+    def _header(self) -> tuple[bytes, KinetoTrace | None]:
         """Read up to the `[` that opens traceEvents; return what follows it and the header fields."""
         buf, pos = b"", 0
         while True:
@@ -411,7 +125,7 @@ class _TraceStream:
             raise InputError(self.path, f"not valid JSON ({e})") from None
         raise InputError(self.path, "JSON without traceEvents; " + _EMPTY_HELP)
 
-    def _body(self, rest: bytes, opener: bytes, list_tail: bool, head: _Trace | None = None) -> _Trace:
+    def _body(self, rest: bytes, opener: bytes, list_tail: bool, head: KinetoTrace | None = None) -> KinetoTrace:
         # One reused buffer: "[" + unfinished events; a batch is decoded in place by turning the
         # comma after its last event into "]", so no batch is copied and no page is faulted twice.
         buf = bytearray(b"[")
@@ -433,7 +147,7 @@ class _TraceStream:
             if list_tail:
                 with memoryview(buf) as view, view[:n] as events:
                     self._add(_EVENTS.decode(events))
-                return head or _Trace()
+                return head or KinetoTrace()
             tail = _TRACE.decode(opener + buf[1:n])
         except msgspec.MsgspecError as e:
             raise self._error(e) from None
@@ -491,7 +205,7 @@ class _TraceStream:
                 detail = re.sub(r" \(byte \d+\)", "", str(e))
                 raise InputError(self.path, f"malformed JSON in {where} ({detail})") from None
 
-    def _add(self, events: list[_Event]) -> None:
+    def _add(self, events: list[KinetoEvent]) -> None:
         self.columns.add(events)
         self.seen += len(events)
 
@@ -546,7 +260,7 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
     """
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     bar = Progress(f"reading {os.path.basename(str(path))}", total=size / 1e6, enabled=progress)
-    cols = _Columns()
+    cols = TraceColumns()
     # Nothing decoded here forms reference cycles (the event Structs are gc=False), yet the lists
     # of a big trace would trigger collection passes over the whole heap: pause the collector.
     collecting = gc.isenabled()
@@ -564,18 +278,10 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
     rank, world = dist.get("rank"), dist.get("world_size")
     return Timeline(
         path=str(path), source="torch", gpu=gpu, host=host, ranges=ranges,
-        devices=_devices(trace.deviceProperties),
-        rank=_as_int(rank) if rank is not None else None,
-        world_size=_as_int(world) if world is not None else None,
-        process_groups=_process_groups(dist.get("pg_config")),
+        devices=devices_from_properties(trace.deviceProperties),
+        rank=as_int(rank) if rank is not None else None,
+        world_size=as_int(world) if world is not None else None,
+        process_groups=process_groups(dist.get("pg_config")),
         memory=memory,
     ).validate()
 
-
-def _process_groups(pgs, limit: int = 1024) -> list[dict]:
-    """distributedInfo.pg_config as [{name, desc, size}] (entries of another shape are left out)."""
-    if not isinstance(pgs, list):
-        return []
-    return [{"name": str(pg.get("pg_name", ""))[:200], "desc": str(pg.get("pg_desc", ""))[:200],
-             "size": pg["pg_size"] if isinstance(pg.get("pg_size"), int) else None}
-            for pg in pgs[:limit] if isinstance(pg, dict)]

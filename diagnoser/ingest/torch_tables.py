@@ -1,0 +1,238 @@
+"""Decoded Kineto events -> the Timeline's gpu, host, ranges and memory tables (and device list).
+
+`TraceColumns` takes event batches as the stream scan (torch_trace.py) decodes them and keeps
+numpy columns per table, not per-row dicts, so memory follows the tables rather than the file.
+Which event lands where is decided by kineto_events.py; this module only converts loosely typed
+values (ids written as text, grids as lists), checks the times and builds the sorted frames.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..timeline.tables import GPU_COLUMNS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, empty_table
+from .kineto_events import (
+    ANNOTATION,
+    BUCKET_OF_CAT,
+    COPY_KIND_CODES,
+    GPU_KIND,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    NO_ARGS,
+    OP,
+    RANGE_KIND,
+    RUNTIME,
+    KinetoEvent,
+    annotation_names,
+    as_int,
+    copy_kind,
+)
+
+MAX_NS = float(1 << 62)  # ~146 years: a time beyond it is corrupt (and start + dur still fits int64)
+
+
+class TraceColumns:
+    """Column accumulators filled one event batch at a time (numpy arrays per batch, no per-row
+    dicts); names are interned into integer codes, so each distinct name is stored once."""
+
+    def __init__(self):
+        self.names: dict[str, int] = {}
+        self.gpu: dict[str, list[np.ndarray]] = {}
+        self.host: dict[str, list[np.ndarray]] = {}
+        self.ranges: dict[str, list[np.ndarray]] = {}
+        self.memory: list[tuple] = []  # (ts, bytes, total allocated, total reserved, device) per device event
+
+    def add(self, events: list[KinetoEvent]) -> None:
+        buckets: list[list[KinetoEvent]] = [[] for _ in range(7)]
+        get = BUCKET_OF_CAT.get
+        for e in events:
+            b = get(e.cat)
+            if b is not None:
+                buckets[b].append(e)
+            elif e.name == "[memory]" and e.args is not None and as_int(e.args.device_type) == 1:
+                a = e.args
+                self.memory.append((e.ts, as_int(a.mem_bytes, 0), as_int(a.total_allocated, 0),
+                                    as_int(a.total_reserved, 0), as_int(a.device_id)))
+        for b, evs in enumerate(buckets):
+            if not evs:
+                continue
+            table = self.gpu if b <= MEMSET else self.host if b == RUNTIME else self.ranges
+            cols = self._common(b, evs)
+            if b <= MEMSET:
+                cols.update(_gpu_columns(b, evs))
+            else:
+                cols["thread"] = _int_array([e.tid for e in evs])
+                if b == RUNTIME:
+                    cols["correlation"] = _int_array([e.args and e.args.correlation for e in evs])
+            for name, values in cols.items():
+                table.setdefault(name, []).append(values)
+
+    def _common(self, bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
+        code, names = self.names.setdefault, self.names
+        return {
+            "code": np.array([code(e.name, len(names)) for e in evs], np.int32),
+            "ts": np.array([e.ts for e in evs], np.float64),
+            "dur": np.array([e.dur for e in evs], np.float64),
+            "bucket": np.full(len(evs), bucket, np.int8),
+        }
+
+    def tables(self, path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        uniques = np.empty(len(self.names), dtype=object)
+        uniques[:] = list(self.names)
+        kinds = np.array([GPU_KIND.get(i, RANGE_KIND.get(i, "")) for i in range(7)], object)
+        out = []
+        for parts, columns in ((self.gpu, GPU_COLUMNS), (self.host, HOST_COLUMNS),
+                               (self.ranges, RANGE_COLUMNS)):
+            if not parts:
+                out.append(empty_table(columns))
+                continue
+            cols = {name: np.concatenate(arrays) for name, arrays in parts.items()}
+            start, length = _checked_ns(path, cols.pop("ts"), cols.pop("dur"))
+            codes, bucket = cols.pop("code"), cols.pop("bucket")
+            if parts is self.ranges:
+                bucket = np.where((bucket == OP) & annotation_names(uniques)[codes], ANNOTATION, bucket)
+            cols.update(name=uniques[codes], kind=kinds[bucket], start_ns=start, end_ns=start + length)
+            if "copy_kind" in cols:
+                cols["copy_kind"] = np.array(COPY_KIND_CODES, object)[cols["copy_kind"]]
+            out.append(_frame(columns, start, cols))
+        return out[0], out[1], out[2]
+
+    def memory_table(self, path) -> pd.DataFrame:
+        if not self.memory:
+            return empty_table(MEMORY_COLUMNS)
+        ts, nbytes, alloc, reserved, device = zip(*self.memory)
+        start, _ = _checked_ns(path, np.asarray(ts, np.float64), np.zeros(len(ts)))
+        return _frame(MEMORY_COLUMNS, start, {"start_ns": start, "bytes": np.asarray(nbytes, np.int64),
+                                              "total_allocated": np.asarray(alloc, np.int64),
+                                              "total_reserved": np.asarray(reserved, np.int64),
+                                              "device": np.asarray(device, np.int64)})
+
+
+def _gpu_columns(bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
+    args = [e.args or NO_ARGS for e in evs]
+    n = len(evs)
+    kernel = bucket == KERNEL
+    cols = {
+        "device": _int_array([a.device for a in args], fallback=[e.pid for e in evs]),
+        "stream": _int_array([a.stream for a in args], fallback=[e.tid for e in evs]),
+        "correlation": _int_array([a.correlation for a in args]),
+        "bytes": np.zeros(n, np.int64) if kernel else _int_array([a.bytes for a in args], 0),
+        "grid": _dims([a.grid for a in args]) if kernel else np.zeros(n, np.int64),
+        "block": _dims([a.block for a in args]) if kernel else np.zeros(n, np.int64),
+        "copy_kind": np.zeros(n, np.int8), "pageable": np.zeros(n, bool),
+    }
+    if bucket == MEMCPY:
+        kinds = [copy_kind(e.name) for e in evs]
+        cols["copy_kind"] = np.array([k for k, _ in kinds], np.int8)
+        cols["pageable"] = np.array([p for _, p in kinds], bool)
+    return cols
+
+
+def _dims(values: list) -> np.ndarray:
+    """Threads or blocks from [x, y, z] lists (0 when absent or not a list of integers)."""
+    try:
+        dims = np.array(values, np.int64)
+        if dims.ndim == 2 and dims.shape[1] == 3 and ((dims >= 0) & (dims < 1 << 20)).all():
+            return dims.prod(axis=1)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.zeros(len(values), np.int64)
+    given = [i for i, v in enumerate(values) if v]  # events without a grid stay 0 (no per-event call)
+    if given:
+        out[given] = [_product(values[i]) for i in given]
+    return out
+
+
+def _product(dims) -> int:
+    if not isinstance(dims, (list, tuple)) or not dims:
+        return 0
+    n = 1
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+            return 0
+        n *= d
+    return n if n < 1 << 62 else 0
+
+
+def _int_array(values: list, default: int = -1, fallback: list | None = None) -> np.ndarray:
+    """int64 array of values; None/odd ones become `default`, or the fallback list's value.
+
+    Absent values (None: an event without args) are filled in numpy; only the odd ones (text,
+    floats, huge numbers, lists) go through as_int one by one."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    objs = np.fromiter(values, dtype=object, count=len(values))  # never broadcast a list value
+    out = _int_array(fallback, default) if fallback is not None else np.full(len(values), default, np.int64)
+    given = np.flatnonzero(~np.equal(objs, None))
+    if len(given):
+        try:
+            picked = np.array(objs[given].tolist(), dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            picked = np.array([as_int(v, int(d)) for v, d in zip(objs[given].tolist(), out[given].tolist())],
+                              np.int64)
+        out[given] = picked
+    return out
+
+
+def _ns(ts: list[float], dur: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values are checked after
+        start = np.rint(np.asarray(ts, dtype=np.float64) * 1000.0)
+        length = np.rint(np.asarray(dur, dtype=np.float64) * 1000.0)
+    return start, length
+
+
+def _checked_ns(path, ts, dur) -> tuple[np.ndarray, np.ndarray]:
+    start, length = _ns(ts, dur)
+    if np.isnan(start).any():
+        raise InputError(path, "a trace event of a timed category lacks its ts")
+    if np.isnan(length).any():
+        raise InputError(path, "a trace event's dur is not a number")
+    if (np.abs(start) >= MAX_NS).any():
+        raise InputError(path, f"a trace event's ts ({_first(ts, np.abs(start) >= MAX_NS)} us) is out of range "
+                               "(beyond 146 years): not a profiler timestamp")
+    bad = (length < 0) | (length >= MAX_NS)
+    if bad.any():  # the first bad event in file order decides the words
+        first = float(dur[np.flatnonzero(bad)[0]])
+        if first < 0:
+            raise InputError(path, f"a trace event has a negative dur ({first:g} us)")
+        raise InputError(path, f"a trace event's dur ({first:g} us) is out of range (longer than 146 years): "
+                               "not a profiled duration")
+    return start.astype(np.int64), length.astype(np.int64)
+
+
+def _first(values: np.ndarray, bad: np.ndarray) -> str:
+    return f"{float(values[np.flatnonzero(bad)[0]]):g}"
+
+
+def _frame(columns: dict[str, str], start: np.ndarray, data: dict[str, np.ndarray]) -> pd.DataFrame:
+    order = np.argsort(start, kind="stable")
+    return pd.DataFrame({c: pd.Series(data[c][order], dtype=t, copy=False)
+                         for c, t in columns.items()})
+
+
+def devices_from_properties(props: list[dict] | None) -> list[dict]:
+    """deviceProperties as the Timeline's device dicts (entries that are not objects are left out)."""
+    devices = []
+    for d in props or []:
+        if not isinstance(d, dict):
+            continue
+        major, minor = d.get("computeMajor"), d.get("computeMinor")
+        devices.append({
+            "id": as_int(d.get("id"), len(devices)), "name": str(d.get("name", "")),
+            "sm_count": as_int(d.get("numSms"), 0), "total_memory": as_int(d.get("totalGlobalMem"), 0),
+            "cc": f"{major}.{minor}" if major is not None and minor is not None else "",
+        })
+    return devices
+
+
+def process_groups(pgs, limit: int = 1024) -> list[dict]:
+    """distributedInfo.pg_config as [{name, desc, size}] (entries of another shape are left out)."""
+    if not isinstance(pgs, list):
+        return []
+    return [{"name": str(pg.get("pg_name", ""))[:200], "desc": str(pg.get("pg_desc", ""))[:200],
+             "size": pg["pg_size"] if isinstance(pg.get("pg_size"), int) else None}
+            for pg in pgs[:limit] if isinstance(pg, dict)]
