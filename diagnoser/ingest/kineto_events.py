@@ -54,6 +54,7 @@ class KinetoTrace(msgspec.Struct):
     traceEvents: list[KinetoEvent] | None = None
     deviceProperties: list[dict[str, Any]] | None = None
     distributedInfo: dict[str, Any] | None = None
+    baseTimeNanoseconds: Any = None  # Unix time of the trace's clock origin (Kineto >= 2023); any type: checked in use
 
 
 NO_ARGS = KinetoArgs()

@@ -152,7 +152,7 @@ class _TraceStream:
         except msgspec.MsgspecError as e:
             raise self._error(e) from None
         self._add(tail.traceEvents or [])
-        for name in ("deviceProperties", "distributedInfo"):
+        for name in ("deviceProperties", "distributedInfo", "baseTimeNanoseconds"):
             if getattr(tail, name) is None and head is not None:
                 setattr(tail, name, getattr(head, name))
         return tail
@@ -283,5 +283,21 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
         world_size=as_int(world) if world is not None else None,
         process_groups=process_groups(dist.get("pg_config")),
         memory=memory,
+        clock_epoch_ns=_clock_epoch_ns(trace.baseTimeNanoseconds, gpu, host),
     ).validate()
+
+
+# Unix time in ns for 2000-01-01 and 2100-01-01: a clock origin or an event time outside is no such time
+EPOCH_NS_MIN, EPOCH_NS_MAX = 946_684_800 * 10**9, 4_102_444_800 * 10**9
+
+
+def _clock_epoch_ns(base, gpu, host) -> int | None:
+    """The offset from the trace's clock to Unix time: baseTimeNanoseconds (newer Kineto writes ts relative
+    to it); 0 when there is none and the times themselves are Unix times (older Kineto); else unknown."""
+    if isinstance(base, (int, float)) and not isinstance(base, bool) and EPOCH_NS_MIN <= base < EPOCH_NS_MAX:
+        return int(base)
+    first = min((int(t["start_ns"].iloc[0]) for t in (gpu, host) if len(t)), default=None)
+    if base is None and first is not None and EPOCH_NS_MIN <= first < EPOCH_NS_MAX:
+        return 0
+    return None
 

@@ -39,8 +39,9 @@ memory     one row per device-memory allocator event (PyTorch traces with profil
   total_reserved  int64 bytes the caching allocator holds from the driver after it
   device          int64 CUDA device index
 
-Timeline also carries devices (list of dicts: id, name, sm_count, total_memory, cc) and, for
-distributed runs, rank/world_size.
+Timeline also carries devices (list of dicts: id, name, sm_count, total_memory, cc), for
+distributed runs rank/world_size, and clock_epoch_ns (the offset from its clock to the Unix clock,
+when the source records one: it places the trace in time against a memory snapshot's history).
 """
 from __future__ import annotations
 
@@ -84,6 +85,8 @@ class Timeline:
     world_size: int | None = None
     process_groups: list[dict] = field(default_factory=list)  # [{name, desc, size}] of a distributed run
     memory: pd.DataFrame = field(default_factory=lambda: empty_table(MEMORY_COLUMNS))  # allocator events
+    # add to start_ns/end_ns for Unix-epoch ns (Kineto baseTimeNanoseconds, nsys session start); None if unknown
+    clock_epoch_ns: int | None = None
 
     def validate(self) -> "Timeline":
         """Check every table against the schema (columns, dtypes, enums); raise ValueError if off."""
