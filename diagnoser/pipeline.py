@@ -195,8 +195,9 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
     if out:
         out[0][1].notes[:0] = dup_notes
     if len(out) > 1:
-        out[0][1].notes.insert(len(dup_notes), f"the inputs are {len(out)} separate runs (they share too few kernels with "
-                               "the same launch configuration to be one): each is diagnosed on its own; a finding's "
+        out[0][1].notes.insert(len(dup_notes), f"the inputs are {len(out)} separate runs (timelines that share too few "
+                               "kernels with the same launch configuration, memory inputs that nothing places in a "
+                               "timeline's run: see the notes on each): each is diagnosed on its own; a finding's "
                                "sources name its run's files")
     return out
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
+from ..source_files import user_python_file
 from .catalogue import CATALOGUE, COLLECT_SNAPSHOT
 from .lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
 from .owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
@@ -57,10 +58,33 @@ class _FactSink:
         self.facts.append(Fact(name, value, unit, self.source, subject))
 
 
+# a trace entry's time_us is on the Unix clock (PyTorch >= 2.1); anything outside these years is no time
+EPOCH_US_MIN, EPOCH_US_MAX = 946_684_800_000_000, 4_102_444_800_000_000  # 2000 .. 2100
+PYTHON_FILES_KEPT = 500
+
+
+def snapshot_identity(snap) -> dict:
+    """What places a snapshot among the run's other inputs: the span of its allocation history on the
+    Unix clock, the Python files of its frames, the memory it holds (diagnoser.runs reads it)."""
+    out: dict = {}
+    times = [t.time_us[(t.time_us > EPOCH_US_MIN) & (t.time_us < EPOCH_US_MAX)] for t in snap.traces.values()]
+    times = [t for t in times if t.size]
+    if times:
+        out["window_epoch_ns"] = (int(min(t.min() for t in times)) * 1000, int(max(t.max() for t in times)) * 1000)
+    files = sorted({user_python_file(f.filename) for st in snap.stacks for f in st} - {None})
+    if files:
+        out["python_files"] = files[:PYTHON_FILES_KEPT]
+    out["reserved_bytes"] = sum(s.total_size for s in snap.segments)
+    return out
+
+
 def analyze_snapshot(snap) -> AnalysisResult:
     """Facts and charts for one CUDA memory snapshot (see module docstring)."""
-    out = AnalysisResult()
+    out = AnalysisResult(identity=snapshot_identity(snap))
     sink = _FactSink(snap.source)
+    if snap.segments:  # the allocator's state when the snapshot was taken
+        sink.add("current_allocated_gib", sum(s.allocated_size for s in snap.segments) / GIB, "GiB")
+        sink.add("current_reserved_gib", sum(s.total_size for s in snap.segments) / GIB, "GiB")
     settings = snap.allocator_settings
     if "expandable_segments" in settings:
         sink.add("expandable_segments", bool(settings["expandable_segments"]), "")
@@ -328,7 +352,7 @@ def analyze_stats(stats) -> AnalysisResult:
         sink.add("num_ooms", int(stats.num_ooms), "count")
     if stats.num_alloc_retries is not None:
         sink.add("num_alloc_retries", int(stats.num_alloc_retries), "count")
-    out = AnalysisResult(facts=sink.facts)
+    out = AnalysisResult(facts=sink.facts, identity={"reserved_bytes": stats.reserved_peak or stats.reserved_current or 0})
     out.notes.append(f"{Path(stats.path).name}: allocator counters only; which tensors filled memory needs a "
                      "snapshot: " + COLLECT_SNAPSHOT)
     return out
@@ -341,6 +365,7 @@ def memory_analysis(models) -> AnalysisResult:
         part = analyze_snapshot(model) if hasattr(model, "traces") else analyze_stats(model)
         out.facts += part.facts
         out.notes += part.notes
+        out.identity = out.identity or part.identity
         for key, value in part.charts.items():
             out.charts.setdefault(key, value)
     return out

@@ -37,8 +37,8 @@ CATALOGUE: list[FactSpec] = [
     _spec("peak_reserved_gib", "GiB", "peak bytes reserved by the caching allocator", _ALL),
     _spec("peak_reserved_free_gib", "GiB", "reserved but free bytes at the allocated peak (counters: peak reserved "
           "- peak allocated)", _ALL),
-    _spec("current_allocated_gib", "GiB", "bytes allocated when the counters were read", _STATS),
-    _spec("current_reserved_gib", "GiB", "bytes reserved when the counters were read", _STATS),
+    _spec("current_allocated_gib", "GiB", "bytes allocated when the counters were read (the snapshot was taken)", _ALL),
+    _spec("current_reserved_gib", "GiB", "bytes reserved when the counters were read (the snapshot was taken)", _ALL),
     _spec("inactive_split_peak_gib", "GiB", "peak bytes in free pieces of split blocks (fragmentation proxy)",
           _STATS),
     _spec("peak_fragmentation_pct", "%", "at the peak: share of reserved-free memory outside the largest free "

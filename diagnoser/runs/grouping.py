@@ -6,14 +6,22 @@ the other runs with the same launch configuration (demangled name, grid, block) 
 per step; two files of the same tool are two profiling sessions, never merged (twin runs of one
 script run the same kernels: the kernels cannot tell them apart); an Nsight Compute report belongs to a
 timeline when most of its profiled GPU time is in launches whose (name, grid, block) the timeline
-runs. The same file given twice (by another path or as a copy) is read once. Memory inputs
-(snapshots, memory_stats) carry no kernels to match on: they are diagnosed on their own.
+runs. The same file given twice (by another path or as a copy) is read once.
+
+Memory inputs (snapshots, memory_stats) carry no kernels to match on; a memory input joins a
+timeline's run on evidence (`memory_evidence`): its allocation history and the timeline overlap on
+the Unix clock (snapshot `time_us`; Kineto baseTimeNanoseconds, the Nsight Systems session start),
+or, where one side has no clock, both name the same Python files of the user's code. Evidence
+against (another time, no file in common, more memory held than the timeline's device has) keeps it
+apart. With no evidence either way (memory_stats counters carry neither time nor frames) it joins
+the run when that is the only timeline run given, and the report says that this is why.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -24,7 +32,14 @@ SAME_RUN_SHARE = settings.register(
     "runs.same_run_kernel_share", 0.6, "fraction",
     "two timelines are one run when at least this share of each one's steady kernel time is in kernels "
     "(name, grid, block) the other runs; an ncu report joins a timeline when this share of its GPU time is")
+MEMORY_TIME_SLACK = settings.register(
+    "runs.memory_time_slack_s", 5.0, "s",
+    "a memory snapshot's allocation history and a timeline are of one process when their spans on the Unix clock "
+    "overlap or lie at most this far apart")
 READ_CHUNK = 1 << 20
+GIB = float(1 << 30)
+# a snapshot holding more than the timeline's device (plus rounding) is of another device
+DEVICE_MEMORY_SLACK = 1.01
 # A launch matches a kernel only at a similar duration too: persistent GEMM kernels (nvjet, CUTLASS
 # stream-K) run with grid = SM count at every problem size. Nsight Compute locks clocks to base, so
 # its durations run longer than the timeline's; two timelines of one run agree more closely.
@@ -177,13 +192,72 @@ def ncu_match(timeline, kernels) -> float:
     return min(sum(l.get("share", 0.0) for l in hits) / total, len(hits) / len(launches))
 
 
+def _utc(ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ns / 1e9)) + " UTC"
+
+
+def _span(w) -> str:
+    return f"{_utc(w[0])} to {time.strftime('%H:%M:%S', time.gmtime(w[1] / 1e9))}"
+
+
+def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
+    """Is a memory input (its AnalysisResult) of a timeline's run? (True, why) on evidence that ties
+    them, (False, why) on evidence that separates them, (None, "") when neither has any."""
+    ti, mi = timeline.identity, memory.identity
+    total, held = ti.get("device_total_memory"), mi.get("reserved_bytes")
+    if total and held and held > total * DEVICE_MEMORY_SLACK:
+        return False, (f"it holds {held / GIB:.1f} GiB, more than the {total / GIB:.1f} GiB of the timeline's device")
+    tw, mw = ti.get("window_epoch_ns"), mi.get("window_epoch_ns")
+    if tw and mw:
+        apart = max(tw[0] - mw[1], mw[0] - tw[1], 0) / 1e9
+        if apart <= MEMORY_TIME_SLACK.value:
+            return True, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) overlap "
+                          "on the Unix clock: one process at one time")
+        return False, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) are {apart:,.0f} s "
+                       "apart: another process or another run")
+    tf, mf = set(ti.get("python_files", ())), set(mi.get("python_files", ()))
+    if tf and mf:
+        common = sorted(tf & mf)
+        if common:
+            return True, f"both name the Python file{'s' if len(common) > 1 else ''} {', '.join(common[:3])}"
+        return False, (f"its frames name {', '.join(sorted(mf)[:3])}, the timeline's stacks "
+                       f"{', '.join(sorted(tf)[:3])}: no file in common")
+    return None, ""
+
+
+def _join_memory(runs: list, g, r) -> None:
+    """Put memory input (g, r) into the run the evidence names, or into a run of its own."""
+    timeline_runs = [run for run in runs if run.members[0][0].family == "timeline"]
+    votes = [(run, *memory_evidence(run.members[0][1], r)) for run in timeline_runs]
+    paths, ties = ", ".join(g.paths), [v for v in votes if v[1] is True]
+    if ties:
+        run, _, why = ties[0]
+        run.members.append((g, r))
+        run.evidence.append(f"{paths} is of the run of {', '.join(run.members[0][0].paths)}: {why}")
+        return
+    unknown = [v for v in votes if v[1] is None]
+    if len(timeline_runs) == 1 and unknown:
+        run = unknown[0][0]
+        run.members.append((g, r))
+        lacks = "it" if not (r.identity.get("window_epoch_ns") or r.identity.get("python_files")) else "the timeline"
+        run.evidence.append(f"nothing places {paths} in time or code against {', '.join(run.members[0][0].paths)} "
+                            f"({lacks} records no Unix time and no Python frames): joined to that run as the only timeline "
+                            "given (pass it on its own to diagnose it apart)")
+        return
+    why = "; ".join(f"not the run of {', '.join(run.members[0][0].paths)}: {w}" for run, t, w in votes if t is False)
+    if len(unknown) > 1:
+        why = "; ".join(x for x in (why, f"nothing in it tells which of the {len(unknown)} timeline runs it is of") if x)
+    runs.append(Run([(g, r)], [f"{paths} is diagnosed on its own ({why})"] if why else []))
+
+
 def _tool(group) -> str:
     return "nsys" if any(k.startswith("nsys") for k in group.kinds) else "torch"
 
 
 def group_runs(analysed: list) -> list[Run]:
     """[(Group, AnalysisResult)] -> runs, in input order: timelines that match join the first run they
-    match; each ncu report joins the best-matching run's timeline; memory and unmatched inputs stand alone."""
+    match; each ncu report joins the best-matching run's timeline; a memory input joins the run its evidence
+    names (memory_evidence); unmatched inputs stand alone."""
     runs: list[Run] = []
     share = SAME_RUN_SHARE.value
     for g, r in analysed:
@@ -202,6 +276,9 @@ def group_runs(analysed: list) -> list[Run]:
         else:
             runs.append(Run([(g, r)]))
     for g, r in analysed:
+        if g.family == "memory":
+            _join_memory(runs, g, r)
+            continue
         if g.family == "timeline":
             continue
         best, best_m = None, 0.0

@@ -12,6 +12,12 @@ step time on the timeline (split evenly over the report's launches of that kerne
 one kernel sum to the kernel's share), its ncu-only share is kept as `kernel_ncu_time_share_pct`, and
 its findings are restated in step-time units (`restate_kernel_findings`) so they rank against the
 timeline's idle-gap findings. Unmatched launches keep their ncu-only share, with a note.
+
+A memory snapshot or memory_stats of the run (joined on evidence: diagnoser.runs.grouping) adds its
+facts, and where the timeline has no allocator events of its own (a trace without profile_memory, an
+Nsight Systems export) it supplies the inference tree's memory numbers: the allocator's peak reserved
+against the timeline's device size (memory_headroom_*), and what was allocated when it was taken
+(mem_persistent_*: a server's snapshot between steps holds the weights and the KV cache).
 """
 from __future__ import annotations
 
@@ -77,6 +83,11 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
         out.notes.append(f"the sources of this run disagree: {'; '.join(disagree)}. The report uses "
                          f"{', '.join(pg.paths)}'s numbers ({why}).")
     matched: set[str] = set()
+    memory = [(g, r) for g, r in others if g.family == "memory"]
+    kv, note = _memory_headroom(have, memory)
+    facts += kv
+    if note:
+        out.notes.append(note)
     for g, r in others:
         if g.family != "kernel":
             facts += r.facts
@@ -94,6 +105,34 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
             out.charts.setdefault(k, v)
     out.facts = facts
     return out, matched
+
+
+def _memory_headroom(have: dict[str, Fact], memory: list) -> tuple[list[Fact], str]:
+    """The inference tree's memory facts from the run's memory input, when the timeline has none."""
+    total = have.get("device_memory_total_gb")
+    if "memory_headroom_pct" in have or total is None or not total.value:
+        return [], ""
+    for g, r in memory:
+        mf = _run_facts(r)
+        peak = mf.get("peak_reserved_gib")
+        if peak is None:
+            continue
+        both = f"{peak.source} and {total.source}"
+        free = max(float(total.value) - float(peak.value), 0.0)
+        out = [Fact("mem_reserved_peak_gb", peak.value, "GiB", peak.source),
+               Fact("memory_headroom_gb", free, "GiB", both),
+               Fact("memory_headroom_pct", 100.0 * free / float(total.value), "%", both)]
+        if "peak_allocated_gib" in mf:
+            out.append(replace(mf["peak_allocated_gib"], name="mem_allocated_peak_gb"))
+        held = mf.get("current_allocated_gib")
+        if held is not None:
+            out.append(replace(held, name="mem_persistent_gb"))
+            out.append(Fact("mem_persistent_pct", 100.0 * float(held.value) / float(total.value), "%",
+                            f"{held.source} and {total.source}"))
+        return out, (f"the memory numbers of the inference tree come from {', '.join(g.paths)} (the timeline has no "
+                     "allocator events): peak reserved over its history against the timeline's device size, and "
+                     "what was allocated when it was taken as what stays across steps")
+    return [], ""
 
 
 def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
+from ..source_files import user_python_file
 from .tables import Timeline
 from .catalogue import CATALOGUE, SPECS
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
@@ -235,6 +236,9 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
     v.update(kv_cache_stats(tl, steps))  # device memory over the steps (allocator events), when the trace has them
     v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices)
+    total = max((int(d.get("total_memory") or 0) for d in tl.devices), default=0)
+    if total and "device_memory_total_gb" not in v:  # memory headroom can come from a snapshot of the run
+        v["device_memory_total_gb"] = total / float(1 << 30)
     if v["workload_kind"] == "inference":  # measured: no optimizer work at all
         v.setdefault("optimizer_kernels_per_step", 0.0)
         v.setdefault("optimizer_step_pct", 0.0)
@@ -291,16 +295,54 @@ class MeasuredTimeline:
     world_size: int | None
     metrics: TimelineMetrics
     process_groups: list = None  # the run's process groups as the trace lists them (Timeline.process_groups)
+    identity: dict = None  # timeline_identity(): when (Unix clock), which Python files, which device memory
+
+
+PYTHON_FILES_KEPT = 500
+_PY_FILE = re.compile(r"^([^()]+\.py)\(\d+\)")
+
+
+def timeline_identity(tl: Timeline) -> dict:
+    """What places a timeline among other inputs of the run: its span on the Unix clock (when the source
+    records the offset), the Python files its stack ranges name (with_stack), its devices' memory."""
+    out: dict = {}
+    spans = [(int(t["start_ns"].min()), int(t["end_ns"].max())) for t in (tl.gpu, tl.host, tl.ranges) if len(t)]
+    if tl.clock_epoch_ns is not None and spans:
+        out["window_epoch_ns"] = (tl.clock_epoch_ns + min(s for s, _ in spans), tl.clock_epoch_ns + max(e for _, e in spans))
+    py = tl.ranges["name"][tl.ranges["kind"] == "python"] if len(tl.ranges) else []
+    files = sorted({user_python_file(m.group(1)) for n in set(py) for m in [_PY_FILE.search(str(n))] if m} - {None})
+    if files:
+        out["python_files"] = files[:PYTHON_FILES_KEPT]
+    total = max((int(d.get("total_memory") or 0) for d in tl.devices), default=0)
+    if total:
+        out["device_total_memory"] = total
+    return out
 
 
 def measure_timeline(tl: Timeline) -> MeasuredTimeline:
     """The per-rank part of the analysis: one Timeline -> its compact MeasuredTimeline."""
-    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, analyze_timeline(tl), tl.process_groups)
+    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, analyze_timeline(tl), tl.process_groups,
+                            timeline_identity(tl))
 
 
 def timeline_analysis(timelines: list[Timeline]) -> AnalysisResult:
     """Facts and chart series for one Timeline, or one per rank of a distributed run."""
     return measured_analysis([measure_timeline(t) for t in timelines])
+
+
+def _run_identity(parts: list[dict]) -> dict:
+    """The ranks' identities as one: the union of their windows and files, the largest device."""
+    out: dict = {}
+    wins = [p["window_epoch_ns"] for p in parts if p.get("window_epoch_ns")]
+    if wins:
+        out["window_epoch_ns"] = (min(w[0] for w in wins), max(w[1] for w in wins))
+    files = sorted({f for p in parts for f in p.get("python_files", ())})
+    if files:
+        out["python_files"] = files[:PYTHON_FILES_KEPT]
+    mem = max((p.get("device_total_memory", 0) for p in parts), default=0)
+    if mem:
+        out["device_total_memory"] = mem
+    return out
 
 
 def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
@@ -310,6 +352,7 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     ordered = sorted(measured, key=lambda t: (t.rank if t.rank is not None else 1 << 30, t.path))
     metrics = [t.metrics for t in ordered]
     result = AnalysisResult(inputs=[{"path": t.path, "kind": t.source} for t in ordered])
+    result.identity = _run_identity([t.identity or {} for t in ordered])
     src = _source(ordered)
     for t, m in zip(ordered, metrics):
         result.notes.extend(f"{t.path}: {n}" for n in m.notes)

@@ -7,7 +7,10 @@ from ..facts import FactSpec
 
 SOURCES = ("torch-trace",)
 MEMORY = ("record the allocator in the trace: `torch.profiler.profile(..., profile_memory=True)` (the device's "
-          "total memory comes with the trace's deviceProperties)")
+          "total memory comes with the trace's deviceProperties); or pass, with the trace, a memory snapshot "
+          "(`torch.cuda.memory._record_memory_history()` before the model is built, `torch.cuda.memory._dump_snapshot("
+          "'mem.pickle')` after the profiled steps) or `json.dump(torch.cuda.memory_stats(), open('stats.json', 'w'))` "
+          "of the same process: diagnoser joins it to the trace's run")
 
 OPS = ("profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (the aten op ranges "
        "come with the CPU activity)")
@@ -18,7 +21,9 @@ def _n(name, unit, meaning):
 
 
 CATALOGUE = [
-    _n("device_memory_total_gb", "GiB", "the device's total memory (trace deviceProperties)"),
+    FactSpec("device_memory_total_gb", "number", "GiB", "the device's total memory (torch trace deviceProperties, "
+             "Nsight Systems TARGET_INFO_GPU)", "run", ("torch-trace", "nsys-sqlite"),
+             "profile with torch.profiler or Nsight Systems (both record the device's properties)"),
     _n("mem_allocated_peak_gb", "GiB", "peak memory allocated by PyTorch over the steady steps"),
     _n("mem_reserved_peak_gb", "GiB", "peak memory the caching allocator reserved over the steady steps"),
     _n("memory_headroom_pct", "%", "device memory not reserved at the steady-state peak, % of the device"),
