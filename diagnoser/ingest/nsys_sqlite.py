@@ -141,7 +141,7 @@ def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Pr
         raise InputError(shown, "no CUDA activity: the export has no kernel, memcpy or memset rows "
                                 "and no CUDA API table; profile with `nsys profile -t cuda,nvtx ...`")
     timeline = Timeline(path=str(shown), source="nsys", gpu=gpu, host=reader.host(data.get("host")),
-                        ranges=reader.ranges(), devices=reader.devices())
+                        ranges=reader.ranges(), devices=reader.devices(), clock_epoch_ns=reader.clock_epoch_ns())
     return timeline.validate()
 
 

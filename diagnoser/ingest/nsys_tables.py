@@ -236,6 +236,16 @@ class ExportReader:
                 return sorted(found)
         return sorted(NVTX_RANGE_TYPES.values())
 
+    def clock_epoch_ns(self) -> int | None:
+        """Unix time (ns) of the session start, the origin of the export's timestamps; None if absent."""
+        t = "TARGET_INFO_SESSION_START_TIME"
+        if t not in self.tables or "utcEpochNs" not in self.columns(t):
+            return None
+        row = self.conn.execute(f"SELECT utcEpochNs FROM {t} LIMIT 1").fetchone()
+        value = row[0] if row else None
+        # 2000-01-01 .. 2100-01-01: anything else is no time
+        return int(value) if isinstance(value, int) and 946_684_800 * 10**9 <= value < 4_102_444_800 * 10**9 else None
+
     def devices(self) -> list[dict]:
         """One dict per CUDA device index: id, name, sm_count, total_memory, cc."""
         t = "TARGET_INFO_GPU"

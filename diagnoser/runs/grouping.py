@@ -3,17 +3,18 @@
 A timeline (Nsight Systems export, PyTorch trace, or the ranks of one distributed run) and a
 timeline of the other tool are one run when most of each one's steady kernel time is in kernels
 the other runs with the same launch configuration (demangled name, grid, block) for a similar time
-per step; two files of the same tool are two profiling sessions, never merged (twin runs of one
-script run the same kernels: the kernels cannot tell them apart); an Nsight Compute report belongs to a
+per step (an Nsight Systems run and a torch-profiler run of one script are one workload, profiled
+twice: their times on the Unix clock may differ); two files of the same tool are two profiling
+sessions, never merged; an Nsight Compute report belongs to a
 timeline when most of its profiled GPU time is in launches whose (name, grid, block) the timeline
 runs. The same file given twice (by another path or as a copy) is read once.
 
 Memory inputs (snapshots, memory_stats) carry no kernels to match on; a memory input joins a
 timeline's run on evidence (`memory_evidence`): its allocation history and the timeline overlap on
 the Unix clock (snapshot `time_us`; Kineto baseTimeNanoseconds, the Nsight Systems session start),
-or, where one side has no clock, both name the same Python files of the user's code. Evidence
-against (another time, no file in common, more memory held than the timeline's device has) keeps it
-apart. With no evidence either way (memory_stats counters carry neither time nor frames) it joins
+or both name the same Python files of the user's code (one program). Evidence against (no file in
+common, another time with no stacks to show the program, more memory held than the timeline's
+device has) keeps it apart. With no evidence either way (memory_stats counters carry neither time nor frames) it joins
 the run when that is the only timeline run given, and the report says that this is why.
 """
 from __future__ import annotations
@@ -34,8 +35,8 @@ SAME_RUN_SHARE = settings.register(
     "(name, grid, block) the other runs; an ncu report joins a timeline when this share of its GPU time is")
 MEMORY_TIME_SLACK = settings.register(
     "runs.memory_time_slack_s", 5.0, "s",
-    "a memory snapshot's allocation history and a timeline are of one process when their spans on the Unix clock "
-    "overlap or lie at most this far apart")
+    "two inputs are of one process only when their spans on the Unix clock (where both record it: a snapshot's "
+    "allocation history, a trace's events) overlap or lie at most this far apart")
 READ_CHUNK = 1 << 20
 GIB = float(1 << 30)
 # a snapshot holding more than the timeline's device (plus rounding) is of another device
@@ -200,6 +201,14 @@ def _span(w) -> str:
     return f"{_utc(w[0])} to {time.strftime('%H:%M:%S', time.gmtime(w[1] / 1e9))}"
 
 
+def _seconds_apart(a, b) -> float | None:
+    """Seconds between two inputs' spans on the Unix clock (0 when they overlap); None if either lacks one."""
+    wa, wb = a.identity.get("window_epoch_ns"), b.identity.get("window_epoch_ns")
+    if not wa or not wb:
+        return None
+    return max(wa[0] - wb[1], wb[0] - wa[1], 0) / 1e9
+
+
 def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
     """Is a memory input (its AnalysisResult) of a timeline's run? (True, why) on evidence that ties
     them, (False, why) on evidence that separates them, (None, "") when neither has any."""
@@ -208,20 +217,21 @@ def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
     if total and held and held > total * DEVICE_MEMORY_SLACK:
         return False, (f"it holds {held / GIB:.1f} GiB, more than the {total / GIB:.1f} GiB of the timeline's device")
     tw, mw = ti.get("window_epoch_ns"), mi.get("window_epoch_ns")
-    if tw and mw:
-        apart = max(tw[0] - mw[1], mw[0] - tw[1], 0) / 1e9
-        if apart <= MEMORY_TIME_SLACK.value:
-            return True, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) overlap "
-                          "on the Unix clock: one process at one time")
-        return False, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) are {apart:,.0f} s "
-                       "apart: another process or another run")
+    apart = _seconds_apart(timeline, memory)
+    if apart is not None and apart <= MEMORY_TIME_SLACK.value:
+        return True, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) overlap "
+                      "on the Unix clock: one process at one time")
     tf, mf = set(ti.get("python_files", ())), set(mi.get("python_files", ()))
     if tf and mf:
         common = sorted(tf & mf)
-        if common:
-            return True, f"both name the Python file{'s' if len(common) > 1 else ''} {', '.join(common[:3])}"
+        if common:  # one program, perhaps another run of it (a snapshot taken apart from the profiled run)
+            return True, f"both name the Python file{'s' if len(common) > 1 else ''} {', '.join(common[:3])} of the same program"
         return False, (f"its frames name {', '.join(sorted(mf)[:3])}, the timeline's stacks "
                        f"{', '.join(sorted(tf)[:3])}: no file in common")
+    if apart is not None:
+        return False, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) are {apart:,.0f} s "
+                       "apart, and no Python stacks in the timeline show whether it is the same program (take the snapshot in "
+                       "the profiled process, or profile with with_stack=True)")
     return None, ""
 
 

@@ -91,6 +91,8 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
     for g, r in others:
         if g.family != "kernel":
             facts += r.facts
+            for k, v in r.charts.items():  # the memory timeline and composition
+                out.charts.setdefault(k, v)
             continue
         kf, ids, note = _kernel_facts(r, primary, pg)
         facts += kf
