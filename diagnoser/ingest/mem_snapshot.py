@@ -104,7 +104,7 @@ class MemorySnapshot:
 
     @property
     def source(self) -> str:
-        return f"{Path(self.path).name} ({READER})"
+        return f"{self.path} ({READER})"  # the path as given, like the timeline readers
 
 
 class SafeUnpickler(pickle.Unpickler):

@@ -39,7 +39,7 @@ class MemoryStats:
 
     @property
     def source(self) -> str:
-        return f"{Path(self.path).name} ({READER_JSON if self.kind == 'mem-stats' else READER_TEXT})"
+        return f"{self.path} ({READER_JSON if self.kind == 'mem-stats' else READER_TEXT})"
 
 
 MAX_TEXT_CHARS = 64 << 20  # memory_stats JSON and memory_summary text are a few KB
