@@ -9,7 +9,6 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import InputError
 from ..inputs import as_text_stream
