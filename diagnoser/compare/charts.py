@@ -1,13 +1,15 @@
-"""Chart geometry for the compare page: the report's charts per side (report/charts.py, reused as
+"""Chart geometry for the compare page: the report's charts per side (report/*_charts.py, reused as
 they are) plus a Speed-of-Light scatter with an arrow from each kernel's BEFORE to its AFTER."""
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..report.charts import (Chart, _num, _r, kernel_categories_chart, kernel_sol_chart, memory_composition_chart,
-                             palette, steps_chart)
+from ..report.chart_geometry import Chart, _num, _r, palette
+from ..report.kernel_charts import kernel_categories_chart, kernel_sol_chart
+from ..report.memory_charts import memory_composition_chart
+from ..report.timeline_charts import steps_chart
 
-# kernel_sol_chart's frame (report/charts.py): the arrows must land on its axes
+# kernel_sol_chart's frame (report/kernel_charts.py): the arrows must land on its axes
 SOL_SIZE, SOL_LEFT, SOL_TOP = 340, 56, 20
 
 
@@ -42,7 +44,7 @@ def side_by_side(charts: dict) -> list[tuple[Chart | None, Chart | None]]:
 
 
 def sol_arrows_chart(charts: dict, kernels: list[dict]) -> Chart | None:
-    """AFTER's kernels on the SOL plane (report/charts.kernel_sol_chart), each matched kernel's BEFORE
+    """AFTER's kernels on the SOL plane (report/kernel_charts.kernel_sol_chart), each matched kernel's BEFORE
     position as a grey dot with a line to where it is now."""
     before = {str(r.get("id")): r for r in (charts.get("before") or {}).get("kernel_sol") or [] if isinstance(r, dict)}
     after_rows = [r for r in (charts.get("after") or {}).get("kernel_sol") or [] if isinstance(r, dict)]

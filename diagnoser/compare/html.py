@@ -37,5 +37,5 @@ def compare_view(c: dict, gate_pct=None, reasons=None) -> dict:
 
 
 def render_html(c: dict, gate_pct=None, reasons=None) -> str:
-    from ..report.render import _env
-    return _env(True).get_template("compare.html.j2").render(view=compare_view(c, gate_pct, reasons))
+    from ..report.template_env import template_env
+    return template_env(True).get_template("compare.html.j2").render(view=compare_view(c, gate_pct, reasons))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from .. import __version__
-from ..report.render import fmt_value, md_cell
+from ..report.formatting import fmt_value, md_cell
 
 FACT_ROWS_MD = 40  # changed facts listed in Markdown (JSON: every fact both sides have)
 KERNEL_ROWS_MD = 25

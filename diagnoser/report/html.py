@@ -14,9 +14,10 @@ from markupsafe import Markup
 from .. import __version__
 from ..facts import short_name
 from .charts import Chart, build_charts
+from .finding_parts import (evidence_sources, gain_note, kernel_table, playbook_ref, settings_lines, severity_note,
+                            summary_counts)
+from .formatting import fmt_value, share_pct, shorten
 from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
-from .render import (evidence_sources, fmt_value, gain_note, kernel_table, playbook_ref, settings_lines, severity_note, share_pct,
-                     shorten, summary_counts)
 
 SUBJECT_NAME_LIMIT = 160
 SUBJECT_SHORT_LIMIT = 34  # in the summary table
@@ -72,10 +73,10 @@ class FindingView:
     verify_detail: Markup | None
     refs: list[tuple[str, bool]]
     playbook_ref: str
-    kernels: dict | None = None  # per-kernel table of a finding grouped across kernels (render.kernel_table)
+    kernels: dict | None = None  # per-kernel table of a finding grouped across kernels (finding_parts.kernel_table)
     severity_note: Markup | None = None
     gain_note: Markup | None = None
-    sources: list = None  # render.evidence_sources: [{source, facts}]
+    sources: list = None  # finding_parts.evidence_sources: [{source, facts}]
 
 
 def _fact_meanings() -> dict[str, str]:

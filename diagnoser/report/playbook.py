@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..resources import playbooks_dir
 from ..rulespec.model import SEVERITY_RANK, Condition, Rule, RulePack
+from .formatting import fmt_value
 from .markdown import fence_marker, render_inline, render_markdown, safe_href
 
 RULE_HEADING = re.compile(r"^##\s+`?([A-Z][A-Z0-9]*[0-9]{3})`?(?![\w])[\s:.\-\u2013\u2014]*(.*?)\s*#*\s*$")
@@ -116,7 +117,6 @@ OP_WORDS = {"lt": "<", "lte": "\u2264", "gt": ">", "gte": "\u2265", "eq": "=", "
 
 
 def _literal(value) -> str:
-    from .render import fmt_value
     if isinstance(value, (bool, str)) or value is None:
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
@@ -266,9 +266,9 @@ def custom_playbooks(pack: RulePack) -> dict[str, Playbook]:
 def render_playbook_html(pack: RulePack, directory: Path | None = None) -> str:
     """The handbook of every rule in force (shipped + custom) as one self-contained HTML file."""
     from .. import __version__
-    from .render import _env
+    from .template_env import template_env
     view = handbook_view(pack, load_playbooks(directory), custom_playbooks(pack))
-    return _env(True).get_template("playbook.html.j2").render(view=view, version=__version__)
+    return template_env(True).get_template("playbook.html.j2").render(view=view, version=__version__)
 
 
 def rule_playbook_markdown(pack: RulePack, rule_id: str) -> str:

@@ -1,24 +1,41 @@
-"""Chart geometry for many-rank runs: step time per rank as one thin column per rank, sorted (the
-latest to arrive at the collectives first); the rank groups and the per-collective breakdown as tables.
+"""Rank charts of a distributed run: step time per rank (one labelled bar per rank for a few ranks;
+one thin column per rank, sorted, the latest to arrive at the collectives first, for many); the rank
+groups and the per-collective breakdown as tables.
 
 Series come from analysis (charts["ranks"], ["rank_groups"], ["collectives"], see
-diagnoser.analysis.rank_scale); this module only maps them to pixels and table cells.
+diagnoser.timeline.rank_scale); this module only maps them to pixels and table cells.
 """
 from __future__ import annotations
 
-from .charts import Chart, nice_ticks
-from .render import fmt_value
+from .chart_geometry import Chart, _hbars, _num, nice_ticks
+from .formatting import fmt_value
 
 MANY_RANKS = 16       # above this, one thin sorted column per rank instead of one labelled bar per rank
 TABLE_FIRST, TABLE_LAST = 10, 5
 
 
-def _num(x) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return 0.0
-    return v if v == v and abs(v) != float("inf") else 0.0
+def ranks_chart(rows: list[dict]) -> Chart | None:
+    """Step time per rank of a distributed run, split into waiting in collectives and the rest."""
+    rows = sorted((r for r in rows or [] if isinstance(r, dict)), key=lambda r: _num(r.get("rank")))
+    if len(rows) < 2:
+        return None
+    bars = []
+    for r in rows:
+        step, wait = _num(r.get("step_ms")), min(_num(r.get("comm_wait_ms")), _num(r.get("step_ms")))
+        label = f"rank {r.get('rank')}" + (" (straggler)" if r.get("straggler") else "")
+        text = f"{fmt_value(step)} ms \u00b7 GPU busy {_num(r.get('busy_pct')):.0f}%"
+        bars.append((label, [(step - wait, "p2" if r.get("straggler") else "s-busy",
+                              f"{label}: {fmt_value(step - wait)} ms of its own work per step"),
+                             (wait, "i-communication", f"{label}: {fmt_value(wait)} ms waiting in collectives per step")],
+                     text))
+    chart = _hbars("ranks", "Step time per rank",
+                   "Each bar is one rank's step: its own work, then the time it waits in collectives for the others. "
+                   "The straggler waits least; the others wait for it.", bars)
+    chart.legend = [{"label": "own work", "cls": "s-busy"}]
+    if any(r.get("straggler") for r in rows):
+        chart.legend.append({"label": "own work (straggler)", "cls": "p2"})
+    chart.legend.append({"label": "waiting in collectives", "cls": "i-communication"})
+    return chart
 
 
 def many_ranks_chart(rows: list[dict]) -> Chart | None:
@@ -117,7 +134,7 @@ def collectives_table(rows: list[dict]) -> Chart | None:
     return chart
 
 
-def rank_charts(data: dict, few_ranks_chart) -> list:
+def rank_charts(data: dict, few_ranks_chart=ranks_chart) -> list:
     """The per-rank charts of a distributed run: `few_ranks_chart` (one labelled bar per rank) up to
     MANY_RANKS ranks, the sorted thin columns beyond; then the groups and collectives tables."""
     ranks = data.get("ranks") or []

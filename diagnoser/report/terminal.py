@@ -1,7 +1,7 @@
 """The report drawn for a terminal (rich): coloured severities, tables, emphasis.
 
 Used when stdout is a TTY (or with `--format terminal`); piped output stays plain Markdown. It
-draws the same view as the Markdown template (render.present), so both say the same things.
+draws the same view as the Markdown template (text_view.present), so both say the same things.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..inputs import display_kind
-from .render import fmt_value, share_pct
+from .formatting import fmt_value, share_pct
 
 SEVERITY_STYLE = {"critical": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}
 MAX_WIDTH = 120
@@ -97,7 +97,7 @@ def _text(con: Console) -> str:
 
 
 def render_terminal(view: dict, width: int | None = None) -> str:
-    """The report view (render.present) as ANSI text for a terminal."""
+    """The report view (text_view.present) as ANSI text for a terminal."""
     report, counts = view["report"], view["counts"]
     con = _console(width)
     con.print(Rule("diagnoser report", style="bold"))

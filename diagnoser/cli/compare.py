@@ -1,4 +1,4 @@
-"""`diagnose compare BEFORE... --to AFTER...` (registered on the main group in diagnoser/cli.py)."""
+"""`diagnose compare BEFORE... --to AFTER...`: the command; the comparison itself is diagnoser/compare/."""
 from __future__ import annotations
 
 import sys
@@ -6,6 +6,7 @@ import sys
 import click
 
 from ..errors import DiagnoserError
+from .output import EXTENSION_FORMATS, write_output
 
 FORMATS = ("md", "json", "html")
 EXIT_GATE = 3
@@ -39,10 +40,9 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     diagnose compare k.ncu-rep --kernels 0,7 --to k.ncu-rep --to-kernels 1,8   # twins in one report
     """
     from .. import settings
-    from ..cli import EXTENSION_FORMATS, write_output
     from ..pipeline import load_pack
-    from .core import compare_runs, gate
-    from .render import render_json, render_markdown
+    from ..compare.core import compare_runs, gate
+    from ..compare.render import render_json, render_markdown
     from pathlib import Path
 
     if fmt is None:
@@ -58,7 +58,7 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     if fmt == "json":
         text = render_json(c, fail_pct, reasons)
     elif fmt == "html":
-        from .html import render_html
+        from ..compare.html import render_html
         text = render_html(c, fail_pct, reasons)
     else:
         text = render_markdown(c, fail_pct, reasons)

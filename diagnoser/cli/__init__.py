@@ -1,0 +1,144 @@
+"""The `diagnose` command line: `diagnose FILE...` (here) plus the rules, facts, playbook and compare
+subcommands (one module each beside this one); output.py writes reports, group.py is the click plumbing."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+from .. import __version__, limits
+from ..errors import DiagnoserError
+from .compare import compare_cmd
+from .facts import facts_cmd
+from .group import DefaultGroup, MainCommand, OneLineError  # noqa: F401
+from .output import EXTENSION_FORMATS, output_format, write_output  # noqa: F401
+from .playbook import playbook_cmd
+from .rules import rules_group
+
+FORMATS = ("md", "json", "html", "terminal")
+SEVERITY_GATE = {"warning": ("warning", "critical"), "critical": ("critical",)}
+EXIT_GATE = 3
+DEFAULT_TOP = 10  # findings shown in full in a text report; the rest are summarized in one table
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="diagnose")
+def cli():
+    """diagnose: rule-based diagnosis of GPU performance from profiler output.
+
+    \b
+    diagnose report.ncu-rep                       Nsight Compute report (or its CSV export)
+    diagnose run.sqlite trace.pt.trace.json.gz    Nsight Systems export and/or PyTorch trace
+    diagnose snapshot.pickle                      CUDA memory snapshot after an OOM
+    diagnose FILE -o report.html                  format from the extension (.md .json .html)
+    diagnose FILE --format json --fail-on warning the CI contract; exit 3 on a warning
+
+    Reads what the profilers wrote, measures facts, walks the YAML rule trees and prints a
+    ranked diagnosis: what is wrong, the numbers that prove it, the gain, the fix, how to verify.
+    In a terminal the report is rendered for it; piped, it is plain Markdown.
+    """
+
+
+@cli.command("run", hidden=True, cls=MainCommand)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Report format (default: from the -o extension; `terminal` on a terminal, else `md`).")
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (atomically; `-` is stdout).")
+@click.option("--top", type=click.IntRange(min=1), metavar="N",
+              help=f"Show the first N findings in full, the rest in one table (default {DEFAULT_TOP}; JSON: all).")
+@click.option("--min-severity", type=click.Choice(["info", "warning", "critical"]), default="info",
+              help="Leave out findings below this severity (default: info, all).")
+@click.option("--rules", "user_rules", multiple=True, metavar="PATH", help="Extra rule file or folder (repeatable).")
+@click.option("--param", "params", multiple=True, metavar="RULE.NAME=V", help="Override a rule threshold (repeatable).")
+@click.option("--set", "set_items", multiple=True, metavar="NAME=V",
+              help="Override an analysis setting (repeatable; `diagnose facts --catalogue` lists them).")
+@click.option("--fail-on", type=click.Choice(["warning", "critical"]), help="Exit 3 if a finding at/above this severity exists.")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
+@click.option("--max-memory", help="Memory ceiling, e.g. 8G (default: physical memory or DIAGNOSER_MAX_MEMORY; 0: none).")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0,
+              help="Rank traces measured in parallel by this many local processes (default 0: one per core).")
+@click.option("--scheduler", envvar="DIAGNOSER_SCHEDULER", metavar="ADDRESS",
+              help="Measure rank traces on this Dask scheduler (tcp://HOST:8786; env DIAGNOSER_SCHEDULER).")
+def run_cmd(files, fmt, output, top, min_severity, user_rules, params, set_items, fail_on, progress, max_memory,
+            jobs, scheduler):
+    from ..distributed import executing
+    from ..pipeline import diagnose
+    if max_memory is not None:
+        try:
+            limits.apply_memory_limit(limits.parse_size(max_memory))
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--max-memory") from None
+    from .. import settings
+    from ..report.render import render_report
+
+    set_values = settings.parse_assignments(set_items) if set_items else {}
+    fmt = output_format(fmt, output, sys.stdout.isatty())
+    if progress is None:
+        progress = sys.stderr.isatty()
+    with executing(jobs, scheduler):
+        report = diagnose(files, user_rules, params, progress=progress, set_values=set_values)
+    if top is None and fmt in ("md", "terminal"):
+        top = DEFAULT_TOP
+    text = render_report(report, fmt, top=top, min_severity=min_severity)
+    write_output(text, output, ansi=fmt == "terminal")
+    if fail_on and any(f.severity in SEVERITY_GATE[fail_on] for f in report.findings):
+        sys.exit(EXIT_GATE)
+
+
+for command in (rules_group, facts_cmd, playbook_cmd, compare_cmd):  # compare: issue 12
+    cli.add_command(command)
+
+
+def main(argv=None):
+    previous_limit = limits.current_memory_limit()
+    signals = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    previous_handlers = {s: signal.getsignal(s) for s in signals}
+    try:
+        _main(argv)
+    except limits.Terminated as e:  # a signal that lands while an error is being reported
+        sys.exit(128 + e.signum)
+    finally:  # an in-process caller gets its process back as it was
+        limits.restore_memory_limit(previous_limit)
+        for signum, handler in previous_handlers.items():
+            try:
+                signal.signal(signum, handler)
+            except (ValueError, TypeError):  # not the main thread, or a handler set from C
+                pass
+
+
+def _main(argv=None):
+    try:
+        limits.exit_cleanly_on_signals()  # SIGTERM/SIGHUP unwind like SIGINT: temp files are removed
+        limits.apply_memory_limit(limits.default_limit())
+        cli.main(args=argv, prog_name="diagnose", standalone_mode=False)
+    except limits.Terminated as e:
+        click.echo("diagnose: terminated", err=True)
+        sys.exit(128 + e.signum)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.Abort:
+        click.echo("diagnose: aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as e:  # one line, naming the command the user typed (never the hidden `run`)
+        hint = "diagnose --help"
+        if e.ctx is not None and e.ctx.command.name not in ("run", None) and e.ctx.parent is not None:
+            hint = f"{e.ctx.command_path} --help"
+        click.echo(f"diagnose: error: {e.format_message()} (see `{hint}`)", err=True)
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except DiagnoserError as e:
+        click.echo(f"diagnose: error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("diagnose: interrupted", err=True)
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - never a traceback for the user
+        if os.environ.get("DIAGNOSER_DEBUG"):
+            raise
+        click.echo(f"diagnose: error: {type(e).__name__}: {e} (set DIAGNOSER_DEBUG=1 for a traceback)", err=True)
+        sys.exit(1)
+

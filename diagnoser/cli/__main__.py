@@ -1,0 +1,4 @@
+"""`python -m diagnoser.cli`: the same as `diagnose`."""
+from . import main
+
+main()

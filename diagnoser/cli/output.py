@@ -1,0 +1,53 @@
+"""Where a report goes: the format from --format or the -o extension, and an atomic write (temp
+file + rename: nothing half-written, no temp file left)."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from ..errors import DiagnoserError
+
+EXTENSION_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
+
+
+def output_format(fmt: str | None, output: str | None, stdout_is_tty: bool) -> str:
+    """--format, else the -o file's extension, else `terminal` for a terminal and `md` for a pipe."""
+    if fmt:
+        return fmt
+    if output and output != "-":
+        return EXTENSION_FORMATS.get(Path(output).suffix.lower(), "md")
+    return "terminal" if stdout_is_tty else "md"
+
+
+def write_output(text: str, output: str | None, ansi: bool = False) -> None:
+    """Write to stdout, or atomically to a file (temp file + rename: nothing half-written).
+    `ansi`: the text is drawn for a terminal; keep its escape codes even when stdout is a pipe."""
+    if not output or output == "-":
+        click.echo(text, nl=False, color=True if ansi else None)
+        return
+    target = Path(output)
+    if target.is_dir() or str(output).endswith(("/", os.sep)):
+        raise DiagnoserError(f"-o {output}: is a directory; name a file, e.g. -o {Path(output) / 'report.md'}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
+    except OSError as e:
+        raise DiagnoserError(f"-o {output}: cannot write there ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
+        os.replace(tmp, target)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise DiagnoserError(f"-o {output}: cannot write there ({e.strerror or e})") from None
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

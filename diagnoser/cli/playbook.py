@@ -1,0 +1,36 @@
+"""`diagnose playbook [RULE]`: one rule's remediation section (Markdown, drawn for a terminal on a
+TTY), or the whole handbook as one HTML file."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import DiagnoserError
+from .output import write_output
+from .rules import pack_of
+
+
+@click.command("playbook", short_help="One rule's remediation playbook, or the whole handbook as HTML.")
+@click.argument("rule_id", required=False, metavar="[RULE]")
+@click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder.")
+@click.option("-o", "--output", help="Write here (atomically).")
+def playbook_cmd(rule_id, user_rules, output):
+    """The remediation handbook: one rule's playbook section (`diagnose playbook TRAIN002`, Markdown),
+    or, without RULE, every rule's (shipped and custom) as one HTML file."""
+    pack = pack_of(user_rules)
+    if rule_id:
+        from ..report.playbook import rule_playbook_markdown
+        rid = rule_id.upper()
+        if rid not in pack.rules:
+            raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
+        text = rule_playbook_markdown(pack, rid)
+        if not output and sys.stdout.isatty():
+            from ..report.terminal import render_markdown_text
+            text = render_markdown_text(text)
+            write_output(text, output, ansi=True)
+            return
+        write_output(text, output)
+        return
+    from ..report.playbook import render_playbook_html
+    write_output(render_playbook_html(pack), output)

@@ -1,0 +1,100 @@
+"""`diagnose rules list | show | validate | test`: the rules in force, one in full, rule files checked
+against the schema and the facts catalogue, and their test cases run."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import DiagnoserError
+
+
+@click.group("rules")
+def rules_group():
+    """List, show, validate and test rules."""
+
+
+def pack_of(user_rules=(), params=()):
+    """The rules in force: shipped plus `--rules` packs, `--param` applied."""
+    from ..pipeline import load_pack
+    return load_pack(user_rules, params)
+
+
+@rules_group.command("list")
+@click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder.")
+def rules_list(user_rules):
+    """Every rule in force: id, severity, category, tree and title."""
+    for r in pack_of(user_rules).ordered():
+        origin = "" if r.shipped else f"  [{r.path}]"
+        click.echo(f"{r.id:<10} {r.severity:<8} {r.category:<24} {r.tree:<15} {r.title}{origin}")
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--rules", "user_rules", multiple=True)
+def rules_show(rule_id, user_rules):
+    """One rule in full (as compiled, params resolved)."""
+    from ..rulespec.compile import compile_rule
+    pack = pack_of(user_rules)
+    if rule_id not in pack.rules:
+        raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
+    r = pack.rules[rule_id]
+    click.echo(f"{r.id} {r.name}\n  {r.title}\n  file: {r.path}:{r.line}")
+    click.echo(f"  tree: {r.tree}  category: {r.category}  severity: {r.severity}  status: {r.status}  scope: {r.scope}")
+    click.echo(f"  requires: {', '.join(r.requires) or '-'}")
+    click.echo(f"  needs (requires + every fact `when` reads; absent -> not evaluated): {', '.join(r.needs()) or '-'}")
+    click.echo(f"  params: {json.dumps(r.params, sort_keys=True)}")
+    if r.extra.get("conditions"):
+        click.echo(f"  shared conditions (their params are tuned where they are defined): {', '.join(r.extra['conditions'])}")
+    click.echo(f"  when (compiled): {json.dumps(compile_rule(r).predicate)}")
+    click.echo(f"  message: {r.message}\n  estimated_gain: {r.estimated_gain} of {r.gain_of}")
+    click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")
+    if r.verify_check:  # the Verify step as `diagnose compare` checks it (issue 12)
+        click.echo("  verify_check: " + "; ".join(f"{c.fact} {c.op}" + (f" {c.param}={r.params.get(c.param)}" if c.param else
+                                                   "" if c.value is None else f" {c.value}") for c in r.verify_check))
+
+
+@rules_group.command("validate")
+@click.argument("paths", nargs=-1, required=True)
+def rules_validate(paths):
+    """Validate rule files; exit 1 on the first error (file:line: what to fix)."""
+    from ..catalogue import catalogue
+    from ..rulespec.loader import build_pack
+    from ..resources import rules_dir
+    pack = build_pack(rules_dir(), [Path(p) for p in paths], known_facts=catalogue())
+    from ..errors import RuleError
+    for r in pack.ordered():  # shipped rules must say how compare checks their Verify step
+        if (r.shipped or Path(r.path).resolve().parent == Path(rules_dir()).resolve()) and not r.verify_check:
+            raise RuleError(Path(r.path), r.line or None, f"rule {r.id}: missing `verify_check`; add its Verify step as "
+                            "conditions on the re-profiled run, e.g. [{fact: idle_data_pct, op: lt, param: min_idle_data_pct}]")
+    n = sum(1 for r in pack.rules.values() if not r.shipped or any(Path(p).resolve() in (Path(r.path).resolve(), Path(r.path).resolve().parent) for p in paths))
+    click.echo(f"ok: {n} rule(s) valid in {', '.join(paths)}")
+
+
+@rules_group.command("test")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--rules", "user_rules", multiple=True)
+def rules_test(paths, user_rules):
+    """Run NAME.test.yaml cases beside rule files; fail rules lacking a firing and a silent case."""
+    from ..catalogue import catalogue
+    from ..rulespec.testing import run_tests
+    extra = list(user_rules) + [p for p in paths if not str(p).endswith(".test.yaml")]
+    pack = pack_of(extra)
+    results, coverage, synthetic_only = run_tests([Path(p) for p in paths], pack, catalogue())
+    failed = [r for r in results if not r.ok]
+    skipped = [r for r in results if r.skipped]
+    for r in results:
+        status = "SKIP" if r.skipped else ("PASS" if r.ok else "FAIL")
+        click.echo(f"{status}  {Path(r.file).name}: {r.name}{'  (' + r.skipped + ')' if r.skipped else ''}")
+        for p in r.problems:
+            click.echo(f"      {p}")
+    for c in coverage:
+        click.echo(f"COVERAGE  {c}")
+    if synthetic_only:
+        click.echo(f"note: fire only in synthetic cases (no real trace yet): {', '.join(synthetic_only)}")
+    click.echo(f"{len(results) - len(failed) - len(skipped)} passed, {len(failed) + len(coverage)} failed"
+               + (f", {len(skipped)} skipped" if skipped else ""))
+    if failed or coverage:
+        sys.exit(1)

@@ -1,0 +1,135 @@
+"""The comparison's tables: headline numbers, kernels (Nsight Compute launches), timeline kernels per
+steady step, steps by phase, and every fact both sides measured."""
+from __future__ import annotations
+
+import statistics
+
+from ..facts import short_name
+from .changes import HEADLINES, change, direction_of
+from .matching import _launch_order, _subj_json
+from .sides import Side, _num
+
+
+def headlines(before: Side, after: Side, matched: dict, noise_pct: float) -> list[dict]:
+    out = []
+    for name, label, d in HEADLINES:
+        if name in before.run and name in after.run:
+            noise = noise_pct if name in ("step_time_ms_p50", "gpu_busy_pct", "kernel_time_ms_per_step") else 0.0
+            row = {"fact": name, "label": label, "unit": before.units.get(name, "")}
+            row.update(change(before.run[name], after.run[name], d, noise))
+            row["noise_pct"] = round(noise, 3)
+            out.append(row)
+    return out
+
+
+def kernel_rows(before: Side, after: Side, matched: dict) -> list[dict]:
+    """Each kernel's duration before -> after (kernel tree), BEFORE's costliest first."""
+    rows = []
+    inverse = {v: k for k, v in matched.items()}
+    for kb, entry in before.subjects.items():
+        if kb[0] != "kernel":
+            continue
+        ka = matched.get(kb)
+        fb = entry["facts"]
+        fa = after.subjects[ka]["facts"] if ka else {}
+        row = {"before": _subj_json(before, kb), "after": _subj_json(after, ka) if ka else None,
+               "name": short_name(fb.get("kernel_name") or entry["name"] or kb[1])}
+        row["duration_us"] = change(fb.get("kernel_duration_us"), fa.get("kernel_duration_us"), "lower")
+        row["time_share_pct"] = fb.get("kernel_time_share_pct")
+        for k in ("sm_throughput_pct", "memory_throughput_pct"):
+            row[k] = [fb.get(k), fa.get(k)]
+        row["config_changed"] = bool(ka) and (_subj_json(before, kb)["grid"], _subj_json(before, kb)["block"]) != \
+            (_subj_json(after, ka)["grid"], _subj_json(after, ka)["block"])
+        rows.append(row)
+    for ka, entry in after.subjects.items():
+        if ka[0] == "kernel" and ka not in inverse:
+            fa = entry["facts"]
+            rows.append({"before": None, "after": _subj_json(after, ka),
+                         "name": short_name(fa.get("kernel_name") or entry["name"] or ka[1]),
+                         "duration_us": change(None, fa.get("kernel_duration_us"), "lower"),
+                         "sm_throughput_pct": [None, fa.get("sm_throughput_pct")],
+                         "memory_throughput_pct": [None, fa.get("memory_throughput_pct")], "config_changed": False})
+    rows.sort(key=lambda r: -(_num((r["duration_us"] or {}).get("before")) or _num((r["duration_us"] or {}).get("after")) or 0))
+    return rows
+
+
+TIMELINE_KERNEL_ROWS = 200  # JSON rows of timeline_kernels (the costliest of either side)
+
+
+def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
+    """Timeline kernels (charts["top_kernels"]: steady steps, grouped by name, grid and block), BEFORE's
+    matched to AFTER's by name and launch configuration, else by name (the costliest unmatched first)."""
+    tb = [r for r in before.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
+    ta = [r for r in after.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
+    if not (tb and ta):
+        return []
+    key = lambda r: (r.get("name"), r.get("grid"), r.get("block"))  # noqa: E731
+    by_key = {key(r): i for i, r in enumerate(ta)}
+    used, pairs = set(), []
+    for r in tb:
+        j = by_key.get(key(r))
+        if j is not None and j not in used:
+            used.add(j)
+            pairs.append((r, ta[j], False))
+        else:
+            pairs.append((r, None, False))
+    for n, (r, a, _) in enumerate(pairs):
+        if a is None:
+            j = next((j for j, x in enumerate(ta) if j not in used and x.get("name") == r.get("name")), None)
+            if j is not None:
+                used.add(j)
+                pairs[n] = (r, ta[j], True)
+    pairs += [(None, x, False) for j, x in enumerate(ta) if j not in used]
+    rows = []
+    for b, a, changed in pairs:
+        one = b or a
+        rows.append({"name": short_name(one.get("name") or ""), "kernel_name": one.get("name"),
+                     "before": None if b is None else {"grid": b.get("grid"), "block": b.get("block")},
+                     "after": None if a is None else {"grid": a.get("grid"), "block": a.get("block")},
+                     "ms_per_step": change(None if b is None else b.get("ms_per_step"),
+                                           None if a is None else a.get("ms_per_step"), "lower"),
+                     "launches_per_step": [None if b is None else b.get("launches_per_step"),
+                                           None if a is None else a.get("launches_per_step")],
+                     "step_share_pct": [None if b is None else b.get("step_share_pct"),
+                                        None if a is None else a.get("step_share_pct")],
+                     "config_changed": changed})
+    rows.sort(key=lambda r: -max(_num(r["ms_per_step"].get("before")) or 0, _num(r["ms_per_step"].get("after")) or 0))
+    return rows[:TIMELINE_KERNEL_ROWS]
+
+
+def fact_rows(before: Side, after: Side, matched: dict, directions: dict) -> list[dict]:
+    rows = []
+    for name in sorted(set(before.run) & set(after.run)):
+        unit = before.units.get(name, "")
+        rows.append({"subject": None, "fact": name, "unit": unit,
+                     **change(before.run[name], after.run[name], direction_of(name, unit, directions))})
+    for kb, ka in sorted(matched.items(), key=lambda kv: _launch_order(kv[0])):
+        fb, fa = before.subjects[kb]["facts"], after.subjects[ka]["facts"]
+        for name in sorted(set(fb) & set(fa)):
+            unit = before.units.get(name, "")
+            rows.append({"subject": {"before": _subj_json(before, kb), "after": _subj_json(after, ka)}, "fact": name,
+                         "unit": unit, **change(fb[name], fa[name], direction_of(name, unit, directions))})
+    return rows
+
+
+def phase_rows(before: Side, after: Side) -> list[dict]:
+    """Steps matched by role: the median steady step of each side, busy and each idle class."""
+    def med(steps, get):
+        vals = [v for v in (get(s) for s in steps) if v is not None]
+        return statistics.median(vals) if vals else None
+    rows = []
+    if not (before.steps and after.steps):
+        return rows
+    rows.append({"phase": "step", **change(med(before.steps, lambda s: _num(s.get("dur_ms"))),
+                                           med(after.steps, lambda s: _num(s.get("dur_ms"))), "lower")})
+    rows.append({"phase": "busy", **change(med(before.steps, lambda s: _num(s.get("busy_ms"))),
+                                           med(after.steps, lambda s: _num(s.get("busy_ms"))))})
+    classes = list(dict.fromkeys([c for s in before.steps + after.steps for c in (s.get("idle_ms_by_class") or {})]))
+    for c in classes:
+        b = med(before.steps, lambda s: _num((s.get("idle_ms_by_class") or {}).get(c, 0.0)))
+        a = med(after.steps, lambda s: _num((s.get("idle_ms_by_class") or {}).get(c, 0.0)))
+        if b or a:
+            rows.append({"phase": f"idle: {c}", **change(b, a, "lower")})
+    for r in rows:
+        r["unit"] = "ms"
+    return rows

@@ -1,0 +1,218 @@
+"""Per finding of BEFORE: fixed, improved, unchanged or regressed on AFTER (its cost against the
+noise, its rule's verify_check on AFTER's facts); findings only AFTER has are new."""
+from __future__ import annotations
+
+import math
+
+from ..facts import short_name
+from .matching import _subj_json
+from .sides import Side, _num
+from .thresholds import MIN_CHANGE, MIN_COST_SHARE
+
+VERDICT_ORDER = ("regressed", "new", "unchanged", "improved", "fixed")
+GATE_SEVERITIES = ("warning", "critical")
+
+
+def _base(side: Side, gain_of: str, finding=None):
+    """The time (or memory) a finding's gain is a share of, on its side."""
+    g = (gain_of or "").lower()
+    if "step" in g:
+        return _num(side.run.get("step_time_ms_p50")), "ms"
+    if "memory" in g:
+        return _num(side.run.get("peak_allocated_gib")) or _num(side.run.get("composition_allocated_gib")), "GiB"
+    if "gpu" in g or "kernel" in g:
+        v = _num(side.run.get("kernel_gpu_time_total_ms"))
+        if v is None:
+            v = _num(side.run.get("kernel_time_ms_per_step"))
+        return v, "ms"
+    return None, ""
+
+
+def cost(side: Side, f) -> float | None:
+    base, _ = _base(side, f.gain_of)
+    return None if base is None else f.estimated_gain * base
+
+
+def _facts_for(side: Side, subject_key) -> dict:
+    rec = dict(side.run)
+    if subject_key is not None and subject_key in side.subjects:
+        rec.update(side.subjects[subject_key]["facts"])
+    return rec
+
+
+def check_verify(rule, before_rec: dict, after_rec: dict | None) -> dict:
+    """Evaluate a rule's verify_check on AFTER's facts (falls/rises against BEFORE's)."""
+    if rule is None or not rule.verify_check:
+        return {"holds": None, "checks": [], "reason": "the rule has no verify_check"}
+    checks = []
+    for c in rule.verify_check:
+        threshold = rule.params.get(c.param) if c.param else c.value
+        a = None if after_rec is None else after_rec.get(c.fact)
+        b = before_rec.get(c.fact)
+        item = {"fact": c.fact, "op": c.op, "threshold": threshold, "before": b, "after": a}
+        if c.param:
+            item["param"] = c.param
+        if after_rec is None:
+            item["holds"], item["why"] = None, "subject not in AFTER"
+        elif c.op == "exists":
+            item["holds"] = a is not None
+        elif a is None:
+            item["holds"], item["why"] = None, f"{c.fact} not measured in AFTER"
+        elif c.op in ("falls", "rises"):
+            if _num(b) is None or _num(a) is None:
+                item["holds"], item["why"] = None, f"{c.fact} not measured on both sides"
+            else:
+                item["holds"] = a < b if c.op == "falls" else a > b
+        else:
+            item["holds"] = _op(c.op, a, threshold)
+        checks.append(item)
+    states = [c["holds"] for c in checks]
+    holds = False if False in states else (None if None in states else True)
+    return {"holds": holds, "checks": checks}
+
+
+def _op(op, a, t):
+    try:
+        return {"lt": a < t, "lte": a <= t, "gt": a > t, "gte": a >= t, "eq": a == t, "neq": a != t}.get(op)
+    except TypeError:
+        return None
+
+
+def _subject_key(f):
+    return None if f.subject is None else (f.subject.kind, f.subject.id)
+
+
+def _leaves(f) -> list:
+    return list(f.kernels) if f.kernels else [f]
+
+
+SEV_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+def _counts(before: Side, f, cb, ca) -> bool:
+    """A cost change large enough to count: beyond compare.min_cost_change_share_pct of its base."""
+    base, _ = _base(before, f.gain_of)
+    if base is None or cb is None or ca is None:
+        return True
+    return abs(ca - cb) >= MIN_COST_SHARE.value / 100 * base
+
+
+def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: float) -> list[dict]:
+    tol = max(MIN_CHANGE.value, noise_pct)
+    after_by_rule = {f.rule: f for f in after.report.findings}
+    before_rules = {f.rule for f in before.report.findings}
+    inverse = {v: k for k, v in matched.items()}
+    out = []
+    for f in before.report.findings:
+        rule = pack.rules.get(f.rule)
+        g = after_by_rule.get(f.rule)
+        entry = {"rule": f.rule, "title": f.title, "category": f.category, "tree": f.tree,
+                 "severity_before": f.severity, "severity_after": g.severity if g else None,
+                 "gain_of": f.gain_of, "gain_before": round(f.estimated_gain, 4),
+                 "gain_after": round(g.estimated_gain, 4) if g else None,
+                 "verify": f.verify}
+        cb = cost(before, f)
+        ca = cost(after, g) if g else 0.0
+        base_unit = _base(before, f.gain_of)[1]
+        if cb is not None:
+            entry["cost_before"] = round(cb, 6)
+            entry["cost_after"] = None if ca is None else round(ca, 6)
+            entry["cost_unit"] = base_unit
+        subjects = []
+        scoped = f.subject is not None and f.subject.kind != "run"
+        if scoped:
+            fired_after = {_subject_key(k) for k in _leaves(g)} if g else set()
+            for leaf in _leaves(f):
+                kb = _subject_key(leaf)
+                ka = matched.get(kb)
+                v = check_verify(rule, _facts_for(before, kb), _facts_for(after, ka) if ka else None)
+                if ka is None:
+                    verdict = "fixed"
+                    v["reason"] = "the kernel is no longer launched"
+                elif ka in fired_after:
+                    verdict = "unchanged"
+                    lg = next(x for x in _leaves(g) if _subject_key(x) == ka)
+                    lb, la = _gain_abs(before, f, leaf), _gain_abs(after, g, lg)
+                    d = _rel(lb, la) if _counts(before, f, lb, la) else None
+                    if d is not None and d < -tol:
+                        verdict = "improved"
+                    elif d is not None and d > tol:
+                        verdict = "regressed"
+                else:
+                    verdict = "fixed" if v["holds"] else "improved"
+                subjects.append({"before": _subj_json(before, kb), "after": _subj_json(after, ka) if ka else None,
+                                 "verdict": verdict, "verify": v})
+            for leaf in (_leaves(g) if g else []):
+                ka = _subject_key(leaf)
+                if inverse.get(ka) not in {_subject_key(x) for x in _leaves(f)}:
+                    subjects.append({"before": _subj_json(before, inverse.get(ka)) if inverse.get(ka) else None,
+                                     "after": _subj_json(after, ka), "verdict": "new"})
+            entry["subjects"] = subjects
+        if g is None:
+            key = _subject_key(f)
+            v = check_verify(rule, _facts_for(before, key), _facts_for(after, matched.get(key) if scoped else None))
+            if scoped:
+                states = [s["verify"]["holds"] for s in subjects if s["verdict"] != "new"]
+                v = {"holds": all(states) if states and None not in states else (False if False in states else None),
+                     "checks": [c for s in subjects if s["verdict"] != "new" for c in s["verify"]["checks"]]}
+                if all(s["verdict"] == "fixed" for s in subjects):
+                    v["holds"] = True
+            entry["verify_check"] = v
+            entry["verdict"] = "fixed" if v["holds"] else "improved"
+            if not v["holds"]:
+                entry["why"] = "the rule no longer fires, but its Verify step does not hold yet" if v["holds"] is False \
+                    else "the rule no longer fires; its Verify step could not be checked on AFTER"
+        else:
+            v = check_verify(rule, _facts_for(before, _subject_key(f)), _facts_for(after, _subject_key(g)))
+            entry["verify_check"] = v
+            d = _rel(cb, ca)
+            small = not _counts(before, f, cb, ca)
+            if small:
+                d = None
+            if SEV_RANK[g.severity] > SEV_RANK[f.severity]:
+                entry["verdict"], entry["why"] = "regressed", f"severity rose from {f.severity} to {g.severity}"
+            elif d is not None and d > tol:
+                entry["verdict"], entry["why"] = "regressed", f"its cost rose {d:+.0f}% (tolerance {tol:.0f}%)"
+            elif SEV_RANK[g.severity] < SEV_RANK[f.severity] or (d is not None and d < -tol):
+                entry["verdict"] = "improved"
+                entry["why"] = (f"its cost fell {d:+.0f}% (tolerance {tol:.0f}%)" if d is not None and d < -tol
+                                else f"severity fell from {f.severity} to {g.severity}")
+            else:
+                entry["verdict"] = "unchanged"
+                d = _rel(cb, ca)
+                if d is not None:
+                    entry["why"] = (f"cost change {d:+.0f}% within the {tol:.0f}% tolerance" if not small else
+                                    f"cost change {d:+.0f}%, under {MIN_COST_SHARE.value:g}% of {f.gain_of}")
+            newly = [s_["after"]["name"] for s_ in subjects if s_["verdict"] == "new" and s_["after"]]
+            if newly and entry["verdict"] != "unchanged":
+                entry["why"] = entry.get("why", "") + f"; now also on {', '.join(short_name(n or '') for n in newly[:3])}" \
+                    + (f" and {len(newly) - 3} more" if len(newly) > 3 else "")
+            if scoped and entry["verdict"] == "unchanged":
+                vs = {s["verdict"] for s in subjects}
+                if "regressed" in vs or "new" in vs and g.severity in GATE_SEVERITIES:
+                    entry["verdict"], entry["why"] = "regressed", "kernels newly or more affected"
+                elif vs & {"improved", "fixed"} and not vs & {"regressed", "new"}:
+                    entry["verdict"], entry["why"] = "improved", "some kernels fixed or improved"
+        out.append(entry)
+    for g in after.report.findings:
+        if g.rule not in before_rules:
+            ca = cost(after, g)
+            out.append({"rule": g.rule, "title": g.title, "category": g.category, "tree": g.tree,
+                        "severity_before": None, "severity_after": g.severity, "gain_of": g.gain_of,
+                        "gain_before": None, "gain_after": round(g.estimated_gain, 4),
+                        "cost_after": None if ca is None else round(ca, 6), "cost_unit": _base(after, g.gain_of)[1],
+                        "verify": g.verify, "verdict": "new", "message": g.message})
+    return out
+
+
+def _gain_abs(side, f, leaf):
+    base, _ = _base(side, f.gain_of)
+    return None if base is None else leaf.estimated_gain * base
+
+
+def _rel(b, a):
+    if b is None or a is None:
+        return None
+    if b <= 0:
+        return None if a <= 0 else math.inf
+    return 100 * (a - b) / b

@@ -1,0 +1,109 @@
+"""What every renderer shows around a finding, beside the Finding itself: its subject label, the
+per-kernel table of a grouped finding, why its gain overlaps another's, why it is only info, its
+sources, its playbook reference; and the report's severity counts and how it was made."""
+from __future__ import annotations
+
+from ..facts import short_name
+from ..findings import KERNEL_ROWS
+from .formatting import fmt_value, share_pct
+
+KERNEL_COLUMNS = 3  # evidence columns of a grouped finding's per-kernel table
+_NOT_COLUMNS = {"launches", "kernels", "launch_ids", "kernel_name", "kernel_time_share_pct"}
+
+
+def playbook_ref(finding) -> str:
+    """How an installed user reads the rule's playbook section (the handbook ships in the package)."""
+    return f"diagnose playbook {finding.rule}"
+
+
+def subject_label(f) -> tuple[str, str]:
+    """("kernel 86", "short name") for a finding's subject; the name only where it says more than the id."""
+    if f.subject is None:
+        return "", ""
+    label = f"{f.subject.kind} {f.subject.id}"
+    name = f.subject.name or ""
+    if name in (label, f.subject.id):
+        name = ""
+    return label, short_name(name) if name else ""
+
+
+def kernel_table(f) -> dict | None:
+    """The per-kernel table of a finding grouped across kernels: the costliest KERNEL_ROWS kernels,
+    the rest summed in one row. Columns: the first numeric evidence facts of the rule."""
+    if not f.kernels:
+        return None
+    columns = [n for n, ev in f.evidence.items() if n not in _NOT_COLUMNS
+               and isinstance(ev.get("value"), (int, float)) and not isinstance(ev.get("value"), bool)][:KERNEL_COLUMNS]
+    rows = []
+    for k in f.kernels[:KERNEL_ROWS]:
+        share = k.evidence.get("kernel_time_share_pct", {}).get("value") if "kernel_time_share_pct" in k.evidence else None
+        rows.append({
+            "kernel": short_name(k.subject.name or k.subject.id) if k.subject else "",
+            "first": k.subject.id if k.subject else "", "launches": k.count,
+            "gain": share_pct(k.estimated_gain) if k.estimated_gain > 0 else "-",
+            "cells": [fmt_value(k.evidence[c]["value"], k.evidence[c].get("unit", "")) if c in k.evidence else "n/a"
+                       for c in columns],
+            "share": "" if share is None else fmt_value(share, "%"),
+        })
+    rest = f.kernels[KERNEL_ROWS:]
+    more = None
+    if rest:
+        more = {"kernels": len(rest), "launches": sum(k.count for k in rest),
+                "gain": share_pct(min(1.0, sum(k.estimated_gain for k in rest)))}
+    return {"columns": columns, "rows": rows, "more": more, "kernels": len(f.kernels)}
+
+
+def gain_note(f, index_of: dict) -> str:
+    """Why a finding's gain does not add to the ones above it (the same time explained twice)."""
+    if f.marginal_gain is None or not f.overlaps or f.estimated_gain - f.marginal_gain < 0.005:
+        return ""
+    refs = ", ".join(f"`{r}`" + (f" (finding {index_of[r]})" if r in index_of else "") for r in f.overlaps)
+    claims = "claim" if len(f.overlaps) > 1 else "claims"
+    return f"{refs} already {claims} this share of {f.gain_of}; beyond it: {share_pct(f.marginal_gain)}"
+
+
+def severity_note(f) -> str:
+    """Why a warning/critical rule's finding is info here (the gain floor)."""
+    if not f.rule_severity or f.rule_severity == f.severity:
+        return ""
+    from ..findings import WARNING_MIN_GAIN_PCT
+    return (f"info here: `{f.rule}` is a {f.rule_severity} rule, but its estimated gain is under "
+            f"{WARNING_MIN_GAIN_PCT.value:g}% of {f.gain_of} (setting findings.warning_min_gain_pct)")
+
+
+def evidence_sources(f) -> list[dict]:
+    """The finding's evidence grouped by the source that measured it: [{source, facts}], in evidence order."""
+    by: dict[str, list[str]] = {}
+    for name in f.evidence:
+        src = (getattr(f, "evidence_sources", None) or {}).get(name)
+        if src:
+            by.setdefault(src, []).append(name)
+    return [{"source": k, "facts": v} for k, v in by.items()]
+
+
+def summary_counts(findings) -> dict:
+    counts = {"critical": 0, "warning": 0, "info": 0}
+    for f in findings:
+        counts[f.severity] += 1
+    return counts
+
+
+def settings_lines(report) -> list[str]:
+    """How the report was made, one Markdown line each: rule packs, --param, analysis settings."""
+    made = getattr(report, "settings", None) or {}
+    lines = []
+    for pack in made.get("rule_packs", []):
+        adds = [r for r in pack["rules"] if r not in pack["replaces"]]
+        parts = ([f"adds {', '.join(adds)}"] if adds else []) + \
+                ([f"replaces shipped {', '.join(pack['replaces'])}"] if pack["replaces"] else [])
+        lines.append(f"rule pack `{pack['path']}`: {'; '.join(parts) or 'no rules'}")
+    for p in made.get("params", []):
+        if "condition" in p:
+            lines.append(f"--param {p['condition']}.{p['param']}={p['value']} (default {p['default']}; "
+                         f"shared condition of {', '.join(p['rules']) or 'no rule'})")
+        else:
+            lines.append(f"--param {p['rule']}.{p['param']}={p['value']} (default {p['default']})")
+    for st in made.get("analysis_settings", made.get("settings", [])):
+        unit = f" {st['unit']}" if st.get("unit") else ""
+        lines.append(f"setting {st['name']}={st['value']} (default {st['default']}{unit})")
+    return lines
