@@ -93,3 +93,88 @@ def test_evidence_same_program_at_another_time_ties_no_common_file_separates():
     ok, why = memory_evidence(_identity(python_files=["train.py"]), _identity(python_files=["serve.py"]))
     assert ok is False and "no file in common" in why
     assert memory_evidence(_identity(), _identity()) == (None, "")
+
+
+# Real decode servers with their snapshot and memory_stats taken in the same process, right after the
+# profiled steps (tools/gen/kv_memory_sources.py; numbers in fixtures/README.md): traces recorded
+# WITHOUT profile_memory, so the inference tree's memory numbers can only come from the memory input.
+def _s(name: str) -> tuple[str, str, str]:
+    return (f"fixtures/torch/s_decode_{name}.pt.trace.json.gz", f"fixtures/mem/s_decode_{name}.snapshot.pickle.gz",
+            f"fixtures/mem/s_decode_{name}.memory_stats.json")
+
+
+@pytest.fixture(scope="module")
+def with_snapshot():
+    return {name: diagnose(list(_s(name)[:2])) for name in ("cache_full", "cache_fit", "b1_roomy", "b64_roomy")}
+
+
+@pytest.mark.parametrize("name", ["cache_full", "cache_fit", "b1_roomy", "b64_roomy"])
+def test_snapshot_of_the_profiled_process_joins_its_trace_by_time(with_snapshot, name):
+    rep = with_snapshot[name]
+    trace, snap, _ = _s(name)
+    assert not rep.runs
+    assert any(n.startswith(f"{snap} is of the run of {trace}") and "one process at one time" in n for n in rep.notes)
+
+
+def _run_facts(rep) -> dict:
+    return {f.name: f for f in rep.facts if f.subject is None}
+
+
+def test_full_preallocated_cache_fires_kv_cache_rule_from_the_snapshot(with_snapshot):
+    rep = with_snapshot["cache_full"]
+    trace, snap, _ = _s("cache_full")
+    f = next(x for x in rep.findings if x.rule == "INFER015")
+    facts = _run_facts(rep)
+    # 139.80 GiB device, 129.88 GiB reserved at the peak (fixtures/README.md): 7% free
+    assert facts["memory_headroom_pct"].value == pytest.approx(100 * (139.80 - 129.88) / 139.80, abs=0.2)
+    assert facts["mem_persistent_gb"].value == pytest.approx(128.685, abs=0.01)  # the 128 GiB cache + weights
+    assert f.evidence_sources["memory_headroom_pct"] == f"{snap} (mem_snapshot) and {trace} (torch_trace)"
+    assert f.evidence_sources["mem_persistent_gb"] == f"{snap} (mem_snapshot)"
+
+
+def test_cache_sized_for_its_use_is_silent(with_snapshot):
+    rep = with_snapshot["cache_fit"]
+    assert "INFER015" not in {f.rule for f in rep.findings}
+    assert _run_facts(rep)["memory_headroom_pct"].value > 90
+
+
+def test_batch_one_with_free_memory_raises_concurrency_the_batch_64_twin_does_not(with_snapshot):
+    assert "INFER016" in {f.rule for f in with_snapshot["b1_roomy"].findings}
+    assert "INFER016" not in {f.rule for f in with_snapshot["b64_roomy"].findings}
+
+
+def test_alone_the_traces_cannot_judge_memory_and_say_how_to_collect_it():
+    for name in ("cache_full", "b1_roomy"):
+        rep = diagnose([_s(name)[0]])
+        missing = {n.rule: n for n in rep.not_evaluated}
+        assert "INFER015" in missing
+        assert "_dump_snapshot" in missing["INFER015"].collect and "memory_stats" in missing["INFER015"].collect
+
+
+def test_memory_stats_of_the_same_process_gives_the_same_verdict():
+    """memory_stats has no time: it joins as the only timeline's memory input; its peak reserved is the
+    snapshot's (same process, same moment), so the headroom agrees."""
+    trace, snap, stats = _s("cache_full")
+    rep = diagnose([trace, stats])
+    assert "INFER015" in {f.rule for f in rep.findings}
+    by_stats = _run_facts(rep)["memory_headroom_pct"].value
+    by_snapshot = _run_facts(diagnose([trace, snap]))["memory_headroom_pct"].value
+    assert by_stats == pytest.approx(by_snapshot, abs=0.05)
+    all_three = diagnose([trace, snap, stats])
+    assert not all_three.runs and "INFER015" in {f.rule for f in all_three.findings}
+
+
+def test_snapshot_of_another_process_stays_apart():
+    """cache_full's snapshot (10:55:02-10:55:10) and cache_fit's trace (10:55:23): another process."""
+    rep = diagnose([_s("cache_fit")[0], _s("cache_full")[1]])
+    assert len(rep.runs) == 2
+    assert "INFER015" not in {f.rule for f in rep.findings}
+
+
+def test_growing_cache_kept_across_layers_is_no_leak():
+    """The profiler's step annotations in the snapshot mark the iterations: the prefill's per-layer K/V
+    kept in the cache (a method-called decoder: no enclosing module call) is not a leak across 'calls'."""
+    rep = diagnose([_s("b64_roomy")[1]])
+    assert "OOM003" not in {f.rule for f in rep.findings}
+    kind = next(f.value for f in rep.facts if f.name == "iteration_kind")
+    assert kind == "profiler step"

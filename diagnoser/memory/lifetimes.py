@@ -115,11 +115,15 @@ class AllocationOwners:
 
 def iteration_bounds(snap, device, rep, phases, call_starts=None):
     """(event indexes where iterations start, what an iteration is): optimizer.step annotations, else
-    optimizer/backward runs, else model calls (a loop with forward only, e.g. evaluation)."""
-    starts = sorted(a.time_us for a in snap.annotations
-                    if a.device == device and a.stage == "START" and "Optimizer.step" in a.name)
-    if starts:
-        return np.searchsorted(rep.tr.time_us, starts).astype(np.int64), "optimizer step"
+    the profiler's step annotations, else optimizer/backward runs, else model calls (a loop with
+    forward only, e.g. evaluation)."""
+    for mark, kind in (("Optimizer.step", "optimizer step"), ("ProfilerStep#", "profiler step")):
+        # annotations the program recorded around its iterations (torch.profiler's steps, when the
+        # snapshot was taken in the profiled process), more exact than any guess from the frames
+        starts = sorted(a.time_us for a in snap.annotations
+                        if a.device == device and a.stage == "START" and mark in a.name)
+        if len(starts) >= (1 if kind == "optimizer step" else 2):
+            return np.searchsorted(rep.tr.time_us, starts).astype(np.int64), kind
     for want, kind in (("optimizer", "optimizer step"), ("backward", "backward pass")):
         bounds, prev = [], None
         for i, ph in zip(rep.alloc_idx.tolist(), phases):
