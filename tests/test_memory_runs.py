@@ -178,3 +178,12 @@ def test_growing_cache_kept_across_layers_is_no_leak():
     assert "OOM003" not in {f.rule for f in rep.findings}
     kind = next(f.value for f in rep.facts if f.name == "iteration_kind")
     assert kind == "profiler step"
+
+
+def test_cache_growth_per_decode_step_from_the_snapshot(with_snapshot):
+    """torch.cat caches grow by their bytes per token each step (b1: 4 layers x K,V x 16 heads x 128 x
+    2 B = 32,768 B; b64: 2 MiB); the preallocated cache does not grow."""
+    grow = {n: _run_facts(r)["mem_growth_mb_per_step"].value for n, r in with_snapshot.items()}
+    assert grow["b1_roomy"] == pytest.approx(32768 / 1e6)
+    assert grow["b64_roomy"] == pytest.approx(2 * (1 << 20) / 1e6)
+    assert grow["cache_full"] == 0.0

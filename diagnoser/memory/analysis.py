@@ -120,6 +120,7 @@ def analyze_snapshot(snap) -> AnalysisResult:
     if len(bounds):
         sink.add("iteration_kind", kind, "")
     _growth(sink, rep, snap, ref, bounds, own)
+    _profiler_step_growth(sink, rep, snap, device)
     out.charts["memory_timeline"] = _timeline(rep)
     if rep.orphans:
         pre = sum(o[2] for o in rep.orphans) / GIB
@@ -335,6 +336,22 @@ def _growth(sink, rep, snap, ref, bounds, own):
         sink.add("leak_share_pct", 100.0 * b / total, "%")
         sink.add("allocated_without_leak_gib", (total - b) / GIB, "GiB")
     sink.add("leak_mib_per_iter", b / n_it / MIB, "MiB")
+
+
+def _profiler_step_growth(sink, rep, snap, device) -> None:
+    """Allocated memory added per profiler step (median over steps), from the allocator's state at each ProfilerStep start
+    (a snapshot taken in the profiled process): a decode server's KV cache growing by a token a step."""
+    starts = sorted(a.time_us for a in snap.annotations
+                    if a.device == device and a.stage == "START" and "ProfilerStep#" in a.name)
+    if len(starts) < 2 or not rep.n:
+        return
+    at = np.searchsorted(rep.tr.time_us, np.asarray(starts, np.int64), side="left") - 1
+    if (at < 0).any():
+        return  # a step began before the history did: its allocated total is unknown
+    held = rep.allocated[at].astype(np.float64)
+    sink.add("profiler_steps_seen", len(starts), "count")
+    # the median step-to-step change: the first step also starts with what the warm-up (a prefill) left
+    sink.add("profiler_step_growth_mib", float(np.median(np.diff(held))) / MIB, "MiB")
 
 
 def analyze_stats(stats) -> AnalysisResult:

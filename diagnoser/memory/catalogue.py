@@ -37,6 +37,10 @@ CATALOGUE: list[FactSpec] = [
     _spec("peak_reserved_gib", "GiB", "peak bytes reserved by the caching allocator", _ALL),
     _spec("peak_reserved_free_gib", "GiB", "reserved but free bytes at the allocated peak (counters: peak reserved "
           "- peak allocated)", _ALL),
+    _spec("profiler_steps_seen", "count", "torch.profiler steps (ProfilerStep# annotations) in the snapshot's history "
+          "(a snapshot taken in the profiled process)"),
+    _spec("profiler_step_growth_mib", "MiB", "allocated memory added per profiler step: the median change between "
+          "consecutive ProfilerStep starts (a KV cache grown by torch.cat shows its bytes per token here)"),
     _spec("current_allocated_gib", "GiB", "bytes allocated when the counters were read (the snapshot was taken)", _ALL),
     _spec("current_reserved_gib", "GiB", "bytes reserved when the counters were read (the snapshot was taken)", _ALL),
     _spec("inactive_split_peak_gib", "GiB", "peak bytes in free pieces of split blocks (fragmentation proxy)",

@@ -126,6 +126,9 @@ def _memory_headroom(have: dict[str, Fact], memory: list) -> tuple[list[Fact], s
                Fact("memory_headroom_pct", 100.0 * free / float(total.value), "%", both)]
         if "peak_allocated_gib" in mf:
             out.append(replace(mf["peak_allocated_gib"], name="mem_allocated_peak_gb"))
+        grow = mf.get("profiler_step_growth_mib")
+        if grow is not None:  # the snapshot's own view of the profiled steps
+            out.append(Fact("mem_growth_mb_per_step", float(grow.value) * (1 << 20) / 1e6, "MB", grow.source))
         held = mf.get("current_allocated_gib")
         if held is not None:
             out.append(replace(held, name="mem_persistent_gb"))
