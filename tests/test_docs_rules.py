@@ -352,3 +352,21 @@ def test_validate_errors_shown_in_the_docs_are_what_validate_says_on_the_example
         (example_pack / "team.yaml").write_text(text, encoding="utf-8")
         result = CliRunner().invoke(cli, ["rules", "validate", "my_rules/team.yaml"])
         assert result.exit_code == 1 and result.output.strip() == line, result.output
+
+
+def test_scope_error_shown_in_the_docs_is_what_validate_says_on_the_example(example_pack):
+    """The example with `scope: kernels` (a typo) is rejected as the docs show, not left to never run."""
+    blocks = re.findall(r"```text\n(.*?)```", section("Rule fields"), re.S)
+    (shown,) = [b.strip() for b in blocks if "unknown scope" in b]
+    rule = (example_pack / "team.yaml").read_text(encoding="utf-8")
+    broken = re.sub(r"(\n    severity: .*)", r"\1\n    scope: kernels", rule, count=1)
+    assert broken != rule
+    (example_pack / "team.yaml").write_text(broken, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["rules", "validate", "my_rules/team.yaml"])
+    assert result.exit_code == 1 and result.output.strip() == shown, result.output
+
+
+def test_scope_table_is_the_scopes_the_schema_accepts():
+    from diagnoser.rulespec.model import SCOPES
+    rows = [code(r[0])[0] for r in table(section("Records: what a condition sees"), "scope")]
+    assert rows == list(SCOPES) == schema.RULE["properties"]["scope"]["enum"]

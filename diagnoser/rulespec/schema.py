@@ -1,7 +1,7 @@
 """JSON Schema of a rule file, and advice-style messages for what is wrong with one."""
 from __future__ import annotations
 
-from .model import OPS, SEVERITIES, VERIFY_OPS
+from .model import OPS, SCOPES, SEVERITIES, VERIFY_OPS
 
 _ID = r"^[A-Z][A-Z0-9]*[0-9]{3}$"
 _NAME = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
@@ -47,7 +47,7 @@ RULE = {
         "category": {"type": "string", "pattern": _IDENT},
         "severity": {"enum": list(SEVERITIES)},
         "status": {"enum": ["stable", "experimental"]},
-        "scope": {"type": "string", "pattern": _IDENT},
+        "scope": {"enum": list(SCOPES)},
         "requires": {"type": "array", "items": {"type": "string", "pattern": _IDENT}},
         "params": {
             "type": "object",
@@ -119,6 +119,12 @@ FIELD_ADVICE = {
 }
 
 
+def _did_you_mean(value, choices) -> str:
+    import difflib
+    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.8)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
 def advice(error) -> str:
     """Turn a jsonschema ValidationError into a sentence that says what to add or change."""
     v = error.validator
@@ -135,6 +141,10 @@ def advice(error) -> str:
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
         return f"{where}: unknown key `{', '.join(extra)}`; allowed keys: {', '.join(allowed)}"
+    if v == "enum" and error.absolute_path and error.absolute_path[-1] == "scope":
+        return (f"{where}: unknown scope `{error.instance}`{_did_you_mean(error.instance, SCOPES)}; use one of: "
+                f"{', '.join(SCOPES)} (the kind of subject the rule is evaluated on; "
+                f"`diagnose facts --catalogue` gives each fact's)")
     if v == "enum":
         return f"{where}: `{error.instance}` is not allowed; use one of: {', '.join(map(str, error.validator_value))}"
     if v == "pattern":

@@ -1,0 +1,80 @@
+"""A user rule pack never goes quiet through a typo or a missing test: an unknown `scope`, an
+unknown key in a test case, a rule file without its test file, and `rules test` given a test file
+(which tests the rule file beside it). Synthetic packs and cases (run-level facts only), so fast."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from diagnoser.catalogue import catalogue
+from diagnoser.cli import cli
+from diagnoser.errors import RuleError
+from diagnoser.rulespec.loader import load_rule_file
+from diagnoser.rulespec.model import SCOPES
+
+RULE = """\
+tree: demo
+rules:
+  - id: DEMO001
+    name: gpu-mostly-idle
+    title: The GPU is mostly idle (synthetic demo rule)
+    category: input_pipeline
+    severity: warning
+    params: {max_busy: 50}
+    when:
+      all:
+        - {fact: gpu_busy_pct, op: lt, param: max_busy}
+    message: "busy {gpu_busy_pct:.0f}%"
+    fix: "more workers"
+    verify: "busy above {max_busy}%"
+"""
+CASES = """\
+cases:
+  - name: synthetic - GPU busy 10%
+    facts: {gpu_busy_pct: 10.0}
+    fires: [DEMO001]
+  - name: synthetic - GPU busy 90%
+    facts: {gpu_busy_pct: 90.0}
+    silent: [DEMO001]
+"""
+
+
+def _pack(tmp_path: Path, files: dict[str, str]) -> Path:
+    pack = tmp_path / "my_rules"
+    pack.mkdir()
+    for name, text in files.items():
+        (pack / name).write_text(text, encoding="utf-8")
+    return pack
+
+
+def _rules_test(*args: str):
+    return CliRunner().invoke(cli, ["rules", "test", *map(str, args)])
+
+
+# ------------------------------------------------------------------ 1. scope is one of the subject kinds
+
+def test_misspelt_scope_is_rejected_with_its_line_and_the_scopes_there_are(tmp_path):
+    path = _pack(tmp_path, {"demo.yaml": RULE.replace("    severity: warning\n",
+                                                      "    severity: warning\n    scope: kernels\n")}) / "demo.yaml"
+    with pytest.raises(RuleError) as e:
+        load_rule_file(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}:8: "), msg  # the `scope:` line
+    assert "`kernels`" in msg and "did you mean `kernel`" in msg and "run, kernel, rank, site" in msg, msg
+    result = CliRunner().invoke(cli, ["rules", "validate", str(path)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and f"{path}:8:" in result.output, result.output
+
+
+def test_every_valid_scope_loads_and_the_scopes_are_the_subject_kinds_facts_attach_to():
+    """A scope no fact attaches to could never be evaluated: the allowed scopes are the catalogue's."""
+    assert set(SCOPES) == {spec.subject for spec in catalogue().values()}
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_each_allowed_scope_validates(tmp_path, scope):
+    path = _pack(tmp_path, {"demo.yaml": RULE.replace("    severity: warning\n",
+                                                      f"    severity: warning\n    scope: {scope}\n")}) / "demo.yaml"
+    (rule,) = load_rule_file(path)
+    assert rule.scope == scope
