@@ -33,6 +33,9 @@ CATALOGUE = [
     _n("mem_persistent_pct", "%", "mem_persistent_gb as % of the device's memory"),
     _n("mem_growth_mb_per_step", "MB", "allocated memory added per steady step (a KV cache growing by one token "
        "per decode step shows here; a preallocated cache does not)"),
+    FactSpec("kv_cache_paged", "bool", "", "kernels of a paged KV cache run (vLLM reshape_and_cache / paged_attention, "
+             "SGLang store_kvcache, FlashInfer paged decode): the server preallocates its cache pool on purpose",
+             "run", ("torch-trace", "nsys-sqlite"), OPS),
     _n("memory_events_per_step", "count", "allocator events (allocations and frees) per steady step"),
     FactSpec("ncu_attention_launch_skip", "number", "count", "`ncu --launch-skip` for the attention kernels "
              "(the attention kernel pattern of timeline/kernels.py): their launches before the first steady step, at least one step's worth",

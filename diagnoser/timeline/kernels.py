@@ -54,6 +54,10 @@ TENSOR_CORE = re.compile(r"nvjet|hmma|wgmma|wmma|tensorop|s16816|s161616|bf16|f1
 LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|Backward|backward|"
                          # PyTorch's warp softmax serves log_softmax too: its 5th template argument
                          r"softmax_warp_forward<(?:[^,<>]+,\s*){4}(?:true|\(bool\)1)", re.I)
+# Kernels that read or write a paged KV cache (a block pool the server preallocates and hands out per
+# token): vLLM's cache writes and paged attention, SGLang's KV store and FlashInfer's paged decode.
+PAGED_KV = re.compile(r"reshape_and_cache|paged_attention|PagedKV|paged_kv|store_kvcache|kv_indices|"
+                      r"BatchDecodeWithPaged|BatchPrefillWithPaged|block_table", re.I)
 ATTENTION_WINDOW_KERNELS = settings.register("timeline.attention_window_kernels", 8, "kernels", "how far (in kernels on the stream) a GEMM may sit from a softmax for the three to be hand-written attention")
 
 # dgrad alone is no evidence: a ConvTranspose2d forward runs cuDNN dgrad kernels
@@ -256,6 +260,7 @@ def attention_stats(kt: KernelTable) -> dict[str, float]:
     out["unfused_attention_blocks_per_step"] = blocks / max(kt.steady_steps, 1)
     out["unfused_attention_pct"] = 100.0 * block_ns / max(kt.steady_ns, 1)
     out["unfused_attention_kernel_pct"] = 100.0 * block_ns / kernel_total
+    out["kv_cache_paged"] = bool((k & kt.names.mask(PAGED_KV)).any())
     return out
 
 
