@@ -78,3 +78,30 @@ def test_each_allowed_scope_validates(tmp_path, scope):
                                                       f"    severity: warning\n    scope: {scope}\n")}) / "demo.yaml"
     (rule,) = load_rule_file(path)
     assert rule.scope == scope
+
+
+# ------------------------------------------------------------------ 4. a test file tests the rule file beside it
+
+def test_rules_test_on_a_test_file_loads_the_rule_file_beside_it(tmp_path):
+    pack = _pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": CASES})
+    result = _rules_test(pack / "demo.test.yaml")
+    assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output
+
+
+def test_rules_test_on_a_test_file_checks_its_rules_coverage(tmp_path):
+    pack = _pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": CASES.split("  - name: synthetic - GPU busy 90%")[0]})
+    result = _rules_test(pack / "demo.test.yaml")
+    assert result.exit_code == 1 and "COVERAGE  DEMO001" in result.output, result.output
+
+
+def test_rules_test_on_a_test_file_without_its_rule_file_says_so(tmp_path):
+    pack = _pack(tmp_path, {"demo.test.yaml": CASES})
+    result = _rules_test(pack / "demo.test.yaml")
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert "demo.test.yaml" in result.output and "no rule file demo.yaml beside it" in result.output, result.output
+
+
+def test_a_folder_and_a_test_file_in_it_load_the_rules_once(tmp_path):
+    pack = _pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": CASES})
+    result = _rules_test(pack, pack / "demo.test.yaml")
+    assert result.exit_code == 0 and "4 passed, 0 failed" in result.output, result.output

@@ -9,6 +9,7 @@ from ..facts import Fact, Subject
 from .model import RulePack
 
 NO_FINDING = "none"
+TEST_SUFFIX = ".test.yaml"
 
 
 @dataclass
@@ -24,13 +25,40 @@ class CaseResult:
 def case_files(path: Path) -> list[Path]:
     path = Path(path)
     if path.is_dir():
-        return sorted(path.glob("*.test.yaml"))
-    if path.name.endswith(".test.yaml"):
+        return sorted(path.glob("*" + TEST_SUFFIX))
+    if path.name.endswith(TEST_SUFFIX):
         return [path]
-    sibling = path.with_name(path.name[:-len(".yaml")] + ".test.yaml") if path.suffix == ".yaml" else None
+    sibling = test_file_of(path) if path.suffix == ".yaml" else None
     if sibling and sibling.exists():
         return [sibling]
     raise RuleError(path, None, "no test file: put cases in NAME.test.yaml beside NAME.yaml")
+
+
+def test_file_of(rule_file: Path) -> Path:
+    """NAME.test.yaml beside NAME.yaml."""
+    return rule_file.with_name(rule_file.name[:-len(".yaml")] + TEST_SUFFIX)
+
+
+def rule_files_under_test(paths) -> list[Path]:
+    """The rule files `diagnose rules test PATH...` tests, each once: every rule file of a folder, a
+    rule file itself, and for a test file NAME.test.yaml the rule file NAME.yaml beside it (the cases
+    are about its rules, so it is loaded with the pack)."""
+    from .loader import rule_files
+    out: dict[Path, Path] = {}
+    for path in map(Path, paths):
+        if path.name.endswith(TEST_SUFFIX) and not path.is_dir():
+            if not path.exists():
+                raise RuleError(path, None, "no such test file")
+            rule_file = path.with_name(path.name[:-len(TEST_SUFFIX)] + ".yaml")
+            if not rule_file.exists():
+                raise RuleError(path, None, f"no rule file {rule_file.name} beside it; a test file NAME.test.yaml "
+                                            f"holds the cases of the rules in NAME.yaml")
+            files = [rule_file]
+        else:
+            files = rule_files(path)
+        for f in files:
+            out.setdefault(f.resolve(), f)
+    return list(out.values())
 
 
 class CorpusAbsent(Exception):
