@@ -18,7 +18,7 @@ from diagnoser.cli import cli
 from diagnoser.report.playbook import PART_NAMES, parse_playbook
 from diagnoser.resources import rules_dir
 from diagnoser.rulespec import schema, testing
-from diagnoser.rulespec.loader import build_pack, file_data, rule_files
+from diagnoser.rulespec.loader import build_pack, file_data
 from diagnoser.rulespec.model import OPS, TREND_OPS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -178,13 +178,14 @@ def _case_keys_read_by_rules_test() -> set[str]:
         | set(re.findall(r"\"(\w+)\" in case\b", src))
 
 
-def test_test_case_table_is_every_key_rules_test_reads():
-    rows = {code(r[0])[0] for r in table(section("Test cases"), "key")}
-    assert rows == _case_keys_read_by_rules_test()
+def test_test_case_table_is_every_key_rules_test_accepts_and_reads():
+    rows = [code(r[0])[0] for r in table(section("Test cases"), "key")]
+    assert rows == list(testing.CASE_KEYS)
+    assert set(testing.CASE_KEYS) == _case_keys_read_by_rules_test()
 
 
 def test_example_cases_use_only_keys_rules_test_reads():
-    keys = _case_keys_read_by_rules_test()
+    keys = set(testing.CASE_KEYS)
     for block in yaml_blocks():
         for case in (yaml.safe_load(block) or {}).get("cases") or []:
             assert set(case) <= keys, f"example case {case.get('name')}: unknown keys {sorted(set(case) - keys)}"
@@ -370,3 +371,14 @@ def test_scope_table_is_the_scopes_the_schema_accepts():
     from diagnoser.rulespec.model import SCOPES
     rows = [code(r[0])[0] for r in table(section("Records: what a condition sees"), "scope")]
     assert rows == list(SCOPES) == schema.RULE["properties"]["scope"]["enum"]
+
+
+def test_case_key_error_shown_in_the_docs_is_what_rules_test_says_on_the_example(example_pack):
+    """The example's cases with `slient:` for `silent:` fail as the docs show, before any case runs."""
+    (shown,) = [b.strip() for b in re.findall(r"```text\n(.*?)```", section("Test cases"), re.S) if "unknown key" in b]
+    cases = (example_pack / "team.test.yaml").read_text(encoding="utf-8")
+    broken = cases.replace("    silent: [TEAM001]", "    slient: [TEAM001]")
+    assert broken != cases
+    (example_pack / "team.test.yaml").write_text(broken, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["rules", "test", "my_rules"])
+    assert result.exit_code == 1 and result.output.strip() == shown, result.output

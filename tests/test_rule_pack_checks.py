@@ -80,6 +80,41 @@ def test_each_allowed_scope_validates(tmp_path, scope):
     assert rule.scope == scope
 
 
+# ------------------------------------------------------------------ 2. test cases: known keys only
+
+@pytest.mark.parametrize("mutation, line, words", [
+    (("    silent: [DEMO001]\n", "    silent: [DEMO001]\n    fire: [DEMO001]\n"), 8,
+     ["case 2 (synthetic - GPU busy 90%): unknown key `fire` (did you mean `fires`?)",
+      "known keys: name, input, facts, subjects, fires, silent, first, subject, per_subject"]),
+    (("cases:\n", "case_list: []\ncases:\n"), 1, ["unknown key `case_list`", "known keys: cases"]),
+    (("    silent: [DEMO001]\n", "    silent: [DEMO01]\n"), 7, ["`DEMO01` names no rule in force"]),
+    (("    fires: [DEMO001]\n", "    fires: DEMO001\n"), 4, ["`fires` is a list of rule ids"]),
+    (("    facts: {gpu_busy_pct: 90.0}\n    silent: [DEMO001]\n", "    facts: {gpu_busy_pct: 90.0}\n"), 5,
+     ["checks nothing; add fires, silent, first, subject or per_subject"]),
+    (("    facts: {gpu_busy_pct: 10.0}\n",
+      "    facts: {gpu_busy_pct: 10.0}\n    subjects: [{kind: kernels, id: '1', facts: {}}]\n"), 4,
+     ["unknown subject kind `kernels` (did you mean `kernel`?)"]),
+    (("    facts: {gpu_busy_pct: 10.0}\n", "    facts: {gpu_busy_pct: 10.0}\n    input: [x.gz]\n"), 4,
+     ["`input` (real files) and `facts`/`subjects` (synthetic) exclude each other"]),
+])
+def test_test_case_typo_fails_with_its_line_and_the_known_keys(tmp_path, mutation, line, words):
+    cases = CASES.replace(*mutation)
+    assert cases != CASES
+    pack = _pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": cases})
+    result = _rules_test(pack)
+    assert result.exit_code == 1, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output
+    assert f"{pack / 'demo.test.yaml'}:{line}: " in result.output, result.output
+    for w in words:
+        assert w in result.output, result.output
+
+
+def test_well_formed_pack_passes(tmp_path):
+    """The control of the typos above: the pack they mutate passes."""
+    result = _rules_test(_pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": CASES}))
+    assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output
+
+
 # ------------------------------------------------------------------ 4. a test file tests the rule file beside it
 
 def test_rules_test_on_a_test_file_loads_the_rule_file_beside_it(tmp_path):

@@ -6,10 +6,15 @@ from pathlib import Path
 
 from ..errors import RuleError
 from ..facts import Fact, Subject
-from .model import RulePack
+from .model import SCOPES, RulePack
 
 NO_FINDING = "none"
 TEST_SUFFIX = ".test.yaml"
+# the keys of a case, in the order docs/rules.md lists them; any other key is an error (a misspelt
+# `fire:` would check nothing)
+CASE_KEYS = ("name", "input", "facts", "subjects", "fires", "silent", "first", "subject", "per_subject")
+CHECK_KEYS = ("fires", "silent", "first", "subject", "per_subject")  # a case needs one: else it checks nothing
+SUBJECT_KEYS = ("kind", "id", "name", "facts")
 
 
 @dataclass
@@ -162,33 +167,107 @@ def run_case(case: dict, test_file: Path, pack: RulePack, catalogue: dict) -> Ca
     return result
 
 
+def _did_you_mean(word, choices) -> str:
+    import difflib
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.8)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def read_cases(test_file: Path, rule_ids) -> list[dict]:
+    """A test file's cases, checked: only known keys (with file:line, a did-you-mean and the known
+    keys), real `input` or synthetic `facts`/`subjects` but not both, at least one check, rule ids
+    in `fires`/`silent` that name rules in force, subjects of a kind a rule can be scoped to."""
+    from .checks import line_for
+    from .loader import read_yaml
+    data, lines = read_yaml(test_file)
+    data = {} if data is None else data
+
+    def fail(where: tuple, problem: str):
+        raise RuleError(test_file, line_for(lines, where) or 1, problem)
+
+    if not isinstance(data, dict):
+        fail((), "a test file is a mapping with `cases:` (a list of cases)")
+    for key in data:
+        if key != "cases":
+            fail((key,), f"unknown key `{key}`{_did_you_mean(key, ['cases'])}; known keys: cases")
+    cases = data.get("cases")
+    if not isinstance(cases, list):
+        fail(("cases",), "`cases` is a list of cases, each `- name: ...` with `input:` or `facts:` and what "
+                         "it checks (see docs/rules.md, Test cases)")
+    known_ids = set(rule_ids)
+    subject_kinds = [k for k in SCOPES if k != "run"]
+    for i, case in enumerate(cases):
+        at = ("cases", i)
+        if not isinstance(case, dict):
+            fail(at, f"case {i + 1}: a case is a mapping (name, input or facts, fires, silent...)")
+        label = f"case {i + 1}" + (f" ({case['name']})" if case.get("name") else "")
+        for key in case:
+            if key not in CASE_KEYS:
+                fail(at + (key,), f"{label}: unknown key `{key}`{_did_you_mean(key, CASE_KEYS)}; "
+                                  f"known keys: {', '.join(CASE_KEYS)}")
+        if "input" in case and ("facts" in case or "subjects" in case):
+            fail(at + ("input",), f"{label}: `input` (real files) and `facts`/`subjects` (synthetic) exclude each other; "
+                                  f"make them two cases")
+        if not any(k in case for k in CHECK_KEYS):
+            fail(at, f"{label}: checks nothing; add fires, silent, first, subject or per_subject")
+        inputs = case.get("input", [])
+        if not all(isinstance(p, str) for p in (inputs if isinstance(inputs, list) else [inputs])):
+            fail(at + ("input",), f"{label}: `input` is a path or a list of paths")
+        for key in ("fires", "silent"):
+            ids = case.get(key, [])
+            if not isinstance(ids, list) or not all(isinstance(r, str) for r in ids):
+                fail(at + (key,), f"{label}: `{key}` is a list of rule ids, e.g. [{next(iter(sorted(known_ids)), 'TEAM001')}]")
+            for j, rid in enumerate(ids):
+                if rid not in known_ids:
+                    fail(at + (key, j), f"{label}: `{key}`: `{rid}` names no rule in force{_did_you_mean(rid, known_ids)}")
+        for key in ("facts", "subject", "per_subject"):
+            if key in case and not isinstance(case[key], dict):
+                fail(at + (key,), f"{label}: `{key}` is a mapping")
+        subjects = case.get("subjects", [])
+        if not isinstance(subjects, list):
+            fail(at + ("subjects",), f"{label}: `subjects` is a list of {{kind, id, name, facts}}")
+        for j, subj in enumerate(subjects):
+            where = at + ("subjects", j)
+            if not isinstance(subj, dict) or "kind" not in subj or "id" not in subj:
+                fail(where, f"{label}: a subject is a mapping with `kind` and `id` (and `name`, `facts`)")
+            for key in subj:
+                if key not in SUBJECT_KEYS:
+                    fail(where + (key,), f"{label}: subject: unknown key `{key}`{_did_you_mean(key, SUBJECT_KEYS)}; "
+                                         f"known keys: {', '.join(SUBJECT_KEYS)}")
+            if subj["kind"] not in subject_kinds:
+                fail(where + ("kind",), f"{label}: unknown subject kind `{subj['kind']}`"
+                                        f"{_did_you_mean(subj['kind'], subject_kinds)}; use one of: {', '.join(subject_kinds)}")
+            if not isinstance(subj.get("facts", {}), dict):
+                fail(where + ("facts",), f"{label}: a subject's `facts` is a mapping")
+    return cases
+
+
 def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[CaseResult], list[str], list[str]]:
     """Run every case; return results, coverage problems (a rule without a firing or a silent case),
-    and the rules whose firing cases are all synthetic (no real trace shows them yet)."""
-    results: list[CaseResult] = []
-    fires_cov: set[str] = set()
-    silent_cov: set[str] = set()
-    real_fires: set[str] = set()
-    covered_files: set[str] = set()
+    and the rules whose firing cases are all synthetic (no real trace shows them yet). Every test
+    file is checked (read_cases) before any case runs."""
+    test_files: list[Path] = []
     for path in paths:
         files = case_files(Path(path))
         if not files:
             raise RuleError(path, None, "no test cases: put them in NAME.test.yaml beside each NAME.yaml "
                                         "(see docs/rules.md, Test cases)")
-        for tf in files:
-            from .loader import read_yaml
-            data = read_yaml(tf)[0] or {}
-            if not isinstance(data, dict):
-                raise RuleError(tf, 1, "a test file is a mapping with `cases:` (a list of cases)")
-            covered_files.add(str(tf.with_name(tf.name.replace(".test.yaml", ".yaml")).resolve()))
-            for case in data.get("cases") or []:
-                r = run_case(case, tf, pack, catalogue)
-                results.append(r)
-                if r.ok and not r.skipped:
-                    fires_cov.update(case.get("fires") or [])
-                    silent_cov.update(case.get("silent") or [])
-                    if "input" in case:
-                        real_fires.update(case.get("fires") or [])
+        test_files += files
+    checked = [(tf, read_cases(tf, pack.rules)) for tf in test_files]
+    results: list[CaseResult] = []
+    fires_cov: set[str] = set()
+    silent_cov: set[str] = set()
+    real_fires: set[str] = set()
+    for tf, cases in checked:
+        for case in cases:
+            r = run_case(case, tf, pack, catalogue)
+            results.append(r)
+            if r.ok and not r.skipped:
+                fires_cov.update(case.get("fires") or [])
+                silent_cov.update(case.get("silent") or [])
+                if "input" in case:
+                    real_fires.update(case.get("fires") or [])
+    covered_files = {str(tf.with_name(tf.name[:-len(TEST_SUFFIX)] + ".yaml").resolve()) for tf in test_files}
     coverage = []
     for rule in pack.ordered():
         if str(Path(rule.path).resolve()) not in covered_files:
