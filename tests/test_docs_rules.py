@@ -382,3 +382,18 @@ def test_case_key_error_shown_in_the_docs_is_what_rules_test_says_on_the_example
     (example_pack / "team.test.yaml").write_text(broken, encoding="utf-8")
     result = CliRunner().invoke(cli, ["rules", "test", "my_rules"])
     assert result.exit_code == 1 and result.output.strip() == shown, result.output
+
+
+def test_rule_file_without_its_test_file_fails_as_the_docs_show(example_pack):
+    (shown,) = [b.strip() for b in re.findall(r"```text\n(.*?)```", section("Test cases"), re.S) if "COVERAGE" in b]
+    rule = (example_pack / "team.yaml").read_text(encoding="utf-8")
+    (example_pack / "extra.yaml").write_text(rule.replace("TEAM001", "TEAM002").replace(
+        "step-over-time-budget", "step-far-over-time-budget"), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["rules", "test", "my_rules"])
+    assert result.exit_code == 1 and shown in result.output.splitlines(), result.output
+    assert "2 passed, 1 failed" in result.output, result.output
+
+
+def test_rules_test_on_the_example_test_file_runs_it_against_the_rule_file_beside_it(example_pack):
+    result = CliRunner().invoke(cli, ["rules", "test", "my_rules/team.test.yaml"])
+    assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output

@@ -115,6 +115,33 @@ def test_well_formed_pack_passes(tmp_path):
     assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output
 
 
+# ------------------------------------------------------------------ 3. every rule file has its tests
+
+def test_rule_file_without_a_test_file_fails_the_folder_naming_the_file_and_its_rules(tmp_path):
+    extra = RULE.replace("DEMO001", "DEMO002").replace("gpu-mostly-idle", "gpu-idle-again")
+    pack = _pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": CASES, "extra.yaml": extra})
+    result = _rules_test(pack)
+    assert result.exit_code == 1, result.output
+    (line,) = [ln for ln in result.output.splitlines() if ln.startswith("COVERAGE")]
+    assert str(pack / "extra.yaml") in line and "DEMO002" in line and "extra.test.yaml" in line, result.output
+    assert "2 passed, 1 failed" in result.output, result.output
+
+
+def test_rule_of_a_tested_file_without_a_silent_case_fails(tmp_path):
+    pack = _pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": CASES.split("  - name: synthetic - GPU busy 90%")[0]})
+    result = _rules_test(pack)
+    assert result.exit_code == 1 and "COVERAGE  DEMO001" in result.output and "stays silent" in result.output, result.output
+
+
+def test_conditions_only_file_needs_no_test_file(tmp_path):
+    shared = "conditions:\n  mostly-idle:\n    params: {max_busy: 50}\n    when: {all: [{fact: gpu_busy_pct, op: lt, param: max_busy}]}\n"
+    rule = RULE.replace("    params: {max_busy: 50}\n", "").replace("        - {fact: gpu_busy_pct, op: lt, param: max_busy}\n",
+                                                                   "        - {condition: mostly-idle}\n")
+    pack = _pack(tmp_path, {"shared.yaml": shared, "demo.yaml": rule, "demo.test.yaml": CASES})
+    result = _rules_test(pack)
+    assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output
+
+
 # ------------------------------------------------------------------ 4. a test file tests the rule file beside it
 
 def test_rules_test_on_a_test_file_loads_the_rule_file_beside_it(tmp_path):

@@ -243,9 +243,13 @@ def read_cases(test_file: Path, rule_ids) -> list[dict]:
 
 
 def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[CaseResult], list[str], list[str]]:
-    """Run every case; return results, coverage problems (a rule without a firing or a silent case),
-    and the rules whose firing cases are all synthetic (no real trace shows them yet). Every test
-    file is checked (read_cases) before any case runs."""
+    """Run every case; return results, coverage problems (a rule file of the pack under test
+    without its test file; a rule without a passing firing or silent case), and the rules whose
+    firing cases are all synthetic (no real trace shows them yet).
+
+    The pack under test (`rule_files_under_test`) is every rule file of a folder given, a rule file
+    given, or the one beside a test file given; every test file is checked before any case runs."""
+    from .loader import file_data
     test_files: list[Path] = []
     for path in paths:
         files = case_files(Path(path))
@@ -267,15 +271,21 @@ def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[
                 silent_cov.update(case.get("silent") or [])
                 if "input" in case:
                     real_fires.update(case.get("fires") or [])
-    covered_files = {str(tf.with_name(tf.name[:-len(TEST_SUFFIX)] + ".yaml").resolve()) for tf in test_files}
-    coverage = []
-    for rule in pack.ordered():
-        if str(Path(rule.path).resolve()) not in covered_files:
+    coverage: list[str] = []
+    tested: list[str] = []
+    for rule_file in rule_files_under_test(paths):
+        ids = sorted(raw["id"] for raw, _, _ in file_data(rule_file)["rules"])
+        if not ids:
+            continue  # shared conditions only: tested through the rules that use them
+        if not test_file_of(rule_file).exists():
+            coverage.append(f"{rule_file}: no test file {test_file_of(rule_file).name} beside it for "
+                            f"{', '.join(ids)}; give each rule a case where it fires and one where it stays silent")
             continue
-        if rule.id not in fires_cov:
-            coverage.append(f"{rule.id} ({rule.path}): no passing case where it fires")
-        if rule.id not in silent_cov:
-            coverage.append(f"{rule.id} ({rule.path}): no passing case where it stays silent")
-    synthetic_only = [rule.id for rule in pack.ordered() if rule.id in fires_cov and rule.id not in real_fires
-                      and str(Path(rule.path).resolve()) in covered_files]
+        for rid in ids:
+            if rid not in fires_cov:
+                coverage.append(f"{rid} ({rule_file}): no passing case where it fires")
+            if rid not in silent_cov:
+                coverage.append(f"{rid} ({rule_file}): no passing case where it stays silent")
+        tested += ids
+    synthetic_only = sorted(rid for rid in set(tested) if rid in fires_cov and rid not in real_fires)
     return results, coverage, synthetic_only
