@@ -3,12 +3,12 @@
 Rule thresholds are rule params (`--param RULE.NAME=V`); thresholds that live in analysis or
 ranking code are registered here once, with a default, a unit and a meaning, so they are
 documented (`diagnose facts --catalogue`), overridable (`--set NAME=VALUE`, or `settings:` in a
-rule pack) and echoed in the report when changed. A module registers at import time:
+rule pack) and echoed in the report when changed. A module registers at import time, as
+diagnoser/timeline/gaps.py does for `timeline.launch_gap_max_ns` (the default lives there only):
 
-    LAUNCH_GAP_MAX_NS = settings.register("timeline.launch_gap_max_ns", 50_000, "ns",
-                                          "longest GPU gap still counted as launch overhead")
+    GAP_MAX_NS = settings.register("family.name", DEFAULT, "unit", "what it decides")
     ...
-    if gap_ns <= LAUNCH_GAP_MAX_NS.value: ...
+    if gap_ns <= GAP_MAX_NS.value: ...
 
 and reads `.value` where it decides (never a copy taken at import, so an override reaches it).
 """

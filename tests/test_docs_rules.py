@@ -397,3 +397,19 @@ def test_rule_file_without_its_test_file_fails_as_the_docs_show(example_pack):
 def test_rules_test_on_the_example_test_file_runs_it_against_the_rule_file_beside_it(example_pack):
     result = CliRunner().invoke(cli, ["rules", "test", "my_rules/team.test.yaml"])
     assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output
+
+
+def test_settings_examples_in_docs_and_docstrings_give_the_registered_defaults():
+    """A `settings.register("NAME", DEFAULT, ...)` example naming a real setting shows its real
+    default (docs/rules.md and diagnoser/settings.py once gave launch_gap_max_ns 50_000 for 100_000)."""
+    from diagnoser import settings
+    known = settings.all_settings()
+    shown = 0
+    for where, text in (("docs/rules.md", TEXT), ("diagnoser/settings.py", settings.__doc__ or "")):
+        for name, value in re.findall(r"settings\.register\(\s*\"([^\"]+)\",\s*([^,]+),", text):
+            if name in known:
+                shown += 1
+                literal = value.strip().replace("_", "")
+                assert literal == repr(known[name].default).replace("_", ""), \
+                    f"{where}: {name} shown with default {value.strip()}, registered with {known[name].default}"
+    assert shown >= 1
