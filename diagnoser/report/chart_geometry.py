@@ -36,6 +36,7 @@ class Chart:
     table: dict | None = None                            # {caption, headers, numeric, mono, rows: [[str]]}
     layout: str = ""                                     # "side": legend beside the drawing
     regions: list[dict] = field(default_factory=list)    # shaded-region key {label, cls}
+    run: int | None = None                               # several separate runs: the run it belongs to (its ids)
 
     @property
     def svg(self) -> bool:

@@ -6,7 +6,7 @@ rendered from Markdown (escaped), evidence values formatted, and chart geometry 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jinja2
 from markupsafe import Markup
@@ -18,6 +18,7 @@ from .finding_parts import (evidence_sources, gain_note, kernel_table, playbook_
                             summary_counts)
 from .formatting import fmt_value, share_pct, shorten
 from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
+from .run_sections import run_sections
 
 SUBJECT_NAME_LIMIT = 160
 SUBJECT_SHORT_LIMIT = 34  # in the summary table
@@ -127,24 +128,46 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str], index_
     )
 
 
+def _section(findings: list[FindingView], charts: list[Chart], prefix: str = "") -> dict:
+    """What report.html.j2's parts place for one run (or the whole report): its findings, its first
+    fix (the top finding, unless it is only info), its charts; `prefix` keeps element ids unique."""
+    top = findings[0] if findings and findings[0].f.severity != "info" else None
+    return {"findings": findings, "top": top, "charts": charts, "prefix": prefix}
+
+
 def report_view(report) -> dict:
-    """Everything report.html.j2 places, computed here so the template stays a layout."""
+    """Everything report.html.j2 places, computed here so the template stays a layout. Several
+    separate runs: `runs` holds one section per run (its findings, numbered on, and its own charts)."""
     sections = sections_by_rule(load_playbooks())
     meanings = _fact_meanings()
-    index_of: dict[str, int] = {}
-    for i, f in enumerate(report.findings, 1):
-        index_of.setdefault(f.rule, i)
-    findings = [finding_view(i, f, sections, meanings, index_of) for i, f in enumerate(report.findings, 1)]
-    charts: list[Chart] = build_charts(report.charts)
-    counts = summary_counts(report.findings)
-    top = findings[0] if findings and findings[0].f.severity != "info" else None
+    runs = []
+    parts = run_sections(report, report.findings)
+    if parts:
+        findings, first = [], 1
+        for part in parts:
+            index_of: dict[str, int] = {}
+            for i, f in enumerate(part.findings, first):
+                index_of.setdefault(f.rule, i)
+            views = [finding_view(i, f, sections, meanings, index_of) for i, f in enumerate(part.findings, first)]
+            first += len(part.findings)
+            findings += views
+            charts = [replace(c, run=part.run) for c in build_charts(part.charts)]
+            runs.append(dict(_section(views, charts, f"run-{part.run}-"), run=part.run, inputs=part.inputs,
+                             counts=summary_counts(part.findings)))
+        whole = _section(findings, [])
+        whole["top"] = None
+    else:
+        index_of = {}
+        for i, f in enumerate(report.findings, 1):
+            index_of.setdefault(f.rule, i)
+        findings = [finding_view(i, f, sections, meanings, index_of) for i, f in enumerate(report.findings, 1)]
+        whole = _section(findings, build_charts(report.charts))
     return {
         "version": __version__,
         "inputs": report.inputs,
-        "counts": counts,
-        "findings": findings,
-        "top": top,
-        "charts": charts,
+        "counts": summary_counts(report.findings),
+        **whole,
+        "runs": runs,
         "not_evaluated": [{"n": n, "collect": render_inline(n.collect or "", links=False)} for n in report.not_evaluated],
         "notes": report.notes,
         "settings": [render_inline(line, links=False) for line in settings_lines(report)],

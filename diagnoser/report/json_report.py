@@ -6,6 +6,7 @@ import json
 from .. import __version__
 from ..rulespec.model import SEVERITY_RANK
 from .finding_parts import summary_counts
+from .run_sections import first_findings, run_sections
 
 SCHEMA = "diagnoser.report/1"
 
@@ -13,22 +14,37 @@ SCHEMA = "diagnoser.report/1"
 def report_json(report, top: int | None = None, min_severity: str = "info") -> dict:
     limit = SEVERITY_RANK[min_severity]
     kept = [f for f in report.findings if SEVERITY_RANK[f.severity] <= limit]
+    shown, rest = first_findings(report, kept, top)
     out = {
         "schema": SCHEMA,
         "inputs": report.inputs,
         "summary": summary_counts(kept),
-        "findings": [f.to_json() for f in (kept[:top] if top else kept)],
+        "findings": [f.to_json() for f in shown],
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
         "notes": report.notes,
-        **({"runs": report.runs} if getattr(report, "runs", None) else {}),
+        **({"runs": _runs_json(report, kept)} if getattr(report, "runs", None) else {}),
         "settings": dict({"diagnoser": __version__, "params": [], "rule_packs": [], "analysis_settings": []},
                          **_settings_json(report)),
     }
-    if top and len(kept) > top:
+    if rest:
         out["more_findings"] = [{"rule": f.rule, "severity": f.severity, "title": f.title,
-                                 "estimated_gain": round(f.estimated_gain, 4), "count": f.count} for f in kept[top:]]
+                                 "estimated_gain": round(f.estimated_gain, 4), "count": f.count,
+                                 **({"run": f.run} if f.run is not None else {})} for f in rest]
     if len(kept) < len(report.findings):
         out["left_out"] = {"min_severity": min_severity, "findings": len(report.findings) - len(kept)}
+    return out
+
+
+def _runs_json(report, kept: list) -> list[dict]:
+    """Several separate runs: each with its inputs, the counts of its findings and its own chart data
+    (the series the Markdown tables and HTML charts draw: steps, top_kernels, top_ops, kernel_sol...)."""
+    by_run = {s.run: s.findings for s in run_sections(report, kept)}
+    out = []
+    for r in report.runs:
+        entry = {k: v for k, v in r.items() if k != "charts"}
+        entry["summary"] = summary_counts(by_run.get(r["run"], []))
+        entry["charts"] = r.get("charts") or {}
+        out.append(entry)
     return out
 
 

@@ -10,6 +10,7 @@ from .finding_parts import (KERNEL_COLUMNS, evidence_sources, gain_note, kernel_
                             settings_lines, severity_note, subject_label, summary_counts)
 from .formatting import fmt_value, md_cell, share_pct, shorten  # noqa: F401  (importable from here, as before)
 from .json_report import SCHEMA, render_json, report_json  # noqa: F401
+from .run_sections import first_findings
 from .template_env import template_env as _env
 from .text_view import present
 
@@ -22,7 +23,8 @@ def render_html(report, top: int | None = None, min_severity: str = "info") -> s
     from .html import render_report_html
     limit = SEVERITY_RANK[min_severity]
     kept = [f for f in report.findings if SEVERITY_RANK[f.severity] <= limit]
-    return render_report_html(replace(report, findings=kept[:top] if top else kept), _env(True))
+    shown, _ = first_findings(report, kept, top)
+    return render_report_html(replace(report, findings=shown), _env(True))
 
 
 def render_report(report, fmt: str, top: int | None = None, min_severity: str = "info") -> str:

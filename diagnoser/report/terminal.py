@@ -96,6 +96,37 @@ def _text(con: Console) -> str:
     return text
 
 
+def _first_fix(con: Console, findings: list[dict]) -> None:
+    if findings and findings[0]["f"].severity != "info":
+        top = findings[0]["f"]
+        first = Text.assemble(("First fix: ", "bold"), (top.title, "bold"), f" ({top.category}")
+        if top.estimated_gain > 0:
+            first.append(f", up to {share_pct(top.estimated_gain)} of {top.gain_of}", style="green")
+        first.append(")")
+        con.print(first)
+    elif findings:
+        con.print("No warning or critical finding: nothing here is holding this workload back by our rules.")
+
+
+def _findings(con: Console, part: dict) -> None:
+    """The findings of `part` (the report view, or one run's section) in full, then the rest as a table."""
+    for v in part["findings"]:
+        con.print()
+        con.print(Rule(style="dim"))
+        con.print(_finding(v, con.width))
+    if part["more"]:
+        con.print()
+        con.print(Rule(f"{len(part['more'])} more findings (--top N shows more in full)", style="dim"))
+        mt = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for name in ("#", "severity", "rule", "finding", "subject", "gain"):
+            mt.add_column(name, overflow="fold", justify="right" if name in ("#", "gain") else "left")
+        for m in part["more"]:
+            f = m["f"]
+            mt.add_row(str(m["i"]), Text(f.severity, style=SEVERITY_STYLE[f.severity].replace("bold ", "").split(" on ")[0]),
+                       f.rule, f.title, m["subject"].replace("\\|", "|"), m["gain"])
+        con.print(mt)
+
+
 def render_terminal(view: dict, width: int | None = None) -> str:
     """The report view (text_view.present) as ANSI text for a terminal."""
     report, counts = view["report"], view["counts"]
@@ -107,35 +138,26 @@ def render_terminal(view: dict, width: int | None = None) -> str:
     if report.findings:
         summary = Text.assemble(("Summary: ", "bold"), (f"{counts['critical']} critical", "bold red"), ", ",
                                 (f"{counts['warning']} warning", "bold yellow"), ", ", (f"{counts['info']} info", "blue"))
+        if view["runs"]:
+            summary.append(f" over the {len(view['runs'])} runs")
         if view["hidden"]:
             summary.append(f" ({view['hidden']} below {view['min_severity']} left out)", style="dim")
         con.print(summary)
-        if view["findings"] and view["findings"][0]["f"].severity != "info":
-            top = view["findings"][0]["f"]
-            first = Text.assemble(("First fix: ", "bold"), (top.title, "bold"), f" ({top.category}")
-            if top.estimated_gain > 0:
-                first.append(f", up to {share_pct(top.estimated_gain)} of {top.gain_of}", style="green")
-            first.append(")")
-            con.print(first)
-        elif view["findings"]:
-            con.print("No warning or critical finding: nothing here is holding this workload back by our rules.")
+        if not view["runs"]:
+            _first_fix(con, view["findings"])
     else:
         con.print(Text("Summary: no findings. No rule fired on these inputs.", style="bold"))
-    for v in view["findings"]:
-        con.print()
-        con.print(Rule(style="dim"))
-        con.print(_finding(v, con.width))
-    if view["more"]:
-        con.print()
-        con.print(Rule(f"{len(view['more'])} more findings (--top N shows more in full)", style="dim"))
-        mt = Table(show_edge=False, header_style="bold", pad_edge=False)
-        for name in ("#", "severity", "rule", "finding", "subject", "gain"):
-            mt.add_column(name, overflow="fold", justify="right" if name in ("#", "gain") else "left")
-        for m in view["more"]:
-            f = m["f"]
-            mt.add_row(str(m["i"]), Text(f.severity, style=SEVERITY_STYLE[f.severity].replace("bold ", "").split(" on ")[0]),
-                       f.rule, f.title, m["subject"].replace("\\|", "|"), m["gain"])
-        con.print(mt)
+    if view["runs"]:  # several separate runs: one section each
+        for part in view["runs"]:
+            con.print()
+            con.print(Rule(f"run {part['run']}: {', '.join(part['inputs'])}", style="bold"))
+            if part["findings"]:
+                _first_fix(con, part["findings"])
+            elif not part["more"]:
+                con.print(Text("No finding in this run.", style="dim"))
+            _findings(con, part)
+    else:
+        _findings(con, view)
     if report.not_evaluated:
         con.print()
         con.print(Rule("Not evaluated", style="dim"))
