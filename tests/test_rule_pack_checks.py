@@ -133,11 +133,13 @@ def test_rule_of_a_tested_file_without_a_silent_case_fails(tmp_path):
     assert result.exit_code == 1 and "COVERAGE  DEMO001" in result.output and "stays silent" in result.output, result.output
 
 
+SHARED = "conditions:\n  mostly-idle:\n    params: {max_busy: 50}\n    when: {all: [{fact: gpu_busy_pct, op: lt, param: max_busy}]}\n"
+RULE_USING_SHARED = RULE.replace("    params: {max_busy: 50}\n", "").replace(
+    "        - {fact: gpu_busy_pct, op: lt, param: max_busy}\n", "        - {condition: mostly-idle}\n")
+
+
 def test_conditions_only_file_needs_no_test_file(tmp_path):
-    shared = "conditions:\n  mostly-idle:\n    params: {max_busy: 50}\n    when: {all: [{fact: gpu_busy_pct, op: lt, param: max_busy}]}\n"
-    rule = RULE.replace("    params: {max_busy: 50}\n", "").replace("        - {fact: gpu_busy_pct, op: lt, param: max_busy}\n",
-                                                                   "        - {condition: mostly-idle}\n")
-    pack = _pack(tmp_path, {"shared.yaml": shared, "demo.yaml": rule, "demo.test.yaml": CASES})
+    pack = _pack(tmp_path, {"shared.yaml": SHARED, "demo.yaml": RULE_USING_SHARED, "demo.test.yaml": CASES})
     result = _rules_test(pack)
     assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output
 
@@ -167,3 +169,13 @@ def test_a_folder_and_a_test_file_in_it_load_the_rules_once(tmp_path):
     pack = _pack(tmp_path, {"demo.yaml": RULE, "demo.test.yaml": CASES})
     result = _rules_test(pack, pack / "demo.test.yaml")
     assert result.exit_code == 0 and "4 passed, 0 failed" in result.output, result.output
+
+
+def test_rules_test_on_a_test_file_gives_its_rule_file_the_conditions_of_its_folder(tmp_path):
+    """A rule file loaded alone (beside its test file, or with --rules FILE) may use a shared
+    condition of another rule file in its folder."""
+    pack = _pack(tmp_path, {"shared.yaml": SHARED, "demo.yaml": RULE_USING_SHARED, "demo.test.yaml": CASES})
+    result = _rules_test(pack / "demo.test.yaml")
+    assert result.exit_code == 0 and "2 passed, 0 failed" in result.output, result.output
+    result = CliRunner().invoke(cli, ["rules", "validate", str(pack / "demo.yaml")])
+    assert result.exit_code == 0, result.output

@@ -251,15 +251,19 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
     """Shipped rules, then user packs (a user rule with a shipped id replaces it), then --param overrides.
 
     `conditions:` of every file in the pack are shared: a rule anywhere may use `{condition: NAME}`
-    (a user pack's condition replaces a shipped one of the same name). The pack records how it was
+    (a user pack's condition replaces a shipped one of the same name); a user rule file given alone
+    also brings the conditions of the rule files in its folder, as load_rule_file does. The pack records how it was
     made (RulePack.provenance): each user pack with the rules it adds and the shipped ones it
     replaces, each --param with its default, and pack settings.
     """
     rules: dict[str, Rule] = {}
     trees: dict[str, str] = {}
     sources = [(p, True, None) for p in (rule_files(shipped_dir) if shipped_dir else [])]
+    neighbours: dict[Path, Path] = {}
     for up in user_paths:
         sources += [(p, False, str(up)) for p in rule_files(Path(up))]
+        if Path(up).is_file():  # a single rule file brings the shared conditions of its folder's rule files
+            neighbours.update({p.resolve(): p for p in rule_files(Path(up).parent)})
     loaded = [(file, shipped, given, file_data(file)) for file, shipped, given in sources]
     shared: dict[str, tuple[dict, str]] = {}
     origin: dict[str, bool] = {}
@@ -268,6 +272,15 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
             if name in shared and origin[name] == shipped:
                 raise RuleError(file, cond["line"] or None, f"condition `{name}` is also defined in {shared[name][1]}")
             shared[name], origin[name] = (cond, str(file)), shipped
+    given = {f.resolve() for f, shipped, _, _ in loaded if not shipped}
+    for resolved in sorted(set(neighbours) - given):  # as a user pack's, below those of the files given
+        try:
+            conditions = file_data(neighbours[resolved])["conditions"]
+        except RuleError:
+            continue  # a broken neighbour is its own error, reported when it is loaded
+        for name, cond in conditions.items():
+            if origin.get(name, True):
+                shared[name], origin[name] = (cond, str(neighbours[resolved])), False
     packs: dict[str, dict] = {}
     pack_settings: dict = {}
     for file, shipped, given, data in loaded:
