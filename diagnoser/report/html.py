@@ -128,6 +128,15 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str], index_
     )
 
 
+def _finding_views(findings: list, first: int, playbook: dict, meanings: dict[str, str]) -> list[FindingView]:
+    """The views of `findings` (one run's, or the report's), numbered from `first`; a gain note
+    refers to the findings of the same list only."""
+    index_of: dict[str, int] = {}
+    for i, f in enumerate(findings, first):
+        index_of.setdefault(f.rule, i)
+    return [finding_view(i, f, playbook, meanings, index_of) for i, f in enumerate(findings, first)]
+
+
 def _section(findings: list[FindingView], charts: list[Chart], prefix: str = "") -> dict:
     """What report.html.j2's parts place for one run (or the whole report): its findings, its first
     fix (the top finding, unless it is only info), its charts; `prefix` keeps element ids unique."""
@@ -138,30 +147,21 @@ def _section(findings: list[FindingView], charts: list[Chart], prefix: str = "")
 def report_view(report) -> dict:
     """Everything report.html.j2 places, computed here so the template stays a layout. Several
     separate runs: `runs` holds one section per run (its findings, numbered on, and its own charts)."""
-    sections = sections_by_rule(load_playbooks())
+    playbook = sections_by_rule(load_playbooks())
     meanings = _fact_meanings()
     runs = []
     parts = run_sections(report, report.findings)
     if parts:
-        findings, first = [], 1
+        findings = []
         for part in parts:
-            index_of: dict[str, int] = {}
-            for i, f in enumerate(part.findings, first):
-                index_of.setdefault(f.rule, i)
-            views = [finding_view(i, f, sections, meanings, index_of) for i, f in enumerate(part.findings, first)]
-            first += len(part.findings)
+            views = _finding_views(part.findings, len(findings) + 1, playbook, meanings)
             findings += views
             charts = [replace(c, run=part.run) for c in build_charts(part.charts)]
             runs.append(dict(_section(views, charts, f"run-{part.run}-"), run=part.run, inputs=part.inputs,
                              counts=summary_counts(part.findings)))
-        whole = _section(findings, [])
-        whole["top"] = None
+        whole = dict(_section(findings, []), top=None)  # each run has its own first fix
     else:
-        index_of = {}
-        for i, f in enumerate(report.findings, 1):
-            index_of.setdefault(f.rule, i)
-        findings = [finding_view(i, f, sections, meanings, index_of) for i, f in enumerate(report.findings, 1)]
-        whole = _section(findings, build_charts(report.charts))
+        whole = _section(_finding_views(report.findings, 1, playbook, meanings), build_charts(report.charts))
     return {
         "version": __version__,
         "inputs": report.inputs,
