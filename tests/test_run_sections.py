@@ -162,3 +162,19 @@ def test_a_single_run_report_has_no_run_sections(reports):
     assert "runs" not in doc and all("run" not in f for f in doc["findings"])
     ids = check_html(render_html(single)).ids
     assert "chart-steps" in ids and "first-fix" in ids and not any(i.startswith("run-") for i in ids)
+
+
+def test_rank_charts_of_a_distributed_run_stay_in_its_section():
+    """A 2-rank DDP run (fixtures/torch/ddp_straggler) beside an unrelated Nsight Compute report."""
+    ddp = [str(FIXTURES / "torch" / f"ddp_straggler.rank{r}.pt.trace.json.gz") for r in (0, 1)]
+    ncu = str(FIXTURES / "ncu" / "k_conv.raw.csv.gz")
+    report = diagnose(ddp + [ncu])
+    run_of = {tuple(r["inputs"]): r["run"] for r in report.runs}
+    assert set(run_of) == {tuple(ddp), (ncu,)}
+    sections = _html_sections(render_html(report))
+    n_ddp, n_ncu = run_of[tuple(ddp)], run_of[(ncu,)]
+    assert f'id="chart-ranks-run{n_ddp}"' in sections[n_ddp] and f'id="chart-steps-run{n_ddp}"' in sections[n_ddp]
+    assert "chart-ranks" not in sections[n_ncu] and "chart-steps" not in sections[n_ncu]
+    assert f'id="chart-kernel_sol-run{n_ncu}"' in sections[n_ncu] and "chart-kernel_sol" not in sections[n_ddp]
+    straggler = next(f for f in report.findings if f.run == n_ddp and f.subject is not None and f.subject.kind == "rank")
+    assert f'data-subject-id="{straggler.subject.id}"' in sections[n_ddp]
