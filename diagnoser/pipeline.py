@@ -68,8 +68,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
     settings: dict = field(default_factory=dict)  # how it was made: --param, rule packs, --set (RulePack.provenance)
-    # several separate runs among the inputs: [{run, inputs, charts}], each run's own chart data (then
-    # `charts` above keeps, per key, the first run's that has it); empty for one run
+    # several separate runs among the inputs: [{run, inputs, charts, facts}], each run's own chart data
+    # and run-level facts (then `charts` above keeps, per key, the first run's that has it); [] for one run
     runs: list[dict] = field(default_factory=list)
 
 
@@ -210,7 +210,8 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
     per_run, runs = [], []
     for groups, result, matched in analyse_runs(paths, progress):
-        runs.append({"run": len(runs) + 1, "inputs": [i["path"] for i in result.inputs], "charts": result.charts})
+        runs.append({"run": len(runs) + 1, "inputs": [i["path"] for i in result.inputs], "charts": result.charts,
+                     "facts": [f for f in result.facts if f.subject is None]})  # its run-level facts (headline numbers)
         all_inputs += result.inputs
         records, warnings = build_records(result.facts)
         notes += [n for g in groups for n in g.notes] + result.notes + warnings

@@ -41,7 +41,7 @@ def _runs_json(report, kept: list) -> list[dict]:
     by_run = {s.run: s.findings for s in run_sections(report, kept)}
     out = []
     for r in report.runs:
-        entry = {k: v for k, v in r.items() if k != "charts"}
+        entry = {k: v for k, v in r.items() if k not in ("charts", "facts")}  # facts: not in the JSON report
         entry["summary"] = summary_counts(by_run.get(r["run"], []))
         entry["charts"] = r.get("charts") or {}
         out.append(entry)
