@@ -90,6 +90,14 @@ def test_each_markdown_section_shows_its_own_top_kernels_and_ops_as_that_file_al
         assert _md_table(sections[n], "Top ops by GPU time", "###") == _md_table(single, "Top ops by GPU time", "##")
         tops.append(_top_kernel(own))
     assert tops[0] != tops[1]  # two unrelated runs: a section showing the first run's table would fail above
+    steps = {}
+    for n in TIMELINE_RUNS:  # each section's first line gives its own median step, as that file alone measures it
+        alone_p50 = next(f.value for f in alone[n - 1].facts if f.name == "step_time_ms_p50" and f.subject is None)
+        m = re.search(r"^Measured: step time ([\d.,]+) ms \(median\)", sections[n], flags=re.M)
+        assert m and float(m.group(1).replace(",", "")) == pytest.approx(alone_p50, rel=0.005)
+        steps[n] = alone_p50
+    assert abs(steps[1] - steps[2]) > 0.05 * max(steps.values())
+    assert re.search(r"^Measured: kernel GPU time .* kernel launches\.$", sections[3], flags=re.M)
     assert "Top kernels per step" not in sections[3]  # an ncu report has no steps: no table borrowed from run 1
 
 

@@ -158,7 +158,7 @@ def report_view(report) -> dict:
             findings += views
             charts = [replace(c, run=part.run) for c in build_charts(part.charts)]
             runs.append(dict(_section(views, charts, f"run-{part.run}-"), run=part.run, inputs=part.inputs,
-                             counts=summary_counts(part.findings)))
+                             headline=part.headline, counts=summary_counts(part.findings)))
         whole = dict(_section(findings, []), top=None)  # each run has its own first fix
     else:
         whole = _section(_finding_views(report.findings, 1, playbook, meanings), build_charts(report.charts))

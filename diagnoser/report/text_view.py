@@ -50,7 +50,7 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
         for s in sections:
             run_views, run_more = _findings(s.findings, top, first)
             first += len(s.findings)
-            runs.append({"run": s.run, "inputs": s.inputs, "counts": summary_counts(s.findings),
+            runs.append({"run": s.run, "inputs": s.inputs, "headline": s.headline, "counts": summary_counts(s.findings),
                          "findings": run_views, "more": run_more, "tables": _tables(s.charts)})
     else:
         views, more = _findings(kept, top)
