@@ -151,6 +151,8 @@ def render_terminal(view: dict, width: int | None = None) -> str:
         for part in view["runs"]:
             con.print()
             con.print(Rule(f"run {part['run']}: {', '.join(part['inputs'])}", style="bold"))
+            if part["headline"]:
+                con.print(Text(f"Measured: {part['headline']}", style="dim"))
             if part["findings"]:
                 _first_fix(con, part["findings"])
             elif not part["more"]:
