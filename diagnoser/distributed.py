@@ -35,7 +35,7 @@ from .ranks import is_url
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
 SCHEDULER_ADDRESS = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
-WORKER_MODULES = ["diagnoser.distributed", "diagnoser.pipeline", "diagnoser.timeline.analysis",
+WORKER_MODULES = ["diagnoser.distributed", "diagnoser.pipeline", "diagnoser.timeline.measure", "diagnoser.timeline.analysis",
                   "diagnoser.ingest.torch_trace", "diagnoser.ingest.nsys_sqlite"]
 # with --jobs 0 (auto), local rank traces smaller than this in all are measured in-process: starting
 # the workers would cost more than they save
@@ -115,7 +115,7 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
 
 def _measure_trace(source: str, kind: str | None, read_path: str | None, progress: bool) -> RankOutcome:
     """Measure one rank (see measure_trace)."""
-    from .timeline.analysis import measure_timeline
+    from .timeline.measure import measure_timeline
     from .inputs import sniff
     from .pipeline import READERS, read_input
     from .pipeline import _check_ranks as check_ranks

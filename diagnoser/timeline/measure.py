@@ -1,0 +1,292 @@
+"""Timeline measurement, one timeline (one rank) at a time: its steps, utilization and idle gaps by
+class, kernels, syncs, memory and ops, reduced to the compact MeasuredTimeline the cross-rank part
+(analysis.py) turns into facts. Runs in the per-rank workers (diagnoser.distributed); pure."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..source_files import user_python_file
+from .tables import Timeline
+from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
+                            data_gap_evidence,
+                            device_busy, host_activity, idle_gaps, per_step_breakdown)
+from .intervals import IntervalSet
+from .kv_cache import kv_cache_stats
+from .ops import ncu_window, op_distribution, op_facts, top_kernels
+from .kernels import CATEGORY_PATTERNS
+from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
+                               kernel_table,
+                               launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
+from .ranks import CollectiveKernels, RankSummary
+from .setup import find_setup, setup_text, with_warmup
+from .steps import find_steps, phase_ms
+from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
+from .view import TimelineView
+
+
+GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
+READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
+IDLE_FACT = {"data": "idle_data_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
+             "communication": "idle_comm_pct", "unexplained": "idle_unexplained_pct"}
+
+
+@dataclass
+class TimelineMetrics:
+    """Everything measured on one Timeline: run-level values, chart rows, notes."""
+
+    values: dict
+    steps_chart: list[dict]
+    categories_chart: list[dict]
+    notes: list[str]
+    rank: RankSummary | None
+    comm: "RankComm | None" = None
+    kernels_chart: list = field(default_factory=list)  # ops.top_kernels rows
+    ops_chart: list = field(default_factory=list)  # ops.op_distribution rows
+
+
+@dataclass
+class RankComm:
+    """What the cross-rank transfer/wait split needs from one rank (ns)."""
+
+    kernels: CollectiveKernels
+    gap_start: np.ndarray   # its communication-class idle gaps
+    gap_end: np.ndarray
+    gap_host_cls: np.ndarray  # per gap, the host class that holds the GPU up there (launch/data/sync), else COMM
+    span_ns: int            # its steady steps' total time
+    steps: int
+
+
+def _kernel_short_name(name: str) -> str:
+    """A distinctive part of the demangled name for `ncu --kernel-name-base demangled -k regex:`: the
+    function's base name (no return type, scope, templates, args), or a generic wrapper's instance."""
+    n = re.sub(r"^void\s+", "", name.strip()).replace("(anonymous namespace)", "anonymous")
+    depth, base = 0, []
+    for ch in n:
+        if ch in "<(":
+            if depth == 0 and ch == "(":
+                break
+            depth += 1
+            continue
+        if ch in ">)":
+            depth -= 1
+            continue
+        if depth == 0:
+            base.append(ch)
+    short = "".join(base).split("::")[-1].strip()
+    if short in GENERIC_KERNEL_NAMES:  # cutlass::Kernel2<cutlass_80_simt_sgemm_...>: name the instance
+        inner = re.search(r"<\s*([A-Za-z_][\w]*)", n)
+        short = inner.group(1) if inner else short
+    return short or n[:60]
+
+
+def _collectives(tv: TimelineView, steps, device: int) -> CollectiveKernels:
+    """The device's NCCL kernels that start in a steady step, with that step's label."""
+    gpu = tv.tl.gpu
+    rows = np.flatnonzero(tv.is_kernel & tv.gpu_names.mask(COMM_KERNEL) & (gpu["device"].to_numpy() == device))
+    idx = steps.steady
+    ss, se = steps.start[idx], steps.end[idx]
+    s = tv.gpu_start[rows]
+    k = np.searchsorted(ss, s, side="right") - 1
+    inside = (k >= 0) & (s < se[np.maximum(k, 0)])
+    labels = [steps.labels[i] for i in idx.tolist()]
+    rows, k = rows[inside], k[inside]
+    return CollectiveKernels(np.array([labels[j] for j in k.tolist()], dtype=object),
+                             gpu["stream"].to_numpy()[rows], tv.gpu_start[rows], tv.gpu_end[rows], labels,
+                             np.asarray(gpu["name"].to_numpy()[rows], dtype=object))
+
+
+def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
+    """For communication-class gaps: the host class holding the GPU up (launch, data or sync; COMM when
+    none). The gap classes give NCCL precedence; but when the next compute work was not yet launched
+    as the gap began and the host was launching, loading or syncing, the GPU waited for its host, not
+    for the collective running beside it: overlapping the collective better would not shorten the gap."""
+    if gs.size == 0:
+        return np.zeros(0, dtype=np.int8)
+    queued = queued_mask(dev, gs, ge)
+    none = IntervalSet.of([], [])
+    under = classify_gaps(gs, ge, replace(act, comm=none), none, queued)
+    held = ~queued & np.isin(under, [LAUNCH, DATA, SYNC, ALLOC])
+    return np.where(held, under, COMM).astype(np.int8)
+
+
+CHART_STEPS = 1000
+
+
+def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[dict], RankComm] | None:
+    """GPU busy and idle time (by class) over the steady steps into v; the steps chart and what the
+    cross-rank communication split needs (None: no GPU activity). Its device intervals and gaps are
+    large: they are freed on return."""
+    devices = device_busy(tv)
+    if not devices:
+        return None
+    lo, hi = steps.steady_span
+    windows = steps.steady_windows
+    span = max(windows.total, 1)
+    # a rank or process drives one device; with several, the busiest one sets the pace
+    dev = max(devices, key=lambda d: (d.busy.overlap(lo, hi), -d.device))
+    if len(devices) > 1:
+        notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
+    gaps = idle_gaps(dev, steps, act)
+    idle_ns = gaps.ns_by_class()
+    busy_ns = int(dev.compute.overlap(windows.starts, windows.ends).sum())
+    comm_ns = int(dev.comm.overlap(windows.starts, windows.ends).sum())
+    steps_chart = [{
+        "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
+        "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,
+        "idle_ms_by_class": {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()},
+    } for row in per_step_breakdown(dev, steps, gaps, limit=CHART_STEPS)]
+    if steps.steady.size > len(steps_chart) > 0:  # the chart holds the first CHART_STEPS steps only
+        steps_chart[0]["of"] = int(steps.steady.size)
+    v["gpu_busy_pct"] = 100.0 * busy_ns / span
+    v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
+    for c in IDLE_CLASSES:
+        v[IDLE_FACT[c]] = 100.0 * idle_ns[c] / span
+    top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
+    v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
+    v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
+    v.update(data_gap_evidence(tv, gaps, act, max(steps.steady.size, 1)))
+    comm_gaps = gaps.cls == COMM
+    gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
+    comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
+                    int(span), int(steps.steady.size))
+    return steps_chart, comm
+
+
+def analyze_timeline(tl: Timeline) -> TimelineMetrics:
+    """All single-timeline metrics (see the catalogue for their meaning)."""
+    tv = TimelineView(tl)
+    setup = find_setup(tv)
+    steps = find_steps(tv, setup.end_ns)
+    setup = with_warmup(setup, steps)
+    notes = list(steps.notes)
+    v: dict = {"step_detection": steps.method, "setup_pct": setup.pct, "setup_ms": setup.intervals.total / 1e6,
+               "trace_span_ms": setup.span_ns / 1e6}
+    if setup.top:
+        v["setup_calls"] = setup_text(setup)
+    if setup.pct >= 50 and steps.steady.size > 2:
+        notes.append(f"{setup.pct:.0f}% of the trace is one-time start-up work ({setup_text(setup, 2)}); it is left out: "
+                     f"the numbers are over the {steps.steady.size} steady steps")
+    idx = steps.steady
+    dur_ms = (steps.end[idx] - steps.start[idx]) / 1e6
+    v["step_count"] = int(idx.size)
+    v["step_time_ms_mean"] = float(dur_ms.mean())
+    v["step_time_ms_p50"] = float(np.percentile(dur_ms, 50))
+    v["step_time_ms_p95"] = float(np.percentile(dur_ms, 95))
+    for phase, ms in phase_ms(tl, steps).items():
+        v[f"phase_{phase}_ms"] = ms
+
+    act = host_activity(tv)
+    util = _utilization(tv, steps, act, v, notes)
+    if util is None:
+        notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
+                     "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
+                     "ProfilerActivity.CUDA)")
+        return TimelineMetrics(v, [], [], notes, None)
+    steps_chart, comm = util
+    act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
+
+    kt = kernel_table(tv, steps)
+    cats = category_times(kt)
+    categories_chart = [{"category": r.category, "time_ms": float(r.time_ms), "share_pct": float(r.share_pct)}
+                        for r in cats.itertuples()]
+    for r in cats.itertuples():
+        v[f"kernel_{r.category}_pct"] = float(r.share_pct)
+    if cats["time_ms"].sum() > 0:
+        v["top_kernel_category"] = str(cats.sort_values(["time_ms", "category"], ascending=[False, True]).iloc[0].category)
+    kernels = kt.is_kernel & (kt.category != KERNEL_CATEGORIES.index("communication"))
+    if kernels.any():  # NCCL kernels mostly wait for peers: Nsight Compute has nothing to say on them
+        by_name = kt.names.subset(kernels).sum_by_name(kt.dur_ns[kernels]).sort_values(ascending=False, kind="stable")
+        total = max(float(kt.dur_ns.sum()), 1.0)
+        v["top_kernel_name"] = _kernel_short_name(str(by_name.index[0]))
+        v["top_kernel_pct"] = 100.0 * float(by_name.iloc[0]) / total
+        shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
+        v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
+        v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
+    kernels_chart = top_kernels(kt, steps, v["step_time_ms_mean"])
+    ops_chart = op_distribution(kt, steps)
+    att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
+    v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
+    v.update(op_facts(ops_chart))
+    ls = launch_stats(tv, kt)
+    ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
+    v.update(ls)
+    v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
+    v.update(memcpy_stats(tv, steps, act))
+    v.update(alloc_stats(tv, steps))
+    v.update(sync_calls(tv, steps, act))
+    v.update(tensor_core_stats(kt))
+    att = attention_stats(kt)
+    v.update(att)
+    v.update(memory_bound_stats(kt))
+    v.update(optimizer_stats(tl, kt, steps))
+    v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
+    v.update(kv_cache_stats(tl, steps))  # device memory over the steps (allocator events), when the trace has them
+    v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices)
+    total = max((int(d.get("total_memory") or 0) for d in tl.devices), default=0)
+    if total and "device_memory_total_gb" not in v:  # memory headroom can come from a snapshot of the run
+        v["device_memory_total_gb"] = total / float(1 << 30)
+    if v["workload_kind"] == "inference":  # measured: no optimizer work at all
+        v.setdefault("optimizer_kernels_per_step", 0.0)
+        v.setdefault("optimizer_step_pct", 0.0)
+
+    summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
+                          v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
+                          {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
+    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart)
+
+
+def tensor_core_dtypes(devices: list[dict]) -> str:
+    """What the GPU's tensor cores take, from its compute capability (the trace's device
+    properties): Ampere and later (8.0+) TF32, bf16 and fp16; Volta / Turing (7.x) fp16 only."""
+    ccs = [d.get("cc", "") for d in devices if d.get("cc")]
+    if not ccs:
+        return "unknown"
+    try:
+        major = min(int(str(cc).split(".")[0]) for cc in ccs)
+    except ValueError:
+        return "unknown"
+    return "tf32,bf16,fp16" if major >= 8 else "fp16" if major == 7 else "none"
+
+
+@dataclass
+class MeasuredTimeline:
+    """One timeline reduced to its metrics plus who it is (path, source, rank): what the per-rank
+    work hands to the cross-rank analysis (the tables themselves are dropped)."""
+
+    path: str
+    source: str
+    rank: int | None
+    world_size: int | None
+    metrics: TimelineMetrics
+    process_groups: list = None  # the run's process groups as the trace lists them (Timeline.process_groups)
+    identity: dict = None  # timeline_identity(): when (Unix clock), which Python files, which device memory
+
+
+PYTHON_FILES_KEPT = 500
+_PY_FILE = re.compile(r"^([^()]+\.py)\(\d+\)")
+
+
+def timeline_identity(tl: Timeline) -> dict:
+    """What places a timeline among other inputs of the run: its span on the Unix clock (when the source
+    records the offset), the Python files its stack ranges name (with_stack), its devices' memory."""
+    out: dict = {}
+    spans = [(int(t["start_ns"].min()), int(t["end_ns"].max())) for t in (tl.gpu, tl.host, tl.ranges) if len(t)]
+    if tl.clock_epoch_ns is not None and spans:
+        out["window_epoch_ns"] = (tl.clock_epoch_ns + min(s for s, _ in spans), tl.clock_epoch_ns + max(e for _, e in spans))
+    py = tl.ranges["name"][tl.ranges["kind"] == "python"] if len(tl.ranges) else []
+    files = sorted({user_python_file(m.group(1)) for n in set(py) for m in [_PY_FILE.search(str(n))] if m} - {None})
+    if files:
+        out["python_files"] = files[:PYTHON_FILES_KEPT]
+    total = max((int(d.get("total_memory") or 0) for d in tl.devices), default=0)
+    if total:
+        out["device_total_memory"] = total
+    return out
+
+
+def measure_timeline(tl: Timeline) -> MeasuredTimeline:
+    """The per-rank part of the analysis: one Timeline -> its compact MeasuredTimeline."""
+    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, analyze_timeline(tl), tl.process_groups,
+                            timeline_identity(tl))
