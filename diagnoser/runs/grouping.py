@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..kernel_names import without_parameters
+from ..kernels.names import without_parameters
 from .. import settings
 
 SAME_RUN_SHARE = settings.register(
