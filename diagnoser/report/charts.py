@@ -1,7 +1,8 @@
 """The report's charts and tables: `report.charts` data -> Chart records, in reading order.
 
 Analysis produces the series (see the timeline, kernels and memory packages); the chart modules
-only map them to pixels: timeline_charts.py (steps, top kernels, op distribution), rank_charts.py
+only map them to pixels: strip_chart.py (one steady step as a timeline), timeline_charts.py (steps,
+top kernels, op distribution), rank_charts.py
 (ranks of a distributed run), kernel_charts.py (categories, Speed-of-Light), memory_charts.py
 (composition, over time, sites), on the shared geometry of chart_geometry.py. Every chart is
 optional: a key that is absent or empty yields no chart.
@@ -14,6 +15,7 @@ from .kernel_charts import (MAX_BARS, MAX_KERNEL_ROWS, MAX_POINT_LABELS, SOL_KNE
                             kernel_categories_chart, kernel_sol_chart)
 from .memory_charts import memory_composition_chart, memory_timeline_chart, top_sites_table
 from .rank_charts import rank_charts, ranks_chart  # noqa: F401
+from .strip_chart import step_strip_chart
 from .timeline_charts import IDLE_LABELS, MAX_STEPS, step_label, steps_chart, top_kernels_table, top_ops_table  # noqa: F401
 
 
@@ -35,6 +37,7 @@ def build_charts(data: dict | None) -> list[Chart]:
     sol = sorted((r for r in data.get("kernel_sol") or [] if isinstance(r, dict)), key=lambda r: -_num(r.get("time_share_pct")))
     colours = palette([str(r.get("category")) for r in cats] + [str(r.get("category")) for r in sol])
     charts = [
+        step_strip_chart(data.get("step_strip"), data.get("source")),
         steps_chart(data.get("steps"), data.get("source")),
         *rank_charts(data),  # many ranks: sorted columns, rank groups, collectives (rank_charts.py)
         kernel_categories_chart(data.get("kernel_categories"), colours),

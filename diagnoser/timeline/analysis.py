@@ -5,6 +5,7 @@ returns facts for the train-slow / inference-slow trees plus chart series:
   charts["steps"]: per steady step {step, start_ms, dur_ms, busy_ms, idle_ms_by_class: {class: ms}}
   charts["kernel_categories"]: [{category, time_ms, share_pct}]
   charts["ranks"] (2+ ranks): [{rank, step_ms, busy_pct, comm_wait_ms, straggler}]
+  charts["step_strip"]: one steady step per rank (strip.py): streams with kernels, gaps, host explanations
 Metrics cover the steady-state steps only (the first step is warm-up). Each timeline is measured on
 its own (measure.py, in the per-rank workers); this module is the cross-rank part: the ranks'
 measurements -> run-level and per-rank facts. Pure: renders nothing.
@@ -22,6 +23,8 @@ from .intervals import IntervalSet
 from .measure import IDLE_FACT, PYTHON_FILES_KEPT, READER, MeasuredTimeline, TimelineMetrics, analyze_timeline, measure_timeline
 from .ranks import critical_rank, straggler_analysis, transfer_per_kernel
 from .tables import Timeline
+
+STRIP_RANKS = 8  # ranks stacked in the step strip
 
 __all__ = ["timeline_analysis", "measured_analysis", "measure_timeline", "CATALOGUE", "analyze_timeline"]
 
@@ -129,6 +132,10 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     result.charts["top_ops"] = shown.ops_chart
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,
                                "rank": shown.rank.rank if shown.rank is not None and len(metrics) > 1 else None}
+    strips = [m.strip for m in metrics if m.strip]
+    if strips:  # ranks stacked: the drawn rank first, then the others in rank order, a few at most
+        first = [shown.strip] if shown.strip else []
+        result.charts["step_strip"] = (first + [x for x in strips if x is not shown.strip])[:STRIP_RANKS]
     if len(summaries) > 1:
         result.charts["ranks"] = [{"rank": s.rank, "step_ms": s.step_ms, "busy_pct": s.busy_pct,
                                    "comm_wait_ms": s.comm_ms,

@@ -24,6 +24,7 @@ from .ranks import CollectiveKernels, RankSummary
 from .setup import find_setup, setup_text, with_warmup
 from .steps import find_steps, phase_ms
 from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
+from .strip import middle_step, step_strip
 from .view import TimelineView
 
 
@@ -45,6 +46,7 @@ class TimelineMetrics:
     comm: "RankComm | None" = None
     kernels_chart: list = field(default_factory=list)  # ops.top_kernels rows
     ops_chart: list = field(default_factory=list)  # ops.op_distribution rows
+    strip: dict | None = None  # strip.step_strip: one steady step, streams, gaps and host
 
 
 @dataclass
@@ -152,7 +154,12 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
     comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
                     int(span), int(steps.steady.size))
-    return steps_chart, comm
+    i = middle_step(steps)
+    strip_gaps = None
+    if i is not None:  # the gaps of the step the strip draws (the rest are freed)
+        inside = (gaps.end > steps.start[i]) & (gaps.start < steps.end[i])
+        strip_gaps = (i, dev.device, gaps.start[inside], gaps.end[inside], gaps.cls[inside])
+    return steps_chart, comm, strip_gaps
 
 
 def analyze_timeline(tl: Timeline) -> TimelineMetrics:
@@ -185,7 +192,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
                      "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
                      "ProfilerActivity.CUDA)")
         return TimelineMetrics(v, [], [], notes, None)
-    steps_chart, comm = util
+    steps_chart, comm, strip_gaps = util
     act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
 
     kt = kernel_table(tv, steps)
@@ -205,6 +212,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
         v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
         v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
+    strip = step_strip(tv, kt, steps, *strip_gaps, tl.rank) if strip_gaps is not None else None
     kernels_chart = top_kernels(kt, steps, v["step_time_ms_mean"])
     ops_chart = op_distribution(kt, steps)
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
@@ -235,7 +243,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
-    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart)
+    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip)
 
 
 def tensor_core_dtypes(devices: list[dict]) -> str:

@@ -1,0 +1,119 @@
+"""One steady step as a timeline strip (diagnoser.timeline.strip's series -> SVG): per rank, the host
+row (the op, API call or annotation under each big gap, coloured by the gap's class), the idle band
+(every gap's share of each column of the step, coloured by its main class) and the GPU's streams with
+their kernels coloured by category. The x axis is the step itself, so a 100 ms training step and a
+2 ms decode step fill the same width."""
+from __future__ import annotations
+
+from .chart_geometry import Chart, _num, _r, _tick_label, nice_ticks
+from .formatting import fmt_value
+from .timeline_charts import IDLE_LABELS
+
+WIDTH, LEFT, RIGHT, TOP = 960, 150, 12, 22
+HOST_H, BAND_H, LANE_H, GAP_Y, RANK_GAP = 18, 14, 16, 3, 14
+LABEL_MIN_PX = 60  # host labels only where the item is this wide
+MAX_RANKS = 8
+
+
+def _idle_cls(c: str) -> str:
+    return f"i-{c}" if c in IDLE_LABELS or c == "alloc" else "i-other"
+
+
+def _idle_label(c: str) -> str:
+    return IDLE_LABELS.get(c, "idle: allocator (malloc/free)" if c == "alloc" else f"idle: {c}")
+
+
+def step_strip_chart(strips: list[dict] | None, source: dict | None = None) -> Chart | None:
+    strips = [s for s in strips or [] if isinstance(s, dict) and _num(s.get("dur_us")) > 0][:MAX_RANKS]
+    if not strips:
+        return None
+    plot_w = WIDTH - LEFT - RIGHT
+    blocks = [HOST_H + GAP_Y + BAND_H + GAP_Y + max(len(s.get("lanes") or []), 1) * (LANE_H + GAP_Y) for s in strips]
+    height = TOP + sum(blocks) + RANK_GAP * (len(strips) - 1) + 34
+    one = strips[0]
+    chart = Chart("step_strip", "One steady step, as a timeline",
+                  "The middle steady step: the GPU's streams with their kernels (hover: the "
+                  "kernel category), the idle band below the host row (each column: the share of the time the GPU was idle, "
+                  "coloured by what it waited for), and on the host row the op, API call or annotation under each "
+                  "long gap. Hover for names and times.", WIDTH, height)
+    y = TOP
+    classes_seen: set[str] = set()
+    for k, strip in enumerate(strips):
+        dur = _num(strip.get("dur_us"))
+        scale = plot_w / dur
+
+        def x_of(us: float) -> float:
+            return LEFT + max(0.0, min(_num(us), dur)) * scale
+
+        who = f"rank {strip['rank']}, " if strip.get("rank") is not None and len(strips) > 1 else ""
+        step = f"{who}step {strip.get('step')}"
+        chart.texts.append({"x": LEFT - 8, "y": _r(y + HOST_H - 5), "text": f"rank {strip['rank']}: host"
+                            if len(strips) > 1 and strip.get("rank") is not None else "host", "anchor": "end", "cls": "tick"})
+        for a, b, label, kind, cls in strip.get("host") or []:
+            x0, x1 = x_of(a), x_of(b)
+            classes_seen.add(str(cls))
+            tip = f"{step}: {label} ({kind}) {fmt_value((_num(b) - _num(a)) / 1e3)} ms, under a gap of class {cls}"
+            chart.rects.append({"x": _r(x0), "y": _r(y), "w": _r(max(x1 - x0, 1.0)), "h": HOST_H,
+                                "cls": _idle_cls(str(cls)), "tip": tip})
+            if x1 - x0 >= LABEL_MIN_PX:
+                room = int((x1 - x0) / 6.5)
+                text = label if len(label) <= room else label[:max(room - 1, 1)] + "\u2026"
+                chart.texts.append({"x": _r(x0 + 3), "y": _r(y + HOST_H - 5), "text": text, "anchor": "start", "cls": "tick"})
+        y += HOST_H + GAP_Y
+        chart.texts.append({"x": LEFT - 8, "y": _r(y + BAND_H - 3), "text": "GPU idle", "anchor": "end", "cls": "tick"})
+        cols = strip.get("idle_columns") or []
+        for j, (frac, cls) in enumerate(cols):
+            if _num(frac) <= 0 or not cls:
+                continue
+            classes_seen.add(str(cls))
+            a, b = dur * j / len(cols), dur * (j + 1) / len(cols)
+            h = BAND_H * min(_num(frac), 1.0)
+            chart.rects.append({"x": _r(x_of(a)), "y": _r(y + BAND_H - h), "w": _r(max(x_of(b) - x_of(a), 0.6)),
+                                "h": _r(max(h, 0.6)), "cls": _idle_cls(str(cls)),
+                                "tip": f"{step}: {fmt_value(a / 1e3)}-{fmt_value(b / 1e3)} ms idle {100 * _num(frac):.0f}% "
+                                       f"({_idle_label(str(cls))})"})
+        y += BAND_H + GAP_Y
+        for lane in strip.get("lanes") or []:
+            chart.texts.append({"x": LEFT - 8, "y": _r(y + LANE_H - 4), "text": f"stream {lane.get('stream')} "
+                                f"({_num(lane.get('busy_pct')):.0f}% busy)", "anchor": "end", "cls": "tick"})
+            chart.lines.append({"x1": LEFT, "y1": _r(y + LANE_H / 2), "x2": WIDTH - RIGHT, "y2": _r(y + LANE_H / 2), "cls": "grid"})
+            for a, b, cat in lane.get("rects") or []:
+                x0, x1 = x_of(a), x_of(b)
+                chart.rects.append({"x": _r(x0), "y": _r(y), "w": _r(max(x1 - x0, 0.6)), "h": LANE_H, "cls": "s-busy",
+                                    "tip": f"{step}, stream {lane.get('stream')}: {cat} kernels {fmt_value(_num(a) / 1e3)}-"
+                                           f"{fmt_value(_num(b) / 1e3)} ms"})
+            cols = lane.get("columns") or []
+            for j, (frac, cat) in enumerate(cols):
+                if _num(frac) <= 0:
+                    continue
+                a, b = dur * j / len(cols), dur * (j + 1) / len(cols)
+                h = LANE_H * min(_num(frac), 1.0)
+                chart.rects.append({"x": _r(x_of(a)), "y": _r(y + LANE_H - h), "w": _r(max(x_of(b) - x_of(a), 0.6)),
+                                    "h": _r(max(h, 0.6)), "cls": "s-busy",
+                                    "tip": f"{step}, stream {lane.get('stream')}: {fmt_value(a / 1e3)}-{fmt_value(b / 1e3)} "
+                                           f"ms busy {100 * _num(frac):.0f}% (mostly {cat} kernels)"})
+            y += LANE_H + GAP_Y
+        if not strip.get("lanes"):
+            y += LANE_H + GAP_Y
+        y += RANK_GAP
+    y -= RANK_GAP
+    ticks = nice_ticks(_num(one.get("dur_us")) / 1e3)
+    dur_ms = _num(one.get("dur_us")) / 1e3
+    for t in ticks:
+        if t > dur_ms * 1.001:
+            break
+        x = LEFT + t / dur_ms * plot_w
+        chart.lines.append({"x1": _r(x), "y1": TOP - 4, "x2": _r(x), "y2": _r(y), "cls": "grid"})
+        chart.texts.append({"x": _r(x), "y": _r(y + 14), "text": _tick_label(t), "anchor": "middle", "cls": "tick"})
+    chart.texts.append({"x": _r(LEFT + plot_w / 2), "y": _r(y + 30), "text": "ms into the step", "anchor": "middle",
+                        "cls": "axis-label"})
+    chart.legend = [{"label": "GPU busy (kernels, copies; a column's height: its busy share)", "cls": "s-busy"}]
+    chart.legend += [{"label": _idle_label(c), "cls": _idle_cls(c)} for c in sorted(classes_seen)]
+    chart.caption += f" Step {one.get('step')} lasts {fmt_value(dur_ms)} ms"
+    if len(strips) > 1:
+        chart.caption += (f" on rank {one.get('rank')}; the ranks are stacked, each on its own time axis "
+                          "(the ticks are the first one's)")
+    chart.caption += "."
+    if isinstance(source, dict) and source.get("path"):
+        chart.caption += f" From {source['path']}."
+    return chart
