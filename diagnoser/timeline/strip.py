@@ -43,13 +43,24 @@ def _merge(a: np.ndarray, b: np.ndarray, cat: np.ndarray, tol: float) -> tuple:
     """Merge neighbours of one category closer than tol (rows sorted by start): below a pixel apart."""
     if a.size <= 1:
         return a, b, cat
-    out_a, out_b, out_c = [a[0]], [b[0]], [cat[0]]
-    for x, y, c in zip(a[1:].tolist(), b[1:].tolist(), cat[1:].tolist()):
-        if c == out_c[-1] and x - out_b[-1] <= tol:
-            out_b[-1] = max(out_b[-1], y)
-        else:
-            out_a.append(x), out_b.append(y), out_c.append(c)
-    return np.array(out_a), np.array(out_b), np.array(out_c)
+    brk = np.ones(a.size, bool)
+    brk[1:] = (cat[1:] != cat[:-1]) | (a[1:] - b[:-1] > tol)
+    first = np.flatnonzero(brk)
+    return a[first], np.maximum.reduceat(b, first), cat[first]
+
+
+def _time_before(edges: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Covered time before each edge, for intervals sorted by start that do not overlap (one stream's
+    kernels, one device's gaps): O((edges + intervals) log), never an edges x intervals matrix."""
+    if not a.size:
+        return np.zeros(edges.size)
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    done = np.concatenate(([0.0], np.cumsum(b - a)))
+    k = np.searchsorted(a, edges, side="left")  # intervals started before each edge
+    last = np.maximum(k - 1, 0)
+    over = np.where(k > 0, np.maximum(b[last] - edges, 0.0), 0.0)  # the last one may run past the edge
+    return done[k] - over
 
 
 def _columns(a: np.ndarray, b: np.ndarray, cat: np.ndarray, span: float) -> list:
@@ -58,9 +69,7 @@ def _columns(a: np.ndarray, b: np.ndarray, cat: np.ndarray, span: float) -> list
     cats = np.unique(cat)
     filled = np.zeros((cats.size, LANE_COLUMNS))
     for k, c in enumerate(cats.tolist()):
-        x, y = a[cat == c], b[cat == c]
-        before = np.clip(edges[:, None] - x[None, :], 0, (y - x)[None, :]).sum(axis=1)
-        filled[k] = np.diff(before)
+        filled[k] = np.diff(_time_before(edges, a[cat == c], b[cat == c]))
     width = span / LANE_COLUMNS
     total, main = filled.sum(axis=0), filled.argmax(axis=0)
     return [[round(float(min(t / width, 1.0)), 2), KERNEL_CATEGORIES[int(cats[m])] if t > 0 else ""]
@@ -168,9 +177,8 @@ def _idle_columns(gs: np.ndarray, ge: np.ndarray, cls: np.ndarray, s: int, e: in
     out = np.zeros((len(IDLE_CLASSES), IDLE_COLUMNS))
     keep = ge > gs
     for c in np.unique(cls[keep]).tolist():
-        a, b = gs[keep & (cls == c)].astype(np.float64), ge[keep & (cls == c)].astype(np.float64)
-        before = np.clip(edges[:, None] - a[None, :], 0, (b - a)[None, :]).sum(axis=1)  # idle time before each edge
-        out[c] = np.diff(before)
+        sel = keep & (cls == c)
+        out[c] = np.diff(_time_before(edges, gs[sel].astype(np.float64), ge[sel].astype(np.float64)))
     width = (e - s) / IDLE_COLUMNS
     total = out.sum(axis=0)
     main = out.argmax(axis=0)
