@@ -125,6 +125,8 @@ def _explain(tv: TimelineView, s: int, e: int, gaps: list) -> list:
                 j = cand[good][np.argmin((re_ - rs)[cand[good]])]
                 best = j
                 label, kind = str(rnames[j]), _HOST_KIND.get(str(rkind[j]), str(rkind[j]))
+                if kind == "python":  # `dir/file.py(235): fn` -> `file.py(235): fn`
+                    label = label.split("(", 1)[0].rsplit("/", 1)[-1] + ("(" + label.split("(", 1)[1] if "(" in label else "")
                 lo, hi = int(rs[j]), int(re_[j])
         if best is None and api.size:
             ov = np.minimum(he[api], b) - np.maximum(hs[api], a)
