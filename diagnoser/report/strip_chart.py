@@ -13,6 +13,7 @@ WIDTH, LEFT, RIGHT, TOP = 960, 150, 12, 22
 HOST_H, BAND_H, LANE_H, GAP_Y, RANK_GAP = 18, 14, 16, 3, 14
 LABEL_MIN_PX = 60  # host labels only where the item is this wide
 MAX_RANKS = 8
+MAX_LANES = 12  # streams drawn in all, over the stacked ranks
 
 
 def _idle_cls(c: str) -> str:
@@ -27,6 +28,8 @@ def step_strip_chart(strips: list[dict] | None, source: dict | None = None) -> C
     strips = [s for s in strips or [] if isinstance(s, dict) and _num(s.get("dur_us")) > 0][:MAX_RANKS]
     if not strips:
         return None
+    per_rank = max(1, MAX_LANES // len(strips))  # the busiest streams of each rank (a bounded drawing)
+    strips = [dict(s, lanes=(s.get("lanes") or [])[:per_rank]) for s in strips]
     plot_w = WIDTH - LEFT - RIGHT
     blocks = [HOST_H + GAP_Y + BAND_H + GAP_Y + max(len(s.get("lanes") or []), 1) * (LANE_H + GAP_Y) for s in strips]
     height = TOP + sum(blocks) + RANK_GAP * (len(strips) - 1) + 34
