@@ -71,6 +71,8 @@ class Report:
     # several separate runs among the inputs: [{run, inputs, charts, facts}], each run's own chart data
     # and run-level facts (then `charts` above keeps, per key, the first run's that has it); [] for one run
     runs: list[dict] = field(default_factory=list)
+    # each user rule in force -> its rule file: the report finds the rule's playbook section beside it
+    rule_files: dict[str, str] = field(default_factory=dict)
 
 
 def read_input(path, kind: str, progress: bool = False):
@@ -174,6 +176,7 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
     with settings_mod.overridden({**pack.settings, **(set_values or {})}):
         report = _diagnose(paths, pack, progress, matcher)
         report.settings = dict(pack.provenance(), settings=settings_mod.changed())
+        report.rule_files = {rid: rule.path for rid, rule in pack.rules.items() if not rule.shipped}
     return report
 
 
