@@ -310,6 +310,24 @@ def test_example_pack_fires_on_the_slow_step_until_its_budget_is_raised(example_
     assert raised["settings"]["params"] == [{"rule": "TEAM001", "param": "max_step_time_ms", "value": 1000, "default": 100}]
 
 
+def test_example_pack_playbook_reaches_the_html_report_and_heads_its_tree_in_the_handbook(example_pack):
+    """What the docs say after `Then:`: the report shows TEAM001's section, the handbook the title and intro."""
+    book = parse_playbook(_labelled_block("my_rules/team.md"))
+    (sec,) = book.sections
+    runner = CliRunner()
+    result = runner.invoke(cli, ["my_rules/traces/slow_step.sqlite.gz", "--rules", "my_rules", "-o", "report.html"])
+    assert result.exit_code == 0, result.output
+    report = Path("report.html").read_text(encoding="utf-8")
+    card = next(c for c in report.split('<article class="finding')[1:] if 'data-rule="TEAM001"' in c.split(">", 1)[0])
+    assert sec.part("meaning") in card and sec.part("fix") in card
+    assert "diagnose playbook TEAM001 --rules my_rules" in card
+    result = runner.invoke(cli, ["playbook", "--rules", "my_rules", "-o", "playbooks.html"])
+    assert result.exit_code == 0, result.output
+    handbook = Path("playbooks.html").read_text(encoding="utf-8")
+    tree = handbook[handbook.index('id="tree-team_budget"'):].split("<article")[0]
+    assert f"<h2>{book.title} " in tree and "The budgets the team plans its cluster time with" in tree
+
+
 def test_playbook_format_example_parses_into_a_section_with_its_four_parts():
     block = re.search(r"### The format\n\n```markdown\n(.*?)```", TEXT, re.S).group(1)
     book = parse_playbook(block)

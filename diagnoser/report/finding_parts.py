@@ -11,9 +11,23 @@ KERNEL_COLUMNS = 3  # evidence columns of a grouped finding's per-kernel table
 _NOT_COLUMNS = {"launches", "kernels", "launch_ids", "kernel_name", "kernel_time_share_pct"}
 
 
-def playbook_ref(finding) -> str:
-    """How an installed user reads the rule's playbook section (the handbook ships in the package)."""
-    return f"diagnose playbook {finding.rule}"
+def playbook_ref(finding, report=None) -> str:
+    """How an installed user reads the rule's playbook section (the handbook ships in the package);
+    for a rule of the user's packs, with the packs' `--rules`, without which the command knows it not."""
+    user_rule = finding.rule in (getattr(report, "rule_files", None) or {})
+    return f"diagnose playbook {finding.rule}{pack_options(report) if user_rule else ''}"
+
+
+def handbook_command(report=None) -> str:
+    """The command that writes the handbook of every rule the report used (its packs' too)."""
+    return f"diagnose playbook{pack_options(report)} -o playbooks.html"
+
+
+def pack_options(report) -> str:
+    """` --rules PATH` for each rule pack the report was made with, as given ('' for none)."""
+    import shlex
+    packs = (getattr(report, "settings", None) or {}).get("rule_packs", [])
+    return "".join(f" --rules {shlex.quote(str(p['path']))}" for p in packs)
 
 
 def subject_label(f) -> tuple[str, str]:

@@ -14,10 +14,10 @@ from markupsafe import Markup
 from .. import __version__
 from ..facts import short_name
 from .charts import Chart, build_charts
-from .finding_parts import (evidence_sources, gain_note, kernel_table, playbook_ref, settings_lines, severity_note,
-                            summary_counts)
+from .finding_parts import (evidence_sources, gain_note, handbook_command, kernel_table, playbook_ref, settings_lines,
+                            severity_note, summary_counts)
 from .formatting import fmt_value, share_pct, shorten
-from .playbook import load_playbooks, render_inline, render_markdown, safe_href, sections_by_rule
+from .playbook import PlaybookLibrary, render_inline, render_markdown, safe_href
 from .run_sections import run_sections
 
 SUBJECT_NAME_LIMIT = 160
@@ -100,8 +100,11 @@ def _evidence(f, meanings: dict[str, str]) -> list[EvidenceItem]:
     return sorted(items, key=lambda e: not e.numeric)
 
 
-def finding_view(index: int, f, sections: dict, meanings: dict[str, str], index_of: dict | None = None) -> FindingView:
-    section = sections.get(f.rule)
+def finding_view(index: int, f, library: PlaybookLibrary, meanings: dict[str, str], index_of: dict | None = None,
+                 report=None) -> FindingView:
+    """`library` finds the rule's playbook section (a user rule's beside its rule file, see
+    PlaybookLibrary); `report` (its rule packs) completes the `diagnose playbook` pointer."""
+    section = library.section(f.rule)
 
     def part(name: str) -> Markup | None:
         md = section.part(name) if section else ""
@@ -120,7 +123,7 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str], index_
         evidence=_evidence(f, meanings),
         fix=render_inline(f.fix or "", links=False), verify=render_inline(f.verify or "", links=False),
         meaning=part("meaning"), fix_detail=part("fix"), verify_detail=part("verify"),
-        refs=[(r, safe_href(r)) for r in f.refs], playbook_ref=playbook_ref(f),
+        refs=[(r, safe_href(r)) for r in f.refs], playbook_ref=playbook_ref(f, report),
         kernels=kernel_table(f),
         severity_note=render_inline(severity_note(f), links=False) if severity_note(f) else None,
         gain_note=render_inline(gain_note(f, index_of or {}), links=False) if gain_note(f, index_of or {}) else None,
@@ -128,13 +131,14 @@ def finding_view(index: int, f, sections: dict, meanings: dict[str, str], index_
     )
 
 
-def _finding_views(findings: list, first: int, playbook: dict, meanings: dict[str, str]) -> list[FindingView]:
+def _finding_views(findings: list, first: int, library: PlaybookLibrary, meanings: dict[str, str],
+                   report=None) -> list[FindingView]:
     """The views of `findings` (one run's, or the report's), numbered from `first`; a gain note
     refers to the findings of the same list only."""
     index_of: dict[str, int] = {}
     for i, f in enumerate(findings, first):
         index_of.setdefault(f.rule, i)
-    return [finding_view(i, f, playbook, meanings, index_of) for i, f in enumerate(findings, first)]
+    return [finding_view(i, f, library, meanings, index_of, report) for i, f in enumerate(findings, first)]
 
 
 def _section(findings: list[FindingView], charts: list[Chart], prefix: str = "") -> dict:
@@ -147,21 +151,21 @@ def _section(findings: list[FindingView], charts: list[Chart], prefix: str = "")
 def report_view(report) -> dict:
     """Everything report.html.j2 places, computed here so the template stays a layout. Several
     separate runs: `runs` holds one section per run (its findings, numbered on, and its own charts)."""
-    playbook = sections_by_rule(load_playbooks())
+    library = PlaybookLibrary(getattr(report, "rule_files", None))
     meanings = _fact_meanings()
     runs = []
     parts = run_sections(report, report.findings)
     if parts:
         findings = []
         for part in parts:
-            views = _finding_views(part.findings, len(findings) + 1, playbook, meanings)
+            views = _finding_views(part.findings, len(findings) + 1, library, meanings, report)
             findings += views
             charts = [replace(c, run=part.run) for c in build_charts(part.charts)]
             runs.append(dict(_section(views, charts, f"run-{part.run}-"), run=part.run, inputs=part.inputs,
                              headline=part.headline, counts=summary_counts(part.findings)))
         whole = dict(_section(findings, []), top=None)  # each run has its own first fix
     else:
-        whole = _section(_finding_views(report.findings, 1, playbook, meanings), build_charts(report.charts))
+        whole = _section(_finding_views(report.findings, 1, library, meanings, report), build_charts(report.charts))
     return {
         "version": __version__,
         "inputs": report.inputs,
@@ -171,6 +175,7 @@ def report_view(report) -> dict:
         "not_evaluated": [{"n": n, "collect": render_inline(n.collect or "", links=False)} for n in report.not_evaluated],
         "notes": report.notes,
         "settings": [render_inline(line, links=False) for line in settings_lines(report)],
+        "handbook_command": handbook_command(report),
     }
 
 

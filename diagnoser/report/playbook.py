@@ -13,6 +13,7 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import InputError
 from ..resources import playbooks_dir
 from ..rulespec.model import SEVERITY_RANK, Condition, Rule, RulePack
 from .formatting import fmt_value
@@ -101,6 +102,17 @@ def load_playbooks(directory: Path | None = None) -> dict[str, Playbook]:
     return {p.stem: parse_playbook(p.read_text(encoding="utf-8"), str(p)) for p in sorted(directory.glob("*.md"))}
 
 
+def read_playbook(path: Path) -> Playbook:
+    """One playbook file, parsed; a file that is not UTF-8 text is a one-line error naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, "is not UTF-8 text; a playbook is Markdown") from None
+    except OSError as e:
+        raise InputError(path, f"cannot read the playbook: {e.strerror}") from None
+    return parse_playbook(text, str(path))
+
+
 def sections_by_rule(books: dict[str, Playbook]) -> dict[str, Section]:
     """Rule id -> its section (the first one, if a rule is documented twice)."""
     out: dict[str, Section] = {}
@@ -109,6 +121,68 @@ def sections_by_rule(books: dict[str, Playbook]) -> dict[str, Section]:
             if s.rule:
                 out.setdefault(s.rule, s)
     return out
+
+
+class PlaybookLibrary:
+    """Where every view (`diagnose playbook ID`, the handbook, the HTML report) finds a rule's section.
+
+    A user rule's: the playbook beside its own rule file (`my_rules/team.md` for `my_rules/team.yaml`),
+    then those beside the other user rule files; failing those (a user rule that replaces a shipped id
+    and brings no section), the shipped one. A shipped rule's: the shipped playbooks. Each file is read
+    once, when a section is first looked for in it, so a view reads only the playbooks it needs.
+    """
+
+    def __init__(self, rule_files: dict[str, str] | None = None, directory: Path | None = None):
+        self.rule_files = dict(rule_files or {})  # user rule id -> its rule file
+        self.directory = directory  # the shipped playbooks (default: the package's)
+        self._user: dict[str, Playbook | None] = {}
+        self._shipped: dict[str, Playbook] | None = None
+        self._shipped_sections: dict[str, Section] | None = None
+
+    @classmethod
+    def of_pack(cls, pack: RulePack, directory: Path | None = None) -> "PlaybookLibrary":
+        return cls({rid: r.path for rid, r in pack.rules.items() if not r.shipped}, directory)
+
+    def shipped_books(self) -> dict[str, Playbook]:
+        if self._shipped is None:
+            self._shipped = load_playbooks(self.directory)
+        return self._shipped
+
+    def user_book(self, rule_file: str) -> Playbook | None:
+        """The playbook beside a user rule file (None: there is none)."""
+        md = Path(rule_file).with_suffix(".md")
+        key = str(md)
+        if key not in self._user:
+            self._user[key] = read_playbook(md) if md.is_file() else None
+        return self._user[key]
+
+    def user_section(self, rule_id: str) -> Section | None:
+        own = self.rule_files.get(rule_id)
+        if own is None:
+            return None
+        for rule_file in [own] + sorted(set(self.rule_files.values()) - {own}, key=Path):
+            book = self.user_book(rule_file)
+            found = next((s for s in book.sections if s.rule == rule_id), None) if book else None
+            if found:
+                return found
+        return None
+
+    def section(self, rule_id: str) -> Section | None:
+        if self._shipped_sections is None:
+            self._shipped_sections = sections_by_rule(self.shipped_books())
+        return self.user_section(rule_id) or self._shipped_sections.get(rule_id)
+
+    def tree_book(self, tree: str, rule_files: list[str]) -> Playbook | None:
+        """The playbook whose `# Title` and intro head `tree` in the handbook: the shipped tree's, else
+        the first of the tree's user rule files' playbooks that has a title or an intro."""
+        book = self.shipped_books().get(tree_file(tree))
+        if book:
+            return book
+        for rule_file in rule_files:
+            book = self.user_book(rule_file)
+            if book and (book.title or book.intro.strip()):
+                return book
+        return None
 
 
 # ------------------------------------------------------------------------------ rules in words
@@ -229,19 +303,20 @@ def _rule_view(rule: Rule, section: Section | None, titles: dict) -> dict:
     }
 
 
-def handbook_view(pack: RulePack, books: dict[str, Playbook], custom_books: dict[str, Playbook] | None = None) -> dict:
-    """Everything the handbook template places: trees in order, each with its rules' views."""
-    shipped = sections_by_rule(books)
-    custom = sections_by_rule(custom_books or {})
+def handbook_view(pack: RulePack, library: PlaybookLibrary | None = None) -> dict:
+    """Everything the handbook template places: trees in order, each with its rules' views; a tree's
+    title and intro come from its playbook (a user tree's: the playbook beside its rule file)."""
+    library = library or PlaybookLibrary.of_pack(pack)
     titles = {rid: r.title for rid, r in pack.rules.items()}
     trees: dict[str, list[Rule]] = {}
     for rule in pack.ordered():
         trees.setdefault(rule.tree, []).append(rule)
     out = []
     for tree in sorted(trees, key=_tree_key):
-        book = books.get(tree_file(tree))
-        rules = [_rule_view(r, custom.get(r.id) if not r.shipped and r.id in custom else shipped.get(r.id), titles)
-                 for r in trees[tree]]
+        rules = [_rule_view(r, library.section(r.id), titles) for r in trees[tree]]
+        first = pack.trees.get(tree)
+        files = list(dict.fromkeys(([first] if first else []) + [r.path for r in trees[tree] if not r.shipped]))
+        book = library.tree_book(tree, files)
         out.append({
             "tree": tree, "anchor": f"tree-{tree_file(tree)}",
             "title": render_inline(book.title) if book and book.title else tree,
@@ -253,21 +328,11 @@ def handbook_view(pack: RulePack, books: dict[str, Playbook], custom_books: dict
             "custom_count": sum(1 for r in pack.rules.values() if not r.shipped)}
 
 
-def custom_playbooks(pack: RulePack) -> dict[str, Playbook]:
-    """Playbooks beside custom rule files: `my_rules/foo.md` documents the rules of `my_rules/foo.yaml`."""
-    out = {}
-    for path in sorted({Path(r.path) for r in pack.rules.values() if not r.shipped}):
-        md = path.with_suffix(".md")
-        if md.is_file():
-            out[str(md)] = parse_playbook(md.read_text(encoding="utf-8"), str(md))
-    return out
-
-
 def render_playbook_html(pack: RulePack, directory: Path | None = None) -> str:
     """The handbook of every rule in force (shipped + custom) as one self-contained HTML file."""
     from .. import __version__
     from .template_env import template_env
-    view = handbook_view(pack, load_playbooks(directory), custom_playbooks(pack))
+    view = handbook_view(pack, PlaybookLibrary.of_pack(pack, directory))
     return template_env(True).get_template("playbook.html.j2").render(view=view, version=__version__)
 
 
@@ -275,8 +340,7 @@ def rule_playbook_markdown(pack: RulePack, rule_id: str) -> str:
     """One rule's playbook section as Markdown (`diagnose playbook RULE`): what it means, the
     evidence, the fix and how to verify, with the conditions and thresholds in force."""
     rule = pack.rules[rule_id]
-    custom = sections_by_rule(custom_playbooks(pack))
-    section = custom.get(rule.id) if not rule.shipped and rule.id in custom else sections_by_rule(load_playbooks()).get(rule.id)
+    section = PlaybookLibrary.of_pack(pack).section(rule.id)
     lines = [f"# {rule.id} {rule.name}", "", f"**{rule.title}** · tree {rule.tree} · severity {rule.severity} · "
              f"category `{rule.category}`", ""]
     if section and section.part(""):

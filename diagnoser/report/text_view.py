@@ -16,7 +16,7 @@ def _tables(charts) -> list[dict]:
     return report_tables(charts)
 
 
-def _findings(kept: list, top: int | None, first: int = 1) -> tuple[list[dict], list[dict]]:
+def _findings(kept: list, top: int | None, first: int = 1, report=None) -> tuple[list[dict], list[dict]]:
     """(the first `top` findings in full, the rest as table rows), numbered from `first`."""
     shown = kept[:top] if top else kept
     index_of: dict[str, int] = {}
@@ -27,7 +27,7 @@ def _findings(kept: list, top: int | None, first: int = 1) -> tuple[list[dict], 
         label, name = subject_label(f)
         views.append({"i": i, "f": f, "label": label, "name": name, "kernels": kernel_table(f),
                       "gain_note": gain_note(f, index_of), "severity_note": severity_note(f),
-                      "playbook": playbook_ref(f), "sources": evidence_sources(f)})
+                      "playbook": playbook_ref(f, report), "sources": evidence_sources(f)})
     more = []
     for i, f in enumerate(kept[len(shown):], first + len(shown)):
         label, name = subject_label(f)
@@ -48,12 +48,12 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
     if sections:
         first = 1
         for s in sections:
-            run_views, run_more = _findings(s.findings, top, first)
+            run_views, run_more = _findings(s.findings, top, first, report)
             first += len(s.findings)
             runs.append({"run": s.run, "inputs": s.inputs, "headline": s.headline, "counts": summary_counts(s.findings),
                          "findings": run_views, "more": run_more, "tables": _tables(s.charts)})
     else:
-        views, more = _findings(kept, top)
+        views, more = _findings(kept, top, report=report)
         tables = _tables(getattr(report, "charts", None))
     return {"report": report, "counts": summary_counts(kept), "findings": views, "more": more,
             "hidden": len(report.findings) - len(kept), "min_severity": min_severity,
