@@ -187,3 +187,51 @@ def test_cache_growth_per_decode_step_from_the_snapshot(with_snapshot):
     assert grow["b1_roomy"] == pytest.approx(32768 / 1e6)
     assert grow["b64_roomy"] == pytest.approx(2 * (1 << 20) / 1e6)
     assert grow["cache_full"] == 0.0
+
+
+# Real: the same batch-1 decoder under other tools and in other processes (tools/gen/kv_memory_join.py):
+# an Nsight Systems export and the snapshot its process took; a with_stack torch trace and a snapshot
+# of another process of the same program, 20 s later.
+J_NSYS, J_NSYS_SNAP = "fixtures/nsys/j_b1_nsys.sqlite.gz", "fixtures/mem/j_b1_nsys.snapshot.pickle.gz"
+J_STACK, J_SNAP = "fixtures/torch/j_b1_stack.pt.trace.json.gz", "fixtures/mem/j_b1_snap.snapshot.pickle.gz"
+
+
+def test_nsys_export_and_its_process_snapshot_join_by_time():
+    rep = diagnose([J_NSYS, J_NSYS_SNAP])
+    assert not rep.runs
+    assert any(n.startswith(f"{J_NSYS_SNAP} is of the run of {J_NSYS}") and "one process at one time" in n
+               for n in rep.notes)
+    facts = _run_facts(rep)
+    assert facts["memory_headroom_pct"].value > 99  # 0.75 GiB reserved of 139.8
+    assert "INFER016" not in {n.rule for n in rep.not_evaluated}
+
+
+def test_snapshot_of_another_process_of_the_same_program_joins_by_its_main_script():
+    rep = diagnose([J_STACK, J_SNAP])
+    assert not rep.runs
+    assert any("both ran the program kv_memory_join.py" in n for n in rep.notes)
+    assert "INFER016" in {f.rule for f in rep.findings}
+
+
+def test_snapshot_of_another_program_stays_apart_even_with_stacks():
+    """The trace names kv_memory_join.py / kv_scenarios.py (and the standard library's enum.py, which
+    every program shares and which is no evidence); the knn snapshot ran oom_mechanisms.py."""
+    rep = diagnose([J_STACK, KNN_SNAPSHOT])
+    assert len(rep.runs) == 2
+    assert any("it ran oom_mechanisms.py, the timeline kv_memory_join.py: another program" in n for n in rep.notes)
+
+
+def test_the_nsys_export_and_a_snapshot_of_another_process_stay_apart():
+    """No stacks in an Nsight Systems export: the 26 s between them decide."""
+    rep = diagnose([J_NSYS, J_SNAP])
+    assert len(rep.runs) == 2
+    assert any("s apart, and no Python stacks in the timeline" in n for n in rep.notes)
+
+
+def test_library_and_standard_library_frames_are_no_evidence():
+    from diagnoser.source_files import main_script, user_python_file
+    assert user_python_file("enum.py") is None  # Kineto writes the standard library's files bare
+    assert user_python_file("torch/nn/modules/module.py") is None
+    assert user_python_file("/usr/lib/python3.11/site-packages/x/y.py") is None
+    assert user_python_file("/home/me/serve.py") == "serve.py"
+    assert main_script("/home/me/serve.py", "<module>") == "serve.py" and main_script("/home/me/serve.py", "run") is None

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
-from ..source_files import user_python_file
+from ..source_files import main_script, user_python_file
 from .catalogue import CATALOGUE, COLLECT_SNAPSHOT
 from .lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
 from .owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
@@ -74,6 +74,11 @@ def snapshot_identity(snap) -> dict:
     files = sorted({user_python_file(f.filename) for st in snap.stacks for f in st} - {None})
     if files:
         out["python_files"] = files[:PYTHON_FILES_KEPT]
+    # the outermost Python frame of each stack (innermost first) is the program's `<module>`
+    mains = sorted({m for st in snap.stacks for f in [next((f for f in reversed(st) if f.filename.endswith(".py")), None)]
+                    if f is not None for m in [main_script(f.filename, f.name)] if m})
+    if mains:
+        out["programs"] = mains
     out["reserved_bytes"] = sum(s.total_size for s in snap.segments)
     return out
 

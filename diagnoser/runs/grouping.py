@@ -221,6 +221,12 @@ def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
     if apart is not None and apart <= MEMORY_TIME_SLACK.value:
         return True, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) overlap "
                       "on the Unix clock: one process at one time")
+    tp, mp = set(ti.get("programs", ())), set(mi.get("programs", ()))
+    if tp and mp:  # the main scripts: the program itself, not a helper module two programs share
+        common = sorted(tp & mp)
+        if common:
+            return True, f"both ran the program {', '.join(common[:3])} (the script of their outermost Python frames)"
+        return False, (f"it ran {', '.join(sorted(mp)[:3])}, the timeline {', '.join(sorted(tp)[:3])}: another program")
     tf, mf = set(ti.get("python_files", ())), set(mi.get("python_files", ()))
     if tf and mf:
         common = sorted(tf & mf)

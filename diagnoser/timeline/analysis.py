@@ -61,9 +61,10 @@ def _run_identity(parts: list[dict]) -> dict:
     wins = [p["window_epoch_ns"] for p in parts if p.get("window_epoch_ns")]
     if wins:
         out["window_epoch_ns"] = (min(w[0] for w in wins), max(w[1] for w in wins))
-    files = sorted({f for p in parts for f in p.get("python_files", ())})
-    if files:
-        out["python_files"] = files[:PYTHON_FILES_KEPT]
+    for key in ("python_files", "programs"):
+        files = sorted({f for p in parts for f in p.get(key, ())})
+        if files:
+            out[key] = files[:PYTHON_FILES_KEPT]
     mem = max((p.get("device_total_memory", 0) for p in parts), default=0)
     if mem:
         out["device_total_memory"] = mem

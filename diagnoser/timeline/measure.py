@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..source_files import user_python_file
+from ..source_files import main_script, user_python_file
 from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence,
@@ -274,7 +274,7 @@ class MeasuredTimeline:
 
 
 PYTHON_FILES_KEPT = 500
-_PY_FILE = re.compile(r"^([^()]+\.py)\(\d+\)")
+_PY_FILE = re.compile(r"^([^()]+\.py)\(\d+\): (.*)$")
 
 
 def timeline_identity(tl: Timeline) -> dict:
@@ -285,9 +285,13 @@ def timeline_identity(tl: Timeline) -> dict:
     if tl.clock_epoch_ns is not None and spans:
         out["window_epoch_ns"] = (tl.clock_epoch_ns + min(s for s, _ in spans), tl.clock_epoch_ns + max(e for _, e in spans))
     py = tl.ranges["name"][tl.ranges["kind"] == "python"] if len(tl.ranges) else []
-    files = sorted({user_python_file(m.group(1)) for n in set(py) for m in [_PY_FILE.search(str(n))] if m} - {None})
+    frames = [m for n in set(py) for m in [_PY_FILE.search(str(n))] if m]
+    files = sorted({user_python_file(m.group(1)) for m in frames} - {None})
     if files:
         out["python_files"] = files[:PYTHON_FILES_KEPT]
+    mains = sorted({main_script(m.group(1), m.group(2)) for m in frames} - {None})
+    if mains:
+        out["programs"] = mains
     total = max((int(d.get("total_memory") or 0) for d in tl.devices), default=0)
     if total:
         out["device_total_memory"] = total
