@@ -12,9 +12,9 @@ runs. The same file given twice (by another path or as a copy) is read once.
 Memory inputs (snapshots, memory_stats) carry no kernels to match on; a memory input joins a
 timeline's run on evidence (`memory_evidence`): its allocation history and the timeline overlap on
 the Unix clock (snapshot `time_us`; Kineto baseTimeNanoseconds, the Nsight Systems session start),
-or both name the same Python files of the user's code (one program). Evidence against (no file in
-common, another time with no stacks to show the program, more memory held than the timeline's
-device has) keeps it apart. With no evidence either way (memory_stats counters carry neither time nor frames) it joins
+or both ran the same program (the main script of their outermost Python frames; else the user's own
+files both name). Evidence against (another program, another time with no stacks to show the
+program, more memory held than the timeline's device has) keeps it apart. With no evidence either way (memory_stats counters carry neither time nor frames) it joins
 the run when that is the only timeline run given, and the report says that this is why.
 """
 from __future__ import annotations
