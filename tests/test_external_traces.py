@@ -113,6 +113,9 @@ def test_cuda_graph_replay_steps_have_real_length():
     report = diagnose([external("tracelens/inference/vllm_decode_full/graph_execution.json.gz")])
     assert fact(report, "step_time_ms_p50") > 1.0
     assert fact(report, "gpu_busy_pct") > 90
+    # its MoE expert GEMMs are Triton's `_matmul_ogs_*` (68% of the step): GEMMs, not "other"
+    assert fact(report, "top_kernel_category") == "gemm" and fact(report, "kernel_gemm_pct") > 70
+    assert fact(report, "kv_cache_paged") is True  # vLLM's reshape_and_cache_flash
 
 
 def test_power_iteration_steps_have_the_period_of_one_iteration():

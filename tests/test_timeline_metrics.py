@@ -312,9 +312,12 @@ def test_kernel_names_are_categorized():
         "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float>>",
         "void at::native::(anonymous namespace)::CatArrayBatchedCopy<OpaqueType<2u>>",
         "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>",
+        "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",  # triton_kernels MoE (TraceLens vLLM, MI300X)
+        "_finalize_matmul_scatter_bf16",  # the MoE epilogue that sums the experts' rows
     ])
     assert categorize(names).tolist() == ["gemm", "gemm", "attention", "communication", "normalization",
-                                          "elementwise", "optimizer", "reduction", "copy", "softmax"]
+                                          "elementwise", "optimizer", "reduction", "copy", "softmax", "gemm",
+                                          "reduction"]
     assert tensor_core_use(names[:2]).tolist() == ["no", "yes"]
     assert tensor_core_use(pd.Series(["void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(T1::Params)",
                                       "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_nn_align2>"])).tolist() == ["no", "yes"]

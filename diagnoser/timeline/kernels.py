@@ -30,7 +30,10 @@ CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
     # composable kernel, MIOpen, skinny `wvSplitK`) GEMMs and convolutions; Triton's mm templates
     ("gemm", re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitKreduce|wgrad|dgrad|fprop|"
                         r"conv(?!ert)|cudnn::cnn|wmma|hmma|tensorop|^Cijk_|hipblaslt|rocblas|Tensile|"
-                        r"wvSplitK|miopen|igemm|triton_tem_fused_\w*mm", re.I)),
+                        r"wvSplitK|miopen|igemm|triton_tem_fused_\w*mm|"
+                        # Triton matmuls by name (triton_kernels' MoE `_matmul_ogs_*`, tutorials' `matmul_kernel`),
+                        # vLLM / SGLang MoE GEMMs; a MoE `finalize_matmul_scatter` only sums the experts' rows
+                        r"(?<!finalize_)matmul|fused_moe_kernel|moe_gemm|grouped?_gemm", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
     ("normalization", re.compile(r"layer_?norm|batch_?norm|group_?norm|rms_?norm|instance_?norm|GammaBeta", re.I)),
     ("reduction", re.compile(r"reduce|argmax|argmin|scan|radix|sort|unique|cub::|nll_loss|segment|scatter|"
