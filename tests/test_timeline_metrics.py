@@ -314,10 +314,14 @@ def test_kernel_names_are_categorized():
         "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>",
         "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",  # triton_kernels MoE (TraceLens vLLM, MI300X)
         "_finalize_matmul_scatter_bf16",  # the MoE epilogue that sums the experts' rows
+        "volta_scudnn_128x64_stridedB_splitK_xregs_large_nn_v1",  # cuDNN 7 FP32 convolution (Kineto 2020, V100)
+        "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 128, true, 1, true>(cudnnTensorStruct, float const*)",
+        "void cunn_ClassNLLCriterion_updateOutput_kernel<float, float>(float*, float*, float*, long*, float*, int)",
     ])
     assert categorize(names).tolist() == ["gemm", "gemm", "attention", "communication", "normalization",
                                           "elementwise", "optimizer", "reduction", "copy", "softmax", "gemm",
-                                          "reduction"]
+                                          "reduction", "gemm", "normalization", "reduction"]
+    assert tensor_core_use(names[12:13]).tolist() == ["no"]  # scudnn: single-precision, FMA pipe
     assert tensor_core_use(names[:2]).tolist() == ["no", "yes"]
     assert tensor_core_use(pd.Series(["void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(T1::Params)",
                                       "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_nn_align2>"])).tolist() == ["no", "yes"]

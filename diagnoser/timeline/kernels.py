@@ -33,10 +33,14 @@ CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
                         r"wvSplitK|miopen|igemm|triton_tem_fused_\w*mm|"
                         # Triton matmuls by name (triton_kernels' MoE `_matmul_ogs_*`, tutorials' `matmul_kernel`),
                         # vLLM / SGLang MoE GEMMs; a MoE `finalize_matmul_scatter` only sums the experts' rows
-                        r"(?<!finalize_)matmul|fused_moe_kernel|moe_gemm|grouped?_gemm", re.I)),
+                        r"(?<!finalize_)matmul|fused_moe_kernel|moe_gemm|grouped?_gemm|"
+                        # cuDNN 7/8 convolutions by their old names: FP32 / FP16 implicit GEMMs (volta_scudnn_*,
+                        # cudnn_train_volta_scudnn_*, *_hcudnn_*), Winograd and FFT convolutions
+                        r"scudnn|hcudnn|winograd|implicit_convolve|precomputed_convolve|fft2d_|fft_rt_|conv2d", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
-    ("normalization", re.compile(r"layer_?norm|batch_?norm|group_?norm|rms_?norm|instance_?norm|GammaBeta", re.I)),
-    ("reduction", re.compile(r"reduce|argmax|argmin|scan|radix|sort|unique|cub::|nll_loss|segment|scatter|"
+    ("normalization", re.compile(r"layer_?norm|batch_?norm|group_?norm|rms_?norm|instance_?norm|GammaBeta|"
+                                 r"\bbn_(?:fw|bw)_|cudnn::bn_", re.I)),  # cuDNN's batch norm: bn_fw_tr_1C11_*, bn_bw_*
+    ("reduction", re.compile(r"reduce|argmax|argmin|scan|radix|sort|unique|cub::|nll_loss|NLLCriterion|segment|scatter|"
                              r"rocprim|hipcub|triton_red_|triton_per_", re.I)),
     ("copy", re.compile(r"copy|cat_?array|CatArray|gather|index|transpose|permute|nchwToNhwc|nhwcToNchw|"
                         r"AddPadding|Memcpy|Memset|fill", re.I)),
@@ -46,7 +50,7 @@ CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
 ]
 
 # GEMM kernels that run on the FP32 FMA pipe (no tensor cores) vs tensor-core GEMMs.
-NO_TENSOR_CORE = re.compile(r"sgemm|simt|_f32f32_f32f32_f32|ffma|dgemm", re.I)
+NO_TENSOR_CORE = re.compile(r"sgemm|simt|_f32f32_f32f32_f32|ffma|dgemm|scudnn|winograd|fft2d_|fft_rt_", re.I)
 # matrix-vector products stream the matrix once (bandwidth-bound): tensor cores cannot speed them up
 GEMV = re.compile(r"gemv|gemvx|dot_kernel|gemmk1|gemvNSP|wvSplitK", re.I)
 TENSOR_CORE = re.compile(r"nvjet|hmma|wgmma|wmma|tensorop|s16816|s161616|bf16|f16|fp16|half|tf32|imma|i8816|"
