@@ -235,3 +235,21 @@ def test_library_and_standard_library_frames_are_no_evidence():
     assert user_python_file("/usr/lib/python3.11/site-packages/x/y.py") is None
     assert user_python_file("/home/me/serve.py") == "serve.py"
     assert main_script("/home/me/serve.py", "<module>") == "serve.py" and main_script("/home/me/serve.py", "run") is None
+
+
+def test_compare_trace_and_snapshot_before_and_after_fixes_the_kv_cache_finding(tmp_path):
+    """`compare A B --to C D`: both files after --to are AFTER; the cache sized to its use fixes INFER015
+    and its Verify check holds on the snapshot's numbers."""
+    import json
+
+    from click.testing import CliRunner
+
+    from diagnoser.cli import cli
+    full, fit = _s("cache_full"), _s("cache_fit")
+    out = tmp_path / "c.json"
+    res = CliRunner().invoke(cli, ["compare", full[0], full[1], "--to", fit[0], fit[1], "--format", "json", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    c = json.loads(out.read_text())
+    assert [i["path"] if isinstance(i, dict) else i for i in c["after"]["inputs"]] == [fit[0], fit[1]]
+    f = next(x for x in c["findings"] if x["rule"] == "INFER015")
+    assert f["verdict"] == "fixed" and f["verify_check"]["holds"] is True

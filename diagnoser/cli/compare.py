@@ -12,10 +12,35 @@ FORMATS = ("md", "json", "html")
 EXIT_GATE = 3
 
 
-@click.command("compare", short_help="Compare two runs: each finding fixed or not, headline changes, CI gate.")
+class CompareCommand(click.Command):
+    """`--to A B` gives AFTER both files (the usage reads BEFORE... --to AFTER...): every bare word after
+    --to, up to the end, is an input of AFTER; only the values of the other options are not."""
+
+    def parse_args(self, ctx, args):
+        valued = {o for p in self.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
+        out, after, value_next = [], False, False
+        for a in args:
+            if value_next:
+                out.append(a)
+                value_next = False
+            elif a == "--to":
+                after, value_next = True, True
+                out.append(a)
+            elif a.startswith("-") and a != "-":
+                out.append(a)
+                value_next = a in valued  # `--format md`; `--format=md` carries its value
+            elif after:
+                out += ["--to", a]
+            else:
+                out.append(a)
+        return super().parse_args(ctx, out)
+
+
+@click.command("compare", cls=CompareCommand,
+               short_help="Compare two runs: each finding fixed or not, headline changes, CI gate.")
 @click.argument("before", nargs=-1, required=True, metavar="BEFORE...")
 @click.option("--to", "after", multiple=True, required=True, metavar="AFTER",
-              help="An input of the AFTER run (repeatable: several files or ranks, like BEFORE).")
+              help="The inputs of the AFTER run: every file after --to (or --to before each), several files or ranks like BEFORE.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Report format (default: from the -o extension, else md).")
 @click.option("-o", "--output", metavar="FILE", help="Write the comparison to FILE (atomically; `-` is stdout).")
 @click.option("--rules", "user_rules", multiple=True, metavar="PATH", help="Extra rule file or folder (repeatable).")
