@@ -132,17 +132,27 @@ def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Pr
                                 "(no StringIds, CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS tables)")
     reader = ExportReader(conn, tables)
     plans = {"kernel": reader.kernel_plan(), "memcpy": reader.memcpy_plan(),
-             "memset": reader.memset_plan(), "host": reader.host_plan()}
+             "memset": reader.memset_plan(), "graph": reader.graph_plan(), "host": reader.host_plan()}
     plans = {k: v for k, v in plans.items() if v is not None}
     fetched = _fetch(db_file, conn, list(plans.values()), bar)
     data = dict(zip(plans, fetched))
+    graphs = int(data["graph"]["start_ns"].size) if "graph" in data else 0
     gpu = reader.gpu(data)
     if len(gpu) == 0 and "host" not in data:
         raise InputError(shown, "no CUDA activity: the export has no kernel, memcpy or memset rows "
                                 "and no CUDA API table; profile with `nsys profile -t cuda,nvtx ...`")
     timeline = Timeline(path=str(shown), source="nsys", gpu=gpu, host=reader.host(data.get("host")),
-                        ranges=reader.ranges(), devices=reader.devices(), clock_epoch_ns=reader.clock_epoch_ns())
+                        ranges=reader.ranges(), devices=reader.devices(), clock_epoch_ns=reader.clock_epoch_ns(),
+                        notes=_graph_note(graphs))
     return timeline.validate()
+
+
+def _graph_note(graphs: int) -> list[str]:
+    if not graphs:
+        return []
+    return [f"{graphs:,} CUDA graph replays are traced whole (Nsight Systems' default --cuda-graph-trace=graph): each "
+            "counts as GPU work for its span, its kernels are not listed; for per-kernel facts re-profile with "
+            "`nsys profile --cuda-graph-trace=node`"]
 
 
 # -- bulk integer columns ------------------------------------------------------------------------

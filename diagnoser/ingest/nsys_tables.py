@@ -1,6 +1,7 @@
 """The per-table-family readers of an Nsight Systems export, and what each export version holds.
 
-CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET -> `gpu`, CUPTI_ACTIVITY_KIND_RUNTIME -> `host`,
+CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET (and GRAPH_TRACE: whole-graph replays) -> `gpu`,
+CUPTI_ACTIVITY_KIND_RUNTIME -> `host`,
 NVTX_EVENTS -> `ranges`, TARGET_INFO_GPU/TARGET_INFO_CUDA_DEVICE -> devices. Columns and enum
 tables vary between nsys versions (optional columns, ENUM_* tables that renumber ids): every
 difference is resolved here, through `PRAGMA table_info` and the ENUM tables, so the Timeline
@@ -30,6 +31,9 @@ from .sqlite_columns import ColumnPlan
 TID_MOD = 0x1000000  # globalTid = ... | pid << 24 | tid
 GPU_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
               "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+# Nsight Systems' default `--cuda-graph-trace=graph`: one row per graph replay, its kernels not traced
+GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+GRAPH_NAME = "CUDA graph {} (traced whole)"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX_TABLE = "NVTX_EVENTS"
 # ENUM_CUDA_MEMCPY_OPER ids (stable since CUPTI's CUpti_ActivityMemcpyKind); arrays count as device.
@@ -108,6 +112,15 @@ class ExportReader:
         self.require(t, "start", "end")
         return ColumnPlan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0")})
 
+    def graph_plan(self) -> ColumnPlan | None:
+        """Whole-graph replays (an export made with --cuda-graph-trace=graph, the default): each is one
+        GPU row of kind kernel spanning the graph's execution, launched by its cudaGraphLaunch."""
+        t = GRAPH_TABLE
+        if t not in self.tables:
+            return None
+        self.require(t, "start", "end")
+        return ColumnPlan(t, {**self._common(t), "graph_id": self.col(t, "graphId", "0")})
+
     def _common(self, t: str) -> dict[str, str]:
         return {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "device": self.col(t, "deviceId"),
                 "stream": self.col(t, "streamId"), "correlation": self.col(t, "correlationId")}
@@ -123,7 +136,9 @@ class ExportReader:
             kernel_ids = distinct_ids(data["kernel"]["name"])
             strings = self.strings(kernel_ids)
             kernel_names = [strings[int(i)] for i in kernel_ids]
-        names = sorted({*kernel_names, *copy_names, "Memset"})
+        graph_ids = np.unique(data["graph"]["graph_id"]) if "graph" in data else np.empty(0, np.int64)
+        graph_names = [GRAPH_NAME.format(int(g)) for g in graph_ids]
+        names = sorted({*kernel_names, *copy_names, "Memset", *graph_names})
         position = {name: k for k, name in enumerate(names)}
         if "kernel" in data:
             a = data.pop("kernel")
@@ -138,6 +153,10 @@ class ExportReader:
             pageable = self.pageable_kind()
             a["pageable"] = (a.pop("src") == pageable) | (a.pop("dst") == pageable)
             parts.append({**blank, **a, "kind": GPU_KINDS.index("memcpy")})
+        if "graph" in data:
+            a = data.pop("graph")
+            a["name"] = np.array([position[n] for n in graph_names], np.int32)[np.searchsorted(graph_ids, a.pop("graph_id"))]
+            parts.append({**blank, **a, "kind": GPU_KINDS.index("kernel")})
         if "memset" in data:
             a = data.pop("memset")
             parts.append({**blank, **a, "name": position["Memset"], "kind": GPU_KINDS.index("memset")})

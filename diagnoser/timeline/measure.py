@@ -168,7 +168,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     setup = find_setup(tv)
     steps = find_steps(tv, setup.end_ns)
     setup = with_warmup(setup, steps)
-    notes = list(steps.notes)
+    notes = list(tl.notes) + list(steps.notes)
     v: dict = {"step_detection": steps.method, "setup_pct": setup.pct, "setup_ms": setup.intervals.total / 1e6,
                "trace_span_ms": setup.span_ns / 1e6}
     if setup.top:

@@ -87,6 +87,7 @@ class Timeline:
     memory: pd.DataFrame = field(default_factory=lambda: empty_table(MEMORY_COLUMNS))  # allocator events
     # add to start_ns/end_ns for Unix-epoch ns (Kineto baseTimeNanoseconds, nsys session start); None if unknown
     clock_epoch_ns: int | None = None
+    notes: list[str] = field(default_factory=list)  # what the reader saw that limits what can be measured
 
     def validate(self) -> "Timeline":
         """Check every table against the schema (columns, dtypes, enums); raise ValueError if off."""
