@@ -1,3 +1,9 @@
+#!/bin/bash
+# usage: bash tools/gen/run_graph_nsys.sh   (from the repo root, on the lent H200; libdw in .dl; OUT set by the device tool)
+# mech_scenarios.py infer_tiny_mlp_graph under Nsight Systems twice: traced whole (the default
+# --cuda-graph-trace=graph: CUPTI_ACTIVITY_KIND_GRAPH_TRACE, no node kernels) and by node; and the eager
+# twin infer_tiny_mlp_eager. 20 requests inside cudaProfilerStart/Stop. Writes $OUT/g_{graph,node,eager}.sqlite.gz
+# and prints each export's graph tables. ~25 s.
 set -u
 export LD_LIBRARY_PATH=$PWD/.dl/root/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
 T=$(ls -d /opt/nvidia/nsight-compute/*/ | tail -1)host/target-linux-x64
