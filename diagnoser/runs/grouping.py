@@ -286,8 +286,11 @@ def group_runs(analysed: list) -> list[Run]:
             m = timelines_match(t, r)
             if m >= share:
                 run.members.append((g, r))
+                apart = _seconds_apart(t, r)
+                when = (f"; recorded {apart:,.0f} s apart: two profiling sessions of one workload"
+                        if apart is not None and apart > MEMORY_TIME_SLACK.value else "")
                 run.evidence.append(f"{', '.join(g.paths)} runs the same kernels with the same launch configurations "
-                                    f"as {', '.join(run.members[0][0].paths)} ({100 * m:.0f}% of the kernel time of each)")
+                                    f"as {', '.join(run.members[0][0].paths)} ({100 * m:.0f}% of the kernel time of each{when})")
                 break
         else:
             runs.append(Run([(g, r)]))
