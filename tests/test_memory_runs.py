@@ -253,3 +253,11 @@ def test_compare_trace_and_snapshot_before_and_after_fixes_the_kv_cache_finding(
     assert [i["path"] if isinstance(i, dict) else i for i in c["after"]["inputs"]] == [fit[0], fit[1]]
     f = next(x for x in c["findings"] if x["rule"] == "INFER015")
     assert f["verdict"] == "fixed" and f["verify_check"]["holds"] is True
+
+
+def test_two_sessions_of_one_workload_join_and_say_how_far_apart():
+    """The corpus' nsys and torch runs of host_sync were made one after the other (real files): one
+    workload, two processes; the note gives the time between them."""
+    rep = diagnose(["fixtures/nsys/host_sync.sqlite.gz", "fixtures/torch/host_sync.pt.trace.json.gz"])
+    assert not rep.runs
+    assert any("recorded 167 s apart: two profiling sessions of one workload" in n for n in rep.notes)
