@@ -294,10 +294,10 @@ EPOCH_NS_MIN, EPOCH_NS_MAX = 946_684_800 * 10**9, 4_102_444_800 * 10**9
 def _clock_epoch_ns(base, gpu, host) -> int | None:
     """The offset from the trace's clock to Unix time: baseTimeNanoseconds (newer Kineto writes ts relative
     to it); 0 when there is none and the times themselves are Unix times (older Kineto); else unknown."""
+    first = min((int(t["start_ns"].iloc[0]) for t in (gpu, host) if len(t)), default=None)
+    if first is not None and EPOCH_NS_MIN <= first < EPOCH_NS_MAX:
+        return 0  # the times are Unix times already (adding a base as well would put them decades ahead)
     if isinstance(base, (int, float)) and not isinstance(base, bool) and EPOCH_NS_MIN <= base < EPOCH_NS_MAX:
         return int(base)
-    first = min((int(t["start_ns"].iloc[0]) for t in (gpu, host) if len(t)), default=None)
-    if base is None and first is not None and EPOCH_NS_MIN <= first < EPOCH_NS_MAX:
-        return 0
     return None
 
