@@ -42,7 +42,8 @@ PHASE_PATTERNS = {
 }
 
 MIN_PATTERN_OCCURRENCES = settings.register("timeline.min_pattern_occurrences", 4, "count", "a kernel must repeat this often to define steps when the trace has no step markers")
-MAX_PATTERN_PERIOD_CV = settings.register("timeline.max_pattern_period_cv", 0.2, "ratio", "a repeating kernel defines steps only when its launch period is this steady (std / mean of its launch intervals)")
+MAX_PATTERN_PERIOD_CV = settings.register("timeline.max_pattern_period_cv", 0.2, "ratio", "a repeating kernel defines steps only when its launch period is this steady (median absolute deviation / median "
+    "of its launch intervals)")
 
 
 @dataclass
@@ -181,7 +182,10 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
         d = np.diff(s[by_s[lo:hi]])[1:]  # the first interval holds warm-up
         if d.size < 2 or d.mean() <= 0:
             continue
-        cv = float(d.std() / d.mean())
+        med = float(np.median(d))
+        # robust spread (median absolute deviation / median): a slow first step, a cache or plan rebuilt
+        # in one step, must not disqualify the kernel that marks every step
+        cv = float(np.median(np.abs(d - med)) / med) if med > 0 else float("inf")
         if cv > MAX_PATTERN_PERIOD_CV.value:
             continue
         key = (float(np.median(d)), -cv, str(distinct[c]))
