@@ -3,12 +3,13 @@ coloured by class, and above them the host: the op, API call or annotation under
 held the GPU up). Chart data only, in microseconds from the step's start (report/strip_chart.py draws
 it, scaled to the step, so a 100 ms training step and a 2 ms decode step both read).
 
-The step drawn is the middle steady step (by position, so that every rank of a run draws the same one). Rectangles are
-bounded: neighbours of one category on a stream less than a pixel apart merge; a lane left with more
-than STRIP_MAX_RECTS is given as columns instead (each: its busy share and main category, so a
-launch-bound stream shows its idle, never a solid bar); gaps shorter than GAP_MIN_SHARE of the
-step are not drawn one by one, but every gap counts in the idle band (idle_columns: per column of the
-step, the idle share and its main class); the EXPLAINED_GAPS longest gaps get their host explanation.
+The step drawn is the middle steady step (by position, so that every rank of a run draws the same
+one). Rectangles are bounded: neighbours of one category on a stream less than a pixel apart merge;
+a lane left with more than STRIP_MAX_RECTS is given as columns instead (each: its busy share and
+main category, so a launch-bound stream shows its idle, never a solid bar); gaps shorter than
+GAP_MIN_SHARE of the step are not drawn one by one, but every gap counts in the idle band
+(idle_columns: per column of the step, the idle share and its main class); the EXPLAINED_GAPS
+longest gaps get their host explanation.
 """
 from __future__ import annotations
 
