@@ -143,6 +143,7 @@ def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Pr
                                 "and no CUDA API table; profile with `nsys profile -t cuda,nvtx ...`")
     timeline = Timeline(path=str(shown), source="nsys", gpu=gpu, host=reader.host(data.get("host")),
                         ranges=reader.ranges(), devices=reader.devices(), clock_epoch_ns=reader.clock_epoch_ns(),
+                        memory=reader.memory(),
                         notes=_graph_note(graphs))
     return timeline.validate()
 

@@ -21,6 +21,7 @@ from ..timeline.tables import (
     GPU_COLUMNS,
     GPU_KINDS,
     HOST_COLUMNS,
+    MEMORY_COLUMNS,
     RANGE_COLUMNS,
     RANGE_KINDS,
     empty_table,
@@ -34,6 +35,9 @@ GPU_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_
 # Nsight Systems' default `--cuda-graph-trace=graph`: one row per graph replay, its kernels not traced
 GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 GRAPH_NAME = "CUDA graph {} (traced whole)"
+# `nsys profile --cuda-memory-usage=true`: every device allocation and free of the process, with bytes
+MEMORY_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+DEVICE_MEM_KINDS = {"DEVICE": 2, "DEVICE_STATIC": 5, "ARRAY": 3}  # ENUM_CUDA_MEM_KIND (stable ids as fallback)
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX_TABLE = "NVTX_EVENTS"
 # ENUM_CUDA_MEMCPY_OPER ids (stable since CUPTI's CUpti_ActivityMemcpyKind); arrays count as device.
@@ -264,6 +268,38 @@ class ExportReader:
         value = row[0] if row else None
         # 2000-01-01 .. 2100-01-01: anything else is no time
         return int(value) if isinstance(value, int) and 946_684_800 * 10**9 <= value < 4_102_444_800 * 10**9 else None
+
+    def memory(self) -> pd.DataFrame:
+        """Device memory the process holds over time, from --cuda-memory-usage's allocation events: the
+        driver-level view (what the caching allocator reserves, plus other libraries' allocations);
+        what PyTorch has allocated inside it is unknown here (total_allocated -1)."""
+        t = MEMORY_TABLE
+        if t not in self.tables or not {"start", "bytes", "memKind", "memoryOperationType"} <= self.columns(t):
+            return empty_table(MEMORY_COLUMNS)
+        kinds = dict(DEVICE_MEM_KINDS)
+        if "ENUM_CUDA_MEM_KIND" in self.tables:
+            named = {sqlite_text(n).removeprefix("CUDA_MEMOPR_MEMORY_KIND_"): i
+                     for i, n in self.conn.execute("SELECT id, name FROM ENUM_CUDA_MEM_KIND")}
+            kinds = {k: named[k] for k in kinds if k in named} or kinds
+        free_op = 1  # ENUM_CUDA_DEV_MEM_EVENT_OPER: 0 allocation, 1 deallocation
+        if "ENUM_CUDA_DEV_MEM_EVENT_OPER" in self.tables:
+            for i, n in self.conn.execute("SELECT id, name FROM ENUM_CUDA_DEV_MEM_EVENT_OPER"):
+                if sqlite_text(n).endswith("DEALLOCATION"):
+                    free_op = int(i)
+        marks = ", ".join(str(int(k)) for k in sorted(set(kinds.values())))
+        rows = self.conn.execute(
+            f"SELECT start, {self.col(t, 'deviceId', '0')}, bytes, memoryOperationType FROM {t} "
+            f"WHERE memKind IN ({marks}) AND start IS NOT NULL AND bytes IS NOT NULL ORDER BY start").fetchall()
+        if not rows:
+            return empty_table(MEMORY_COLUMNS)
+        a = np.array(rows, dtype=np.int64)
+        signed = np.where(a[:, 3] == free_op, -a[:, 2], a[:, 2])
+        held = np.zeros(a.shape[0], np.int64)
+        for dev in np.unique(a[:, 1]):
+            on = a[:, 1] == dev
+            held[on] = np.cumsum(signed[on])
+        return pd.DataFrame({"start_ns": a[:, 0], "bytes": signed, "total_allocated": np.full(a.shape[0], -1, np.int64),
+                             "total_reserved": held, "device": a[:, 1]}).astype(MEMORY_COLUMNS)
 
     def devices(self) -> list[dict]:
         """One dict per CUDA device index: id, name, sm_count, total_memory, cc."""

@@ -110,9 +110,11 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
 
 
 def _memory_headroom(have: dict[str, Fact], memory: list) -> tuple[list[Fact], str]:
-    """The inference tree's memory facts from the run's memory input, when the timeline has none."""
+    """The inference tree's memory facts from the run's memory input, where the timeline lacks them (no
+    allocator events; or an Nsight Systems memory-usage export, which knows what is reserved but not
+    what is allocated): each fact the timeline measured itself is kept."""
     total = have.get("device_memory_total_gb")
-    if "memory_headroom_pct" in have or total is None or not total.value:
+    if total is None or not total.value:
         return [], ""
     for g, r in memory:
         mf = _run_facts(r)
@@ -134,9 +136,15 @@ def _memory_headroom(have: dict[str, Fact], memory: list) -> tuple[list[Fact], s
             out.append(replace(held, name="mem_persistent_gb"))
             out.append(Fact("mem_persistent_pct", 100.0 * float(held.value) / float(total.value), "%",
                             f"{held.source} and {total.source}"))
-        return out, (f"the memory numbers of the inference tree come from {', '.join(g.paths)} (the timeline has no "
-                     "allocator events): peak reserved over its history against the timeline's device size, and "
-                     "what was allocated when it was taken as what stays across steps")
+        if "memory_headroom_pct" in have:  # the timeline measured the headroom itself: keep its numbers
+            out = [f for f in out if f.name not in have and f.name not in ("mem_reserved_peak_gb",)]
+        out = [f for f in out if f.name not in have]
+        if not out:
+            return [], ""
+        names = ", ".join(f.name for f in out)
+        return out, (f"{names} come from {', '.join(g.paths)} (the timeline does not measure them): peak reserved over "
+                     "its history against the timeline's device size, what was allocated when it was taken as what "
+                     "stays across steps")
     return [], ""
 
 

@@ -10,6 +10,8 @@ Over the steady steps (decode steps of a server; host clock, where the allocator
   mem_growth_mb_per_step  allocated memory at the end of the last steady step minus before the first,
                         per step: a cache that grows with every token (torch.cat / DynamicCache) shows
                         it; a preallocated one does not
+An Nsight Systems export made with --cuda-memory-usage=true gives the driver-level view only (what is
+reserved, not what PyTorch allocated inside it): the headroom, not what stays allocated.
 Nothing here is measured for a trace without device memory events (`kv_cache_stats` returns {}).
 """
 from __future__ import annotations
@@ -47,16 +49,20 @@ def kv_cache_stats(tl, steps) -> dict:
     start_alloc, start_res = _state_before(t, alloc, lo), _state_before(t, reserved, lo)
     a = np.concatenate([alloc[inside], [start_alloc] if start_alloc is not None else []])
     r = np.concatenate([reserved[inside], [start_res] if start_res is not None else []])
-    if not a.size:
+    if not r.size:
         return {}
-    v: dict = {"mem_allocated_peak_gb": float(a.max()) / GIB, "mem_reserved_peak_gb": float(r.max()) / GIB,
-               "mem_persistent_gb": float(a.min()) / GIB, "memory_events_per_step": float(inside.sum()) / max(int(idx.size), 1)}
-    end_alloc = _state_before(t, alloc, hi)
-    if idx.size and start_alloc is not None and end_alloc is not None:
-        v["mem_growth_mb_per_step"] = (end_alloc - start_alloc) / 1e6 / int(idx.size)
+    known = bool((a >= 0).all())  # Nsight Systems' memory usage knows what is reserved, not what is allocated
+    v: dict = {"mem_reserved_peak_gb": float(r.max()) / GIB,
+               "memory_events_per_step": float(inside.sum()) / max(int(idx.size), 1)}
+    if known:
+        v.update(mem_allocated_peak_gb=float(a.max()) / GIB, mem_persistent_gb=float(a.min()) / GIB)
+        end_alloc = _state_before(t, alloc, hi)
+        if idx.size and start_alloc is not None and end_alloc is not None:
+            v["mem_growth_mb_per_step"] = (end_alloc - start_alloc) / 1e6 / int(idx.size)
     if total:
         v["device_memory_total_gb"] = float(total) / GIB
         v["memory_headroom_pct"] = 100.0 * max(float(total) - float(r.max()), 0.0) / float(total)
         v["memory_headroom_gb"] = max(float(total) - float(r.max()), 0.0) / GIB
-        v["mem_persistent_pct"] = 100.0 * float(a.min()) / float(total)
+        if known:
+            v["mem_persistent_pct"] = 100.0 * float(a.min()) / float(total)
     return v

@@ -32,10 +32,12 @@ ranges     one row per CPU-side range: NVTX push/pop or start/end ranges, PyTorc
   kind         str   "nvtx" | "annotation" | "op" | "python"
 
 memory     one row per device-memory allocator event (PyTorch traces with profile_memory=True: the
-           `[memory]` instants of Device Type 1; empty for Nsight Systems and other traces)
+           `[memory]` instants of Device Type 1; Nsight Systems exports made with
+           --cuda-memory-usage=true: the driver-level allocations and frees, total_allocated -1;
+           empty for other traces)
   start_ns        int64 when the allocator served the call
   bytes           int64 the block's size: > 0 an allocation, < 0 a free
-  total_allocated int64 bytes allocated on the device after it
+  total_allocated int64 bytes allocated on the device after it (-1: the source does not know)
   total_reserved  int64 bytes the caching allocator holds from the driver after it
   device          int64 CUDA device index
 
