@@ -10,14 +10,18 @@ MEMORY = ("record the allocator in the trace: `torch.profiler.profile(..., profi
           "total memory comes with the trace's deviceProperties); or pass, with the trace, a memory snapshot "
           "(`torch.cuda.memory._record_memory_history()` before the model is built, `torch.cuda.memory._dump_snapshot("
           "'mem.pickle')` after the profiled steps) or `json.dump(torch.cuda.memory_stats(), open('stats.json', 'w'))` "
-          "of the same process: diagnoser joins it to the trace's run")
+          "of the same process: diagnoser joins it to the trace's run. An Nsight Systems export made with "
+          "`nsys profile --cuda-memory-usage=true` gives the headroom, not what stays allocated")
 
 OPS = ("profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (the aten op ranges "
        "come with the CPU activity)")
 
 
-def _n(name, unit, meaning):
-    return FactSpec(name, "number", unit, meaning, "run", SOURCES, MEMORY)
+def _n(name, unit, meaning, sources=SOURCES):
+    return FactSpec(name, "number", unit, meaning, "run", sources, MEMORY)
+
+
+RESERVED = ("torch-trace", "nsys-sqlite")  # also from an Nsight Systems export made with --cuda-memory-usage=true
 
 
 CATALOGUE = [
@@ -25,9 +29,9 @@ CATALOGUE = [
              "Nsight Systems TARGET_INFO_GPU)", "run", ("torch-trace", "nsys-sqlite"),
              "profile with torch.profiler or Nsight Systems (both record the device's properties)"),
     _n("mem_allocated_peak_gb", "GiB", "peak memory allocated by PyTorch over the steady steps"),
-    _n("mem_reserved_peak_gb", "GiB", "peak memory the caching allocator reserved over the steady steps"),
-    _n("memory_headroom_pct", "%", "device memory not reserved at the steady-state peak, % of the device"),
-    _n("memory_headroom_gb", "GiB", "device memory not reserved at the steady-state peak"),
+    _n("mem_reserved_peak_gb", "GiB", "peak memory the caching allocator reserved over the steady steps", RESERVED),
+    _n("memory_headroom_pct", "%", "device memory not reserved at the steady-state peak, % of the device", RESERVED),
+    _n("memory_headroom_gb", "GiB", "device memory not reserved at the steady-state peak", RESERVED),
     _n("mem_persistent_gb", "GiB", "least memory allocated at any point of the steady steps: what stays across "
        "them (weights, KV cache)"),
     _n("mem_persistent_pct", "%", "mem_persistent_gb as % of the device's memory"),
@@ -36,7 +40,7 @@ CATALOGUE = [
     FactSpec("kv_cache_paged", "bool", "", "kernels of a paged KV cache run (vLLM reshape_and_cache / paged_attention, "
              "SGLang store_kvcache, FlashInfer paged decode): the server preallocates its cache pool on purpose",
              "run", ("torch-trace", "nsys-sqlite"), OPS),
-    _n("memory_events_per_step", "count", "allocator events (allocations and frees) per steady step"),
+    _n("memory_events_per_step", "count", "allocator events (allocations and frees) per steady step", RESERVED),
     FactSpec("ncu_attention_launch_skip", "number", "count", "`ncu --launch-skip` for the attention kernels "
              "(the attention kernel pattern of timeline/kernels.py): their launches before the first steady step, at least one step's worth",
              "run", SOURCES, OPS),
