@@ -144,7 +144,7 @@ def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Pr
     timeline = Timeline(path=str(shown), source="nsys", gpu=gpu, host=reader.host(data.get("host")),
                         ranges=reader.ranges(), devices=reader.devices(), clock_epoch_ns=reader.clock_epoch_ns(),
                         memory=reader.memory(),
-                        notes=_graph_note(graphs))
+                        notes=_graph_note(graphs) + _process_note(reader.kernel_pids))
     return timeline.validate()
 
 
@@ -154,6 +154,15 @@ def _graph_note(graphs: int) -> list[str]:
     return [f"{graphs:,} CUDA graph replays are traced whole (Nsight Systems' default --cuda-graph-trace=graph): each "
             "counts as GPU work for its span, its kernels are not listed; for per-kernel facts re-profile with "
             "`nsys profile --cuda-graph-trace=node`"]
+
+
+def _process_note(pids) -> list[str]:
+    if len(pids) < 2:
+        return []
+    shown = ", ".join(str(int(p)) for p in pids[:8]) + (", ..." if len(pids) > 8 else "")
+    return [f"the export holds the GPU work of {len(pids)} processes (pids {shown}), analysed as one timeline: for the "
+            "ranks of a distributed run, write one export per rank (`nsys profile -o report_%q{RANK} ...`, or one "
+            "`nsys profile` per process) and pass them all"]
 
 
 # -- bulk integer columns ------------------------------------------------------------------------

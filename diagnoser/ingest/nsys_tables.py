@@ -66,6 +66,7 @@ class ExportReader:
     def __init__(self, conn: sqlite3.Connection, tables: set[str]):
         self.conn, self.tables = conn, tables
         self._columns: dict[str, set[str]] = {}
+        self.kernel_pids = np.empty(0, np.int64)  # the processes whose kernels the export holds (after gpu())
 
     # -- helpers ---------------------------------------------------------------------------
     def columns(self, table: str) -> set[str]:
@@ -98,7 +99,7 @@ class ExportReader:
         grid = " * ".join(self.col(t, c, "0") for c in ("gridX", "gridY", "gridZ"))
         block = " * ".join(self.col(t, c, "0") for c in ("blockX", "blockY", "blockZ"))
         return ColumnPlan(t, {**self._common(t), "name": self.col(t, name_col), "grid": grid,
-                         "block": block})
+                         "block": block, "pid": f"({self.col(t, 'globalPid', '0')} >> 24) & {TID_MOD - 1}"})
 
     def memcpy_plan(self) -> ColumnPlan | None:
         t = GPU_TABLES["memcpy"]
@@ -146,6 +147,7 @@ class ExportReader:
         position = {name: k for k, name in enumerate(names)}
         if "kernel" in data:
             a = data.pop("kernel")
+            self.kernel_pids = np.unique(a.pop("pid")) if "pid" in a else np.empty(0, np.int64)
             a["name"] = codes_of_ids(a["name"], kernel_ids, [position[n] for n in kernel_names])
             parts.append({**blank, **a, "kind": GPU_KINDS.index("kernel")})
         if "memcpy" in data:
