@@ -42,8 +42,8 @@ PHASE_PATTERNS = {
 }
 
 MIN_PATTERN_OCCURRENCES = settings.register("timeline.min_pattern_occurrences", 4, "count", "a kernel must repeat this often to define steps when the trace has no step markers")
-MAX_PATTERN_PERIOD_CV = settings.register("timeline.max_pattern_period_cv", 0.2, "ratio", "a repeating kernel defines steps only when its launch period is this steady (median absolute deviation / median "
-    "of its launch intervals)")
+MAX_PATTERN_PERIOD_CV = settings.register("timeline.max_pattern_period_cv", 0.2, "ratio", "a repeating kernel defines steps only when its launch period is this steady (std / mean of its launch "
+    "intervals, up to the first quarter of them left out as warm-up)")
 
 
 @dataclass
@@ -153,6 +153,18 @@ def _graph_launch_steps(tv: TimelineView) -> pd.DataFrame | None:
                          "start_ns": starts, "end_ns": ends})
 
 
+def _steady_cv(d: np.ndarray) -> float:
+    """std / mean of the launch intervals once warm-up is over: the smallest over leaving out up to the
+    first quarter of them (slow first tokens while plans and caches are built must not disqualify the
+    kernel that marks every step; a period that alternates all along stays unsteady)."""
+    best = float("inf")
+    for k in range(0, d.size // 4 + 1):
+        rest = d[k:]
+        if rest.size >= 2 and rest.mean() > 0:
+            best = min(best, float(rest.std() / rest.mean()))
+    return best
+
+
 def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
     """Cut at the launches of the kernel that repeats at the steadiest, longest period.
 
@@ -182,10 +194,7 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
         d = np.diff(s[by_s[lo:hi]])[1:]  # the first interval holds warm-up
         if d.size < 2 or d.mean() <= 0:
             continue
-        med = float(np.median(d))
-        # robust spread (median absolute deviation / median): a slow first step, a cache or plan rebuilt
-        # in one step, must not disqualify the kernel that marks every step
-        cv = float(np.median(np.abs(d - med)) / med) if med > 0 else float("inf")
+        cv = _steady_cv(d)
         if cv > MAX_PATTERN_PERIOD_CV.value:
             continue
         key = (float(np.median(d)), -cv, str(distinct[c]))
