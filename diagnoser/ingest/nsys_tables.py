@@ -17,6 +17,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from ..source_files import is_unix_ns
 from ..timeline.tables import (
     GPU_COLUMNS,
     GPU_KINDS,
@@ -268,8 +269,7 @@ class ExportReader:
             return None
         row = self.conn.execute(f"SELECT utcEpochNs FROM {t} LIMIT 1").fetchone()
         value = row[0] if row else None
-        # 2000-01-01 .. 2100-01-01: anything else is no time
-        return int(value) if isinstance(value, int) and 946_684_800 * 10**9 <= value < 4_102_444_800 * 10**9 else None
+        return int(value) if isinstance(value, int) and is_unix_ns(value) else None
 
     def memory(self) -> pd.DataFrame:
         """Device memory the process holds over time, from --cuda-memory-usage's allocation events: the

@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import InputError
 from ..inputs import open_input
 from ..progress import Progress
+from ..source_files import is_unix_ns
 from ..timeline.tables import Timeline
 from .kineto_events import KinetoEvent, KinetoTrace, as_int
 from .torch_tables import TraceColumns, devices_from_properties, process_groups
@@ -287,17 +288,13 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
     ).validate()
 
 
-# Unix time in ns for 2000-01-01 and 2100-01-01: a clock origin or an event time outside is no such time
-EPOCH_NS_MIN, EPOCH_NS_MAX = 946_684_800 * 10**9, 4_102_444_800 * 10**9
-
-
 def _clock_epoch_ns(base, gpu, host) -> int | None:
     """The offset from the trace's clock to Unix time: baseTimeNanoseconds (newer Kineto writes ts relative
     to it); 0 when there is none and the times themselves are Unix times (older Kineto); else unknown."""
     first = min((int(t["start_ns"].iloc[0]) for t in (gpu, host) if len(t)), default=None)
-    if first is not None and EPOCH_NS_MIN <= first < EPOCH_NS_MAX:
+    if first is not None and is_unix_ns(first):
         return 0  # the times are Unix times already (adding a base as well would put them decades ahead)
-    if isinstance(base, (int, float)) and not isinstance(base, bool) and EPOCH_NS_MIN <= base < EPOCH_NS_MAX:
+    if is_unix_ns(base):
         return int(base)
     return None
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
-from ..source_files import main_script, user_python_file
+from ..source_files import UNIX_NS_MAX, UNIX_NS_MIN, program_identity
 from .catalogue import CATALOGUE, COLLECT_SNAPSHOT
 from .lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
 from .owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
@@ -58,27 +58,20 @@ class _FactSink:
         self.facts.append(Fact(name, value, unit, self.source, subject))
 
 
-# a trace entry's time_us is on the Unix clock (PyTorch >= 2.1); anything outside these years is no time
-EPOCH_US_MIN, EPOCH_US_MAX = 946_684_800_000_000, 4_102_444_800_000_000  # 2000 .. 2100
-PYTHON_FILES_KEPT = 500
-
-
 def snapshot_identity(snap) -> dict:
     """What places a snapshot among the run's other inputs: the span of its allocation history on the
     Unix clock, the Python files of its frames, the memory it holds (diagnoser.runs reads it)."""
     out: dict = {}
-    times = [t.time_us[(t.time_us > EPOCH_US_MIN) & (t.time_us < EPOCH_US_MAX)] for t in snap.traces.values()]
+    # a trace entry's time_us is on the Unix clock (PyTorch >= 2.1); anything outside 2000..2100 is no time
+    lo, hi = UNIX_NS_MIN // 1000, UNIX_NS_MAX // 1000
+    times = [t.time_us[(t.time_us > lo) & (t.time_us < hi)] for t in snap.traces.values()]
     times = [t for t in times if t.size]
     if times:
         out["window_epoch_ns"] = (int(min(t.min() for t in times)) * 1000, int(max(t.max() for t in times)) * 1000)
-    files = sorted({user_python_file(f.filename) for st in snap.stacks for f in st} - {None})
-    if files:
-        out["python_files"] = files[:PYTHON_FILES_KEPT]
     # the outermost Python frame of each stack (innermost first) is the program's `<module>`
-    mains = sorted({m for st in snap.stacks for f in [next((f for f in reversed(st) if f.filename.endswith(".py")), None)]
-                    if f is not None for m in [main_script(f.filename, f.name)] if m})
-    if mains:
-        out["programs"] = mains
+    outermost = [next((f for f in reversed(st) if f.filename.endswith(".py")), None) for st in snap.stacks]
+    out.update(program_identity((f.filename for st in snap.stacks for f in st),
+                                ((f.filename, f.name) for f in outermost if f is not None)))
     out["reserved_bytes"] = sum(s.total_size for s in snap.segments)
     return out
 

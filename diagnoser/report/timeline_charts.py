@@ -94,34 +94,46 @@ def steps_chart(steps: list[dict], source: dict | None = None) -> Chart | None:
     return chart
 
 
+def _table_chart(key: str, title: str, caption: str, source: dict | None, columns: list[tuple[str, bool, bool]],
+                 rows: list[list[str]]) -> Chart:
+    """A table-only chart: columns are (header, numeric, monospace); the caption names the source file."""
+    where = f" From {source['path']}." if isinstance(source, dict) and source.get("path") else ""
+    chart = Chart(key, title, caption + where, 0, 0)
+    chart.table = {"caption": "", "headers": [c[0] for c in columns], "numeric": [c[1] for c in columns],
+                   "mono": [c[2] for c in columns], "rows": rows}
+    return chart
+
+
+def _rows(rows) -> list[dict]:
+    return [r for r in rows or [] if isinstance(r, dict)][:10]
+
+
 def top_kernels_table(rows: list[dict], source: dict | None = None) -> Chart | None:
     """The kernels with the most time per steady step (a table; diagnoser.timeline.ops.top_kernels rows)."""
-    rows = [r for r in rows or [] if isinstance(r, dict)][:10]
+    rows = _rows(rows)
     if not rows:
         return None
-    where = f" From {source['path']}." if isinstance(source, dict) and source.get("path") else ""
-    chart = Chart("top_kernels", "Top kernels per step",
-                  "Kernels by time per steady step, keyed by name and launch configuration (grid x block)." + where, 0, 0)
-    chart.table = {"caption": "", "headers": ["kernel", "grid x block", "launches/step", "ms/step", "% of step"],
-                   "numeric": [False, False, True, True, True], "mono": [True, True, False, False, False],
-                   "rows": [[shorten(short_name(r.get("name", "")), 80), f"{int(_num(r.get('grid')))} x {int(_num(r.get('block')))}",
-                             f"{_num(r.get('launches_per_step')):.1f}", f"{_num(r.get('ms_per_step')):.3f}",
-                             f"{_num(r.get('step_share_pct')):.1f}%"] for r in rows]}
-    return chart
+    return _table_chart(
+        "top_kernels", "Top kernels per step",
+        "Kernels by time per steady step, keyed by name and launch configuration (grid x block).", source,
+        [("kernel", False, True), ("grid x block", False, True), ("launches/step", True, False),
+         ("ms/step", True, False), ("% of step", True, False)],
+        [[shorten(short_name(r.get("name", "")), 80), f"{int(_num(r.get('grid')))} x {int(_num(r.get('block')))}",
+          f"{_num(r.get('launches_per_step')):.1f}", f"{_num(r.get('ms_per_step')):.3f}",
+          f"{_num(r.get('step_share_pct')):.1f}%"] for r in rows])
 
 
 def top_ops_table(rows: list[dict], source: dict | None = None) -> Chart | None:
     """The op distribution (the profiler's key_averages view; diagnoser.timeline.ops.op_distribution rows)."""
-    rows = [r for r in rows or [] if isinstance(r, dict)][:10]
+    rows = _rows(rows)
     if not rows:
         return None
-    where = f" From {source['path']}." if isinstance(source, dict) and source.get("path") else ""
-    chart = Chart("top_ops", "Top ops by GPU time",
-                  "PyTorch ops by the GPU time of the kernels they launch (self CUDA time, as key_averages), with "
-                  "calls and CPU time per steady step." + where, 0, 0)
-    chart.table = {"caption": "", "headers": ["op", "calls/step", "GPU ms/step", "% of op GPU time", "CPU ms/step"],
-                   "numeric": [False, True, True, True, True], "mono": [True, False, False, False, False],
-                   "rows": [[shorten(str(r.get("op", "")), 80), f"{_num(r.get('calls_per_step')):.1f}",
-                             f"{_num(r.get('gpu_ms_per_step')):.3f}", f"{_num(r.get('gpu_share_pct')):.1f}%",
-                             f"{_num(r.get('cpu_ms_per_step')):.3f}"] for r in rows]}
-    return chart
+    return _table_chart(
+        "top_ops", "Top ops by GPU time",
+        "PyTorch ops by the GPU time of the kernels they launch (self CUDA time, as key_averages), with "
+        "calls and CPU time per steady step.", source,
+        [("op", False, True), ("calls/step", True, False), ("GPU ms/step", True, False),
+         ("% of op GPU time", True, False), ("CPU ms/step", True, False)],
+        [[shorten(str(r.get("op", "")), 80), f"{_num(r.get('calls_per_step')):.1f}",
+          f"{_num(r.get('gpu_ms_per_step')):.3f}", f"{_num(r.get('gpu_share_pct')):.1f}%",
+          f"{_num(r.get('cpu_ms_per_step')):.3f}"] for r in rows])

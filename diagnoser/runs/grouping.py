@@ -33,7 +33,7 @@ SAME_RUN_SHARE = settings.register(
     "runs.same_run_kernel_share", 0.6, "fraction",
     "two timelines are one run when at least this share of each one's steady kernel time is in kernels "
     "(name, grid, block) the other runs; an ncu report joins a timeline when this share of its GPU time is")
-MEMORY_TIME_SLACK = settings.register(
+SAME_TIME_SLACK = settings.register(
     "runs.memory_time_slack_s", 5.0, "s",
     "two inputs are of one process only when their spans on the Unix clock (where both record it: a snapshot's "
     "allocation history, a trace's events) overlap or lie at most this far apart")
@@ -218,7 +218,7 @@ def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
         return False, (f"it holds {held / GIB:.1f} GiB, more than the {total / GIB:.1f} GiB of the timeline's device")
     tw, mw = ti.get("window_epoch_ns"), mi.get("window_epoch_ns")
     apart = _seconds_apart(timeline, memory)
-    if apart is not None and apart <= MEMORY_TIME_SLACK.value:
+    if apart is not None and apart <= SAME_TIME_SLACK.value:
         return True, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) overlap "
                       "on the Unix clock: one process at one time")
     tp, mp = set(ti.get("programs", ())), set(mi.get("programs", ()))
@@ -288,7 +288,7 @@ def group_runs(analysed: list) -> list[Run]:
                 run.members.append((g, r))
                 apart = _seconds_apart(t, r)
                 when = (f"; recorded {apart:,.0f} s apart: two profiling sessions of one workload"
-                        if apart is not None and apart > MEMORY_TIME_SLACK.value else "")
+                        if apart is not None and apart > SAME_TIME_SLACK.value else "")
                 run.evidence.append(f"{', '.join(g.paths)} runs the same kernels with the same launch configurations "
                                     f"as {', '.join(run.members[0][0].paths)} ({100 * m:.0f}% of the kernel time of each{when})")
                 break

@@ -136,9 +136,7 @@ def _memory_headroom(have: dict[str, Fact], memory: list) -> tuple[list[Fact], s
             out.append(replace(held, name="mem_persistent_gb"))
             out.append(Fact("mem_persistent_pct", 100.0 * float(held.value) / float(total.value), "%",
                             f"{held.source} and {total.source}"))
-        if "memory_headroom_pct" in have:  # the timeline measured the headroom itself: keep its numbers
-            out = [f for f in out if f.name not in have and f.name not in ("mem_reserved_peak_gb",)]
-        out = [f for f in out if f.name not in have]
+        out = [f for f in out if f.name not in have]  # what the timeline measured itself stays its own
         if not out:
             return [], ""
         names = ", ".join(f.name for f in out)

@@ -20,7 +20,8 @@ from ..facts import AnalysisResult, Fact, Subject
 from .catalogue import CATALOGUE, SPECS
 from .gaps import ALLOC, COMM, DATA, IDLE_CLASSES, LAUNCH, SYNC
 from .intervals import IntervalSet
-from .measure import IDLE_FACT, PYTHON_FILES_KEPT, READER, MeasuredTimeline, TimelineMetrics, analyze_timeline, measure_timeline
+from ..source_files import PYTHON_FILES_KEPT
+from .measure import IDLE_FACT, READER, MeasuredTimeline, TimelineMetrics, analyze_timeline, measure_timeline
 from .ranks import critical_rank, straggler_analysis, transfer_per_kernel
 from .tables import Timeline
 

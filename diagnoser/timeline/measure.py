@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..source_files import main_script, user_python_file
+from ..source_files import program_identity
 from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence,
@@ -233,9 +233,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
     v.update(kv_cache_stats(tl, steps))  # device memory over the steps (allocator events), when the trace has them
     v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices)
-    total = max((int(d.get("total_memory") or 0) for d in tl.devices), default=0)
-    if total and "device_memory_total_gb" not in v:  # memory headroom can come from a snapshot of the run
-        v["device_memory_total_gb"] = total / float(1 << 30)
+    if tl.device_memory and "device_memory_total_gb" not in v:  # headroom can come from a snapshot of the run
+        v["device_memory_total_gb"] = tl.device_memory / float(1 << 30)
     if v["workload_kind"] == "inference":  # measured: no optimizer work at all
         v.setdefault("optimizer_kernels_per_step", 0.0)
         v.setdefault("optimizer_step_pct", 0.0)
@@ -273,7 +272,6 @@ class MeasuredTimeline:
     identity: dict = None  # timeline_identity(): when (Unix clock), which Python files, which device memory
 
 
-PYTHON_FILES_KEPT = 500
 _PY_FILE = re.compile(r"^([^()]+\.py)\(\d+\): (.*)$")
 
 
@@ -286,15 +284,9 @@ def timeline_identity(tl: Timeline) -> dict:
         out["window_epoch_ns"] = (tl.clock_epoch_ns + min(s for s, _ in spans), tl.clock_epoch_ns + max(e for _, e in spans))
     py = tl.ranges["name"][tl.ranges["kind"] == "python"] if len(tl.ranges) else []
     frames = [m for n in set(py) for m in [_PY_FILE.search(str(n))] if m]
-    files = sorted({user_python_file(m.group(1)) for m in frames} - {None})
-    if files:
-        out["python_files"] = files[:PYTHON_FILES_KEPT]
-    mains = sorted({main_script(m.group(1), m.group(2)) for m in frames} - {None})
-    if mains:
-        out["programs"] = mains
-    total = max((int(d.get("total_memory") or 0) for d in tl.devices), default=0)
-    if total:
-        out["device_total_memory"] = total
+    out.update(program_identity((m.group(1) for m in frames), ((m.group(1), m.group(2)) for m in frames)))
+    if tl.device_memory:
+        out["device_total_memory"] = tl.device_memory
     return out
 
 

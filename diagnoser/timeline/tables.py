@@ -91,6 +91,11 @@ class Timeline:
     clock_epoch_ns: int | None = None
     notes: list[str] = field(default_factory=list)  # what the reader saw that limits what can be measured
 
+    @property
+    def device_memory(self) -> int:
+        """The largest device's total memory in bytes (0: the source does not say)."""
+        return max((int(d.get("total_memory") or 0) for d in self.devices), default=0)
+
     def validate(self) -> "Timeline":
         """Check every table against the schema (columns, dtypes, enums); raise ValueError if off."""
         for label, table, columns in (
