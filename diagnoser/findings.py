@@ -6,7 +6,8 @@ from several inputs is kept once; a rule's findings over several kernels become 
 a per-kernel list; a finding whose estimated gain of a time is under the
 `findings.warning_min_gain_pct` setting is info; and findings are ranked by severity, then by the
 gain not already explained by a finding ranked above them (`marginal_gain`): the time two findings
-explain is counted once, for the one ranked first.
+explain is counted once, for the one ranked first (gain_parts.py says which parts of its unit each
+gain claims).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from . import settings
 from .facts import Subject
-from .rulespec.expr import budget_names, eval_expr
+from .gain_parts import Ledger, claim_of, unit_parts
 from .rulespec.model import SEVERITY_RANK
 
 WARNING_MIN_GAIN_PCT = settings.register(
@@ -49,6 +50,7 @@ class Finding:
     rule_severity: str = ""  # the rule's severity before the gain floor ("" = unchanged)
     marginal_gain: float | None = None  # the gain not already explained by a higher-ranked finding
     overlaps: list[str] = field(default_factory=list)  # higher-ranked rules that explain the same time
+    gain_together: float | None = None  # with its overlaps: the gain of them all, each part counted once
     launches: list["Finding"] = field(default_factory=list, repr=False)  # per-launch findings merged here
     kernels: list["Finding"] = field(default_factory=list, repr=False)  # per-kernel findings of a rule group
     evidence_sources: dict = field(default_factory=dict)  # evidence fact -> the source file (and reader) it came from
@@ -70,6 +72,8 @@ class Finding:
             out["marginal_gain"] = round(self.marginal_gain, 4)
         if self.overlaps:
             out["overlaps"] = list(self.overlaps)
+            if self.gain_together is not None:
+                out["gain_together"] = round(self.gain_together, 4)
         if self.rule_severity:
             out["rule_severity"] = self.rule_severity
         if self.kernels:
@@ -110,10 +114,11 @@ def rank(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=rank_key)
 
 
-def arrange(findings: list[Finding]) -> list[Finding]:
-    """The engine's findings as the report lists them (see the module docstring)."""
+def arrange(findings: list[Finding], run_values: dict | None = None) -> list[Finding]:
+    """The engine's findings as the report lists them (see the module docstring); `run_values`: the
+    run's facts (its run-level record), which size the parts of step time the gains claim."""
     grouped = group_across_kernels(dedupe(group_kernel_launches(findings)))
-    return rank_counting_once([apply_gain_floor(f) for f in grouped])
+    return rank_counting_once([apply_gain_floor(f) for f in grouped], run_values)
 
 
 def group_kernel_launches(findings: list[Finding]) -> list[Finding]:
@@ -201,60 +206,52 @@ def apply_gain_floor(f: Finding) -> Finding:
     return g
 
 
-def _budget(f: Finding, leaf: Finding) -> dict[str, tuple]:
-    """The shares of time a single-subject finding claims: its gain expression's leftmost factor."""
-    if not leaf.gain_expr:
-        return {}
-    return {n: (f.gain_of, leaf.subject, n) for n in budget_names(leaf.gain_expr)}
-
-
-def _marginal(f: Finding, claimed: dict[tuple, str]) -> tuple[float, list[str]]:
-    """f's gain with the shares higher-ranked findings already claimed set to 0; and who claimed them."""
-    total, overlaps = 0.0, set()
-    for leaf in leaves(f):
-        keys = _budget(f, leaf)
-        taken = {n for n, k in keys.items() if k in claimed and claimed[k] != f.rule}
-        if not taken:
-            total += leaf.estimated_gain
-            continue
-        env = dict(leaf.gain_env)
-        env.update({n: 0.0 for n in taken})
-        value = eval_expr(leaf.gain_expr, env)
-        total += 0.0 if value is None else max(0.0, min(leaf.estimated_gain, value))
-        overlaps.update(claimed[keys[n]] for n in taken)
-    return min(f.estimated_gain, total), sorted(overlaps)
-
-
-def rank_counting_once(findings: list[Finding]) -> list[Finding]:
-    """Rank by severity, then by marginal gain (greedy: after each pick, the findings that share
-    its claimed time are re-valued), then own gain, rule id and subject. Sets `marginal_gain`.
+def rank_counting_once(findings: list[Finding], run_values: dict | None = None) -> list[Finding]:
+    """Rank by severity, then by marginal gain (greedy: after each pick, the findings on the same
+    unit are re-valued), then own gain, rule id and subject. Sets `marginal_gain`, `overlaps` and
+    `gain_together`.
 
     A gain expression reads `SHARE / 100 * FRACTION`: its leftmost factor names the share of
-    `gain_of` the finding explains (`idle_launch_pct`, `kernel_time_share_pct`). A finding on the
-    same subject whose share names a fact already claimed is re-evaluated with that fact at 0
-    (TRAIN002 claims idle_sync_pct + idle_launch_pct; TRAIN004 after it adds nothing).
+    `gain_of` the finding explains; gain_parts.py says which parts of the unit each share fact is
+    (idle classes, kernel categories, a straggler's own work) and keeps one ledger per unit, so the
+    time two findings explain is counted once, for the one ranked first (TRAIN002 claims the sync
+    and launch idle; TRAIN004 after it adds nothing; TRAIN012's unexplained idle on the straggler
+    rank is mostly the straggler's own work TRAIN005 claimed). `run_values`: the run's facts, which
+    size the parts (without them every share fact is a part of its own).
     """
-    claimed: dict[tuple, str] = {}  # (gain_of, subject, fact) -> rule that claimed it
+    values = run_values or {}
+    parts = {unit: unit_parts(unit, values) for unit in {f.gain_of for f in findings}}
+    ledgers = {unit: Ledger(dict(sizes)) for unit, sizes in parts.items()}
+    claims = {id(f): [c for c in (claim_of(leaf, f.gain_of, values, parts[f.gain_of]) for leaf in leaves(f))
+                      if c is not None] for f in findings}
     out: list[Finding] = []
     for severity in sorted({f.severity for f in findings}, key=SEVERITY_RANK.get):
         pool = rank([f for f in findings if f.severity == severity])
-        keys = {id(f): {k for leaf in leaves(f) for k in _budget(f, leaf).values()} for f in pool}
-        value = {id(f): (f.estimated_gain, []) for f in pool}
-        for f in pool:
-            if keys[id(f)] & set(claimed):
-                value[id(f)] = _marginal(f, claimed)
+        value = {id(f): _value(f, ledgers[f.gain_of], claims[id(f)]) for f in pool}
         while pool:
             best = min(pool, key=lambda f: (-round(value[id(f)][0], 6),) + rank_key(f)[1:])
             pool.remove(best)
-            best.marginal_gain, best.overlaps = value[id(best)]
+            marginal, overlaps, use = value[id(best)]
+            best.marginal_gain, best.overlaps = marginal, overlaps
+            ledgers[best.gain_of].commit(best.rule, marginal, use)
             out.append(best)
-            new = {k for k in keys[id(best)] if k not in claimed}
-            for k in new:
-                claimed[k] = best.rule
             for f in pool:
-                if keys[id(f)] & new:
-                    value[id(f)] = _marginal(f, claimed)
+                if f.gain_of == best.gain_of:
+                    value[id(f)] = _value(f, ledgers[f.gain_of], claims[id(f)])
+    for i, f in enumerate(out):
+        if f.overlaps:
+            f.gain_together = min(1.0, f.marginal_gain + sum(
+                g.marginal_gain for g in out[:i] if g.gain_of == f.gain_of and g.rule in f.overlaps))
     return out
+
+
+def _value(f: Finding, ledger: Ledger, claims: list) -> tuple[float, list[str], dict]:
+    """f's marginal gain on the ledger as it stands, who claimed its parts before, its use of them."""
+    if not claims:  # a gain that names no share (a constant): all of it, as far as the unit has room
+        room = max(0.0, 1.0 - ledger.counted)
+        return min(f.estimated_gain, room), [], {}
+    marginal, overlaps, use = ledger.value(claims, f.rule)
+    return min(f.estimated_gain, marginal), overlaps, use
 
 
 def dedupe(findings: list[Finding]) -> list[Finding]:

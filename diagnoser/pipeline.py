@@ -221,14 +221,14 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         got, missing = evaluate(pack.rules, records, cat, matcher)
         got = restate_kernel_findings(got, matched)
         notes += close_calls(pack.rules, records, {f.rule for f in got})
-        per_run.append(got)
+        per_run.append((got, next((r.values for r in records if r.scope == "run"), {})))
         for ne in missing:
             skipped.setdefault(ne.rule, ne)
         for key, value in result.charts.items():
             charts.setdefault(key, value)
         facts += result.facts
-    for i, got in enumerate(per_run):  # separate runs: ranked each on its own, one section after the other
-        arranged = arrange(got)
+    for i, (got, run_values) in enumerate(per_run):  # separate runs: ranked each on its own, one after the other
+        arranged = arrange(got, run_values)
         if len(per_run) > 1:
             for f in arranged:
                 f.run = i + 1

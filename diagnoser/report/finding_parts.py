@@ -68,12 +68,19 @@ def kernel_table(f) -> dict | None:
 
 
 def gain_note(f, index_of: dict) -> str:
-    """Why a finding's gain does not add to the ones above it (the same time explained twice)."""
+    """Why a finding's gain does not add to the ones above it (the same time explained twice), and
+    what they explain together, each part of the time counted once."""
     if f.marginal_gain is None or not f.overlaps or f.estimated_gain - f.marginal_gain < 0.005:
         return ""
     refs = ", ".join(f"`{r}`" + (f" (finding {index_of[r]})" if r in index_of else "") for r in f.overlaps)
-    claims = "claim" if len(f.overlaps) > 1 else "claims"
-    return f"{refs} already {claims} this share of {f.gain_of}; beyond it: {share_pct(f.marginal_gain)}"
+    many = len(f.overlaps) > 1
+    what = "this share" if f.marginal_gain < 0.005 else "part of this share"
+    note = f"{refs} already {'claim' if many else 'claims'} {what} of {f.gain_of}; beyond {'them' if many else 'it'}: " \
+           f"{share_pct(f.marginal_gain)}"
+    together = getattr(f, "gain_together", None)
+    if together is not None:
+        note += f"; with {'them' if many else 'it'}: {share_pct(together)} of {f.gain_of} together"
+    return note
 
 
 def severity_note(f) -> str:
