@@ -13,18 +13,21 @@ from .chart_geometry import (NEUTRAL, PALETTE, Chart, _hbars, _num, _overlap, _r
                              fmt_bytes, nice_ticks, palette)
 from .kernel_charts import (MAX_BARS, MAX_KERNEL_ROWS, MAX_POINT_LABELS, SOL_KNEE_PCT,  # noqa: F401
                             kernel_categories_chart, kernel_sol_chart)
-from .memory_charts import memory_composition_chart, memory_timeline_chart, top_sites_table
+from .memory_charts import memory_composition_chart, memory_composition_table, memory_timeline_chart, top_sites_table
 from .rank_charts import rank_charts, ranks_chart  # noqa: F401
 from .strip_chart import step_strip_chart
 from .timeline_charts import IDLE_LABELS, MAX_STEPS, step_label, steps_chart, top_kernels_table, top_ops_table  # noqa: F401
 
 
 def report_tables(data: dict | None) -> list[dict]:
-    """The tables text reports print (Markdown): [{title, caption, headers, numeric, rows}]."""
+    """The tables text reports print (Markdown, terminal): [{title, caption, headers, numeric, rows}]; the
+    memory breakdown the HTML draws (composition at the peak, top allocation sites) as tables too."""
     data = data or {}
     out = []
     for chart in (top_kernels_table(data.get("top_kernels"), data.get("source")),
-                  top_ops_table(data.get("top_ops"), data.get("source"))):
+                  top_ops_table(data.get("top_ops"), data.get("source")),
+                  memory_composition_table(data.get("memory_composition")),
+                  top_sites_table(data.get("top_sites"))):
         if chart is not None:
             out.append(dict(chart.table, title=chart.title, caption=chart.caption))
     return out

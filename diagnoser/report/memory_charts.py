@@ -22,6 +22,21 @@ def memory_composition_chart(rows: list[dict]) -> Chart | None:
                   "Live allocations by owner when memory peaked (or when the OOM hit).", bars)
 
 
+def memory_composition_table(rows: list[dict]) -> Chart | None:
+    """The composition chart's numbers as a table, for text reports (the same rows, largest first)."""
+    rows = sorted((r for r in rows or [] if isinstance(r, dict) and _num(r.get("bytes")) > 0),
+                  key=lambda r: -_num(r.get("bytes")))
+    if not rows:
+        return None
+    chart = Chart("memory_composition", "Memory composition at the peak",
+                  "Live allocations by owner when memory peaked (or when the OOM hit).", 0, 0)
+    chart.table = {"caption": "", "headers": ["owner", "bytes", "% of live memory"], "numeric": [False, True, True],
+                   "mono": [False, False, False],
+                   "rows": [[str(r.get("owner")).replace("_", " "), fmt_bytes(r.get("bytes")),
+                             f"{_num(r.get('share_pct')):.1f}%"] for r in rows]}
+    return chart
+
+
 def memory_timeline_chart(points: list[dict]) -> Chart | None:
     """Allocated and reserved bytes over the recorded history."""
     points = sorted((p for p in points or [] if isinstance(p, dict)), key=lambda p: _num(p.get("t_ms")))

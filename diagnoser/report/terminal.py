@@ -108,6 +108,20 @@ def _first_fix(con: Console, findings: list[dict]) -> None:
         con.print("No warning or critical finding: nothing here is holding this workload back by our rules.")
 
 
+def _tables(con: Console, part: dict) -> None:
+    """The measurement tables of `part` (top kernels and ops, the memory breakdown), as the Markdown has them."""
+    for t in part.get("tables") or ():
+        con.print()
+        con.print(Rule(t["title"], style="dim"))
+        con.print(Text(t["caption"], style="dim"))
+        table = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for h, numeric in zip(t["headers"], t["numeric"]):
+            table.add_column(h, overflow="fold", justify="right" if numeric else "left")
+        for row in t["rows"]:
+            table.add_row(*[str(c) for c in row])
+        con.print(table)
+
+
 def _findings(con: Console, part: dict) -> None:
     """The findings of `part` (the report view, or one run's section) in full, then the rest as a table."""
     for v in part["findings"]:
@@ -158,8 +172,10 @@ def render_terminal(view: dict, width: int | None = None) -> str:
             elif not part["more"]:
                 con.print(Text("No finding in this run.", style="dim"))
             _findings(con, part)
+            _tables(con, part)
     else:
         _findings(con, view)
+        _tables(con, view)
     if report.not_evaluated:
         con.print()
         con.print(Rule("Not evaluated", style="dim"))
