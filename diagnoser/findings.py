@@ -100,6 +100,21 @@ class NotEvaluated:
         return out
 
 
+@dataclass(frozen=True)
+class NotApplicable:
+    """A rule the inputs show has nothing to act on: what it is about is absent (no GEMMs, no OOM)."""
+
+    rule: str
+    title: str
+    tree: str
+    reason: str
+    missing: tuple[str, ...] = ()  # the facts it would read, absent for that reason
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "title": self.title, "tree": self.tree, "reason": self.reason,
+                "missing": list(self.missing)}
+
+
 def _natural(text: str):
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text or ""))
 

@@ -15,7 +15,7 @@ from .engine.evaluate import durable_matcher, evaluate
 from .engine.margins import close_calls
 from .engine.records import build_records
 from .facts import AnalysisResult, Fact
-from .findings import Finding, NotEvaluated, arrange
+from .findings import Finding, NotApplicable, NotEvaluated, arrange
 from .resources import rules_dir
 from .rulespec.loader import build_pack
 from .rulespec.model import RulePack
@@ -73,6 +73,8 @@ class Report:
     runs: list[dict] = field(default_factory=list)
     # each user rule in force -> its rule file: the report finds the rule's playbook section beside it
     rule_files: dict[str, str] = field(default_factory=dict)
+    # rules the inputs show have nothing to act on (no GEMMs, no OOM, no KV cache), with the reason
+    not_applicable: list[NotApplicable] = field(default_factory=list)
 
 
 def read_input(path, kind: str, progress: bool = False):
@@ -218,12 +220,13 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         all_inputs += result.inputs
         records, warnings = build_records(result.facts)
         notes += [n for g in groups for n in g.notes] + result.notes + warnings
-        got, missing = evaluate(pack.rules, records, cat, matcher)
+        got, missing = evaluate(pack.rules, records, cat, matcher, kinds=[i["kind"] for i in result.inputs])
         got = restate_kernel_findings(got, matched)
         notes += close_calls(pack.rules, records, {f.rule for f in got})
         per_run.append((got, next((r.values for r in records if r.scope == "run"), {})))
-        for ne in missing:
-            skipped.setdefault(ne.rule, ne)
+        for ne in missing:  # several runs: not evaluated in one outweighs not applicable in another
+            if ne.rule not in skipped or (isinstance(ne, NotEvaluated) and isinstance(skipped[ne.rule], NotApplicable)):
+                skipped[ne.rule] = ne
         for key, value in result.charts.items():
             charts.setdefault(key, value)
         facts += result.facts
@@ -234,8 +237,11 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
                 f.run = i + 1
         findings += arranged
     fired_rules = {f.rule for f in findings}
-    not_evaluated = [skipped[k] for k in sorted(skipped) if k not in fired_rules or skipped[k].subjects]
-    return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [])
+    not_evaluated = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotEvaluated)
+                     and (k not in fired_rules or skipped[k].subjects)]
+    not_applicable = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotApplicable) and k not in fired_rules]
+    return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [],
+                  not_applicable=not_applicable)
 
 
 def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable
 
+from ..absence import absent_reason
 from ..facts import FactSpec, short_name
-from ..findings import Finding, NotEvaluated
+from ..findings import Finding, NotApplicable, NotEvaluated
 from ..rulespec.compile import compile_rule, finding_field
 from ..rulespec.expr import eval_expr, parse_expr, render_template
 from ..rulespec.loader import order_layers
@@ -79,8 +80,8 @@ def durable_matcher(rules: list[Rule], records: list[Record], fired: Fired, all_
     return {(rid, index[i]) for rid, i in matched}
 
 
-def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str, FactSpec]):
-    """Split rules into (to evaluate, not evaluated).
+def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str, FactSpec], kinds: Iterable[str] = ()):
+    """Split rules into (to evaluate, not evaluated or not applicable).
 
     A tree with none of its facts present is skipped (an OOM tree says nothing about a kernel
     report), and so is a rule scoped to a subject kind the input has none of (a straggler rule on
@@ -88,8 +89,12 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
     declares in `requires` and every fact its `when` reads (Rule.missing), so a rule never goes
     silently false for want of a measurement. A subject-scoped rule that some subjects cannot
     decide (launches profiled without `--set full`) is evaluated on the others and also listed
-    as not evaluated on those (NotEvaluated.subjects: "120 of 400 kernels").
+    as not evaluated on those (NotEvaluated.subjects: "120 of 400 kernels"). A rule whose missing
+    facts the inputs (of `kinds`) show are absent, or whose own `not_applicable` condition the present
+    facts hold, is not applicable instead, with the reason (diagnoser/absence.py).
     """
+    kinds = tuple(kinds)
+    run_values = next((rec.values for rec in records if rec.scope == "run"), {})
     present_by_scope: dict[str, set[str]] = {}
     for rec in records:
         present_by_scope.setdefault(rec.scope, set()).update(rec.values)
@@ -111,7 +116,9 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
             if missing and all(_known_false(r.when, rec.values, r.params) for rec in records if rec.scope == r.scope):
                 continue  # facts that are present already rule it out (a training rule on inference)
             if missing:
-                skipped.append(NotEvaluated(r.id, r.title, r.tree, missing, _hints(missing, catalogue)))
+                reason = _not_applicable(r, missing, records, run_values, kinds, catalogue)
+                skipped.append(NotApplicable(r.id, r.title, r.tree, reason, missing) if reason else
+                               NotEvaluated(r.id, r.title, r.tree, missing, _hints(missing, catalogue)))
                 continue
             todo.append(r)
             if r.scope != "run":
@@ -122,6 +129,33 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
                     # (an atomics-only kernel has no load efficiency), not because it went unmeasured
                     skipped.append(NotEvaluated(r.id, r.title, r.tree, needs, "", f"{lacking} of {total} {r.scope}s"))
     return todo, skipped
+
+
+def _not_applicable(rule: Rule, missing, records: list[Record], run_values: dict, kinds, catalogue) -> str:
+    """Why `rule`, lacking `missing`, has nothing to act on here ('' when an input not given would decide it)."""
+    if rule.not_applicable is not None:
+        cond, reason = rule.not_applicable
+        scoped = [rec for rec in records if rec.scope == rule.scope]
+        if scoped and all(_kleene(cond, rec.values, rule.params) is True for rec in scoped):
+            return reason
+    return absent_reason(missing, kinds, run_values, catalogue)
+
+
+def decided_by_findings(skipped: list, rules: dict[str, Rule], records: list[Record], evaluated: set[str],
+                        fired: set[str]) -> list:
+    """`skipped` without the rules the findings decide after all: a rule that lacks facts but needs a
+    finding of a rule that was evaluated and did not fire (INFER016 needs INFER004) cannot fire,
+    whatever the missing facts say, so no input would change it."""
+    found = {rid: rid in fired for rid in evaluated}
+    out = []
+    for ne in skipped:
+        r = rules.get(ne.rule)
+        if r is not None and isinstance(ne, NotEvaluated) and not ne.subjects:
+            scoped = [rec for rec in records if rec.scope == r.scope]
+            if scoped and all(_kleene(r.when, rec.values, r.params, found) is False for rec in scoped):
+                continue
+        out.append(ne)
+    return out
 
 
 def _hints(missing, catalogue: dict[str, FactSpec]) -> str:
@@ -154,20 +188,21 @@ def _same_kind(a, b) -> bool:
     return kind(a) == kind(b)
 
 
-def _kleene(c, values: dict, params: dict):
+def _kleene(c, values: dict, params: dict, found: dict | None = None):
     """True / False / None (unknown: depends on absent facts or on other rules' findings).
 
     A test of a present fact is decided as the engine decides it (docs/rules.md, Conditions);
-    `exists` of an absent fact is false; any other test of an absent fact is unknown.
+    `exists` of an absent fact is false; any other test of an absent fact is unknown; a finding is
+    known from `found` (rule id -> fired or not, for the rules evaluated), else unknown.
     """
     if c.kind in ("all", "any", "none"):
-        vals = [_kleene(i, values, params) for i in c.items]
+        vals = [_kleene(i, values, params, found) for i in c.items]
         if c.kind == "all":
             return False if False in vals else (None if None in vals else True)
         hit = True if True in vals else (None if None in vals else False)
         return hit if c.kind == "any" else (None if hit is None else not hit)
     if c.kind == "finding":
-        return None
+        return (found or {}).get(c.finding)
     if c.fact not in values:
         return False if c.op == "exists" else None
     v = values[c.fact]
@@ -223,10 +258,13 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
 
 
 def evaluate(rules: dict[str, Rule], records: list[Record], catalogue: dict[str, FactSpec],
-             matcher: Matcher = durable_matcher) -> tuple[list[Finding], list[NotEvaluated]]:
-    todo, skipped = applicable(rules.values(), records, catalogue)
+             matcher: Matcher = durable_matcher, kinds: Iterable[str] = ()) -> tuple[list[Finding], list]:
+    """(findings, the rules not evaluated or not applicable: NotEvaluated / NotApplicable); `kinds`:
+    the input kinds the records were measured from (what they could have recorded)."""
+    todo, skipped = applicable(rules.values(), records, catalogue, kinds)
     active = {r.id: r for r in todo}
     # a rule that references a finding of a rule that cannot be evaluated still runs: that finding is absent
     fired = run_rules(active, records, matcher) if active else set()
     findings = [make_finding(active[rid], records[idx]) for rid, idx in sorted(fired)]
+    skipped = decided_by_findings(skipped, rules, records, set(active), {rid for rid, _ in fired})
     return findings, skipped

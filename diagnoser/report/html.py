@@ -173,6 +173,7 @@ def report_view(report) -> dict:
         **whole,
         "runs": runs,
         "not_evaluated": [{"n": n, "collect": render_inline(n.collect or "", links=False)} for n in report.not_evaluated],
+        "not_applicable": list(getattr(report, "not_applicable", None) or []),
         "notes": report.notes,
         "settings": [render_inline(line, links=False) for line in settings_lines(report)],
         "handbook_command": handbook_command(report),

@@ -21,6 +21,7 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
         "summary": summary_counts(kept),
         "findings": [f.to_json() for f in shown],
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
+        "not_applicable": [n.to_json() for n in getattr(report, "not_applicable", None) or []],
         "notes": report.notes,
         **({"runs": _runs_json(report, kept)} if getattr(report, "runs", None) else {}),
         "settings": dict({"diagnoser": __version__, "params": [], "rule_packs": [], "analysis_settings": []},

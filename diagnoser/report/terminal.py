@@ -189,6 +189,15 @@ def render_terminal(view: dict, width: int | None = None) -> str:
                 line.append(f"; collect it with: {n.collect}", style="dim")
             nt.add_row(n.rule, line)
         con.print(nt)
+    if getattr(report, "not_applicable", None):
+        con.print()
+        con.print(Rule("Not applicable", style="dim"))
+        at = Table(show_header=False, show_edge=False, box=None, pad_edge=False, padding=(0, 1, 0, 2))
+        at.add_column("rule", style="bold", no_wrap=True)
+        at.add_column("why")
+        for n in report.not_applicable:
+            at.add_row(n.rule, Text.assemble(f"{n.title}: ", (n.reason, "dim")))
+        con.print(at)
     if report.notes:
         con.print()
         con.print(Rule("Notes", style="dim"))

@@ -64,7 +64,8 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
             fail(where, f"unknown fact `{cond.fact}` in verify_check; `diagnose facts --catalogue` lists the facts")
     names = set(rule.params) | {"subject"}
     if known_facts is not None:
-        for fact in sorted(rule.when.facts() | set(rule.requires) | set(rule.evidence)):
+        na_facts = rule.not_applicable[0].facts() if rule.not_applicable else set()
+        for fact in sorted(rule.when.facts() | set(rule.requires) | set(rule.evidence) | na_facts):
             if fact not in known_facts:
                 close = difflib.get_close_matches(fact, list(known_facts), n=1)
                 hint = f" (did you mean `{close[0]}`?)" if close else ""

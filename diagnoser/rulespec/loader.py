@@ -188,6 +188,8 @@ def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: di
         estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
         gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
         refs=tuple(raw.get("refs", ())), verify_check=tuple(_condition(c) for c in raw.get("verify_check", ())),
+        not_applicable=None if "not_applicable" not in raw else (
+            _condition(raw["not_applicable"]["when"], shared or {}, [], path, line), str(raw["not_applicable"]["reason"])),
         path=str(path), line=line or 0, shipped=shipped,
         extra={"conditions": list(dict.fromkeys(used))} if used else {},
     )

@@ -82,6 +82,9 @@ class Rule:
     verify: str
     refs: tuple[str, ...] = ()
     verify_check: tuple[Condition, ...] = ()  # machine-checkable `verify` (all must hold in AFTER)
+    # (condition, reason): present facts showing what the rule is about is absent from the inputs
+    # (no attention kernels, so no KV cache): a rule that lacks facts is then "not applicable", not "not evaluated"
+    not_applicable: tuple | None = None
     path: str = ""
     line: int = 0
     shipped: bool = True

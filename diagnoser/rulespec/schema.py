@@ -66,6 +66,9 @@ RULE = {
             "properties": {"fact": {"type": "string", "pattern": _IDENT}, "op": {"enum": list(VERIFY_OPS)},
                            "value": {}, "param": {"type": "string", "pattern": _IDENT}}}},
         "refs": {"type": "array", "items": {"type": "string"}},
+        "not_applicable": {
+            "type": "object", "required": ["when", "reason"], "additionalProperties": False,
+            "properties": {"when": {"$ref": "#/$defs/condition"}, "reason": {"type": "string", "minLength": 3}}},
     },
     "additionalProperties": False,
 }
@@ -114,6 +117,8 @@ FIELD_ADVICE = {
     "fix": "the fix, in a sentence or a snippet",
     "verify": "what to re-measure and which number to expect",
     "verify_check": "the Verify step as conditions on the re-profiled run, e.g. [{fact: idle_data_pct, op: lt, param: min_idle_data_pct}]",
+    "not_applicable": "what the trace shows when the rule's subject is absent, and why: "
+                      "{when: {fact: gemm_time_pct, op: eq, value: 0}, reason: 'no GEMM kernels run'}",
     "op": "an op, one of: " + ", ".join(OPS),
     "rules": "a list of rules under `rules:`",
 }
