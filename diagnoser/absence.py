@@ -3,10 +3,11 @@
 A rule that lacks a fact is "not evaluated" when an input that was not given would decide it (the
 catalogue's collect text says which). But some facts are missing because the thing they measure is
 not there, although the input kind records it: a timeline records every kernel, so a trace without
-GEMM kernels has no `gemm_no_tensor_core_step_pct` because it has no GEMMs; a memory snapshot records
-OOMs, so one taken without an OOM has no `oom_*` facts. A rule that needs such a fact is "not
-applicable", with the reason. Each `Absence` declares a family of facts, the input kinds that would
-record their events, and the present fact that shows none were found.
+GEMM kernels has no `gemm_no_tensor_core_step_pct` because it has no GEMMs; a memory snapshot
+records OOMs (and so do the allocator's counters), so one taken without an OOM has no `oom_*` facts.
+A rule that needs such a fact is "not applicable", with the reason. Each `Absence` declares a family
+of facts, the input kinds that would record their events, and the present fact that shows none were
+found.
 
 A rule can declare the same for what it is about (`not_applicable:` in its YAML, docs/rules.md): a
 KV-cache rule on a trace with no attention kernels at all.
@@ -42,8 +43,9 @@ def absences(catalogue: dict) -> tuple[Absence, ...]:
         Absence(frozenset({"gemm_no_tensor_core_step_pct", "gemm_no_tensor_core_pct", "top_no_tensor_core_kernel"}),
                 TIMELINE_KINDS, "gemm_time_pct", 0.0,
                 "no GEMM or convolution kernel runs in the trace (gemm_time_pct 0)"),
-        Absence(_oom_facts(catalogue), ("mem-snapshot",), "num_ooms", 0.0,
-                "the snapshot records no OOM (num_ooms 0): what it shows is the peak, above"),
+        Absence(_oom_facts(catalogue), ("mem-snapshot", "mem-stats", "mem-summary"), "num_ooms", 0.0,
+                "no OOM happened in the recorded process (num_ooms 0): there is no failing allocation to examine; "
+                "what a snapshot shows is the peak"),
     )
 
 

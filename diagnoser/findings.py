@@ -264,7 +264,7 @@ def _value(f: Finding, ledger: Ledger, claims: list) -> tuple[float, list[str], 
     """f's marginal gain on the ledger as it stands, who claimed its parts before, its use of them."""
     if not claims:  # a gain that names no share (a constant): all of it, as far as the unit has room
         room = max(0.0, 1.0 - ledger.counted)
-        return min(f.estimated_gain, room), [], {}
+        return min(f.estimated_gain, room), [r for r in ledger.counters if r != f.rule] if f.estimated_gain > room else [], {}
     marginal, overlaps, use = ledger.value(claims, f.rule)
     return min(f.estimated_gain, marginal), overlaps, use
 

@@ -203,6 +203,7 @@ class Ledger:
     used: dict = field(default_factory=dict)  # part -> % of the unit claimed
     by: dict = field(default_factory=dict)  # part -> rules that claimed some of it, in rank order
     counted: float = 0.0  # marginal gains counted on this unit so far (fraction of the unit)
+    counters: list = field(default_factory=list)  # the rules they came from
 
     def value(self, claims: list[Claim], rule: str) -> tuple[float, list[str], dict]:
         """(marginal gain, the rules that claimed the same parts before, the claims' use of each part)
@@ -224,8 +225,8 @@ class Ledger:
                 if lp > 0 and free > 0:
                     use[p] = use.get(p, 0.0) + take * lp / free
         room = max(0.0, 1.0 - self.counted)
-        if total > room + 1e-9:
-            overlaps.update(r for rs in self.by.values() for r in rs if r != rule)
+        if total > room + 1e-9:  # the unit is full: whoever counted before explains the rest
+            overlaps.update(r for r in self.counters if r != rule)
         return min(total, room), sorted(overlaps), use
 
     def commit(self, rule: str, marginal: float, use: dict) -> None:
@@ -234,3 +235,5 @@ class Ledger:
             if rule not in self.by.setdefault(p, []):
                 self.by[p].append(rule)
         self.counted += marginal
+        if marginal > 0 and rule not in self.counters:
+            self.counters.append(rule)

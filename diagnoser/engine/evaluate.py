@@ -141,18 +141,23 @@ def _not_applicable(rule: Rule, missing, records: list[Record], run_values: dict
     return absent_reason(missing, kinds, run_values, catalogue)
 
 
-def decided_by_findings(skipped: list, rules: dict[str, Rule], records: list[Record], evaluated: set[str],
-                        fired: set[str]) -> list:
+def decided_by_findings(skipped: list, rules: dict[str, Rule], records: list[Record], evaluated: dict[str, Rule],
+                        fired: Fired) -> list:
     """`skipped` without the rules the findings decide after all: a rule that lacks facts but needs a
     finding of a rule that was evaluated and did not fire (INFER016 needs INFER004) cannot fire,
-    whatever the missing facts say, so no input would change it."""
-    found = {rid: rid in fired for rid in evaluated}
+    whatever the missing facts say, so no input would change it. A finding is known as the engine
+    sees it from each record (finding_holds); one of a rule not decided on every subject is not."""
+    partial = {ne.rule for ne in skipped if isinstance(ne, NotEvaluated) and ne.subjects}
+    known = {rid: r for rid, r in evaluated.items() if rid not in partial}
     out = []
     for ne in skipped:
         r = rules.get(ne.rule)
         if r is not None and isinstance(ne, NotEvaluated) and not ne.subjects:
-            scoped = [rec for rec in records if rec.scope == r.scope]
-            if scoped and all(_kleene(r.when, rec.values, r.params, found) is False for rec in scoped):
+            refs = [rid for rid in r.when.findings() if rid in known]
+            decided = [idx for idx, rec in enumerate(records) if rec.scope == r.scope]
+            if decided and all(_kleene(r.when, records[idx].values, r.params,
+                                       {rid: finding_holds(known[rid], r.scope, idx, records, fired) for rid in refs})
+                               is False for idx in decided):
                 continue
         out.append(ne)
     return out
@@ -266,5 +271,5 @@ def evaluate(rules: dict[str, Rule], records: list[Record], catalogue: dict[str,
     # a rule that references a finding of a rule that cannot be evaluated still runs: that finding is absent
     fired = run_rules(active, records, matcher) if active else set()
     findings = [make_finding(active[rid], records[idx]) for rid, idx in sorted(fired)]
-    skipped = decided_by_findings(skipped, rules, records, set(active), {rid for rid, _ in fired})
+    skipped = decided_by_findings(skipped, rules, records, active, fired)
     return findings, skipped
