@@ -164,7 +164,8 @@ def decided_by_findings(skipped: list, rules: dict[str, Rule], records: list[Rec
 
 
 def _hints(missing, catalogue: dict[str, FactSpec]) -> str:
-    return "; ".join(sorted({catalogue[f].collect for f in missing if f in catalogue and catalogue[f].collect}))
+    texts = sorted({catalogue[f].collect for f in missing if f in catalogue and catalogue[f].collect})
+    return "; ".join(t for t in texts if not any(t != u and t in u for u in texts))  # one that another says too: once
 
 
 def _undecided_subjects(rule: Rule, records: list[Record]):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..facts import FactSpec
 from .owners import OWNERS
 
-COLLECT_SNAPSHOT = ("record allocation history before the failing code and dump it after the OOM: "
+COLLECT_SNAPSHOT = ("record allocation history before the code to examine and dump it after the OOM (without an "
+                    "OOM: after a few iterations, at the peak): "
                     "`torch.cuda.memory._record_memory_history(max_entries=100000)` ... "
                     "`torch.cuda.memory._dump_snapshot(\"snap.pickle\")`")
 COLLECT_STATS = ("`json.dump(torch.cuda.memory_stats(), open(\"memory_stats.json\", \"w\"))` after the OOM, "
