@@ -14,6 +14,9 @@ from ..facts import AnalysisResult, Fact, Subject
 from .units import _num  # one reading of a metric value for both modules
 from .units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
                            pipe_facts, tensor_core_switch)
+from .aten_ops import aten_op_of
+from .shared_memory import shared_conflict_facts
+from .sm_balance import sm_balance_facts
 
 from .catalogue import CATALOGUE, COLLECT, COLLECT_FULL, READER  # noqa: F401 (re-exported)
 
@@ -156,9 +159,7 @@ def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(No
     f.update(pipe_facts(m))
     inst = _num(m, M_INST)
     f["shared_inst_share_pct"] = _ratio(_num(m, "smsp__sass_inst_executed_op_shared.sum"), inst, 100.0)
-    conflicts = _num(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum")
-    f["shared_bank_conflicts_count"] = conflicts
-    f["shared_bank_conflict_pct"] = _ratio(conflicts, _num(m, "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"), 100.0)
+    f.update(shared_conflict_facts(m))
 
     for op, word in (("ld", "load"), ("st", "store")):
         requests = _num(m, f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
@@ -186,9 +187,13 @@ def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(No
         f["atomic_inst_share_pct"] = _ratio(sum(atom), inst, 100.0)
         if dur:
             f["atomic_throughput_per_us"] = sum(atom) / (dur / 1e3)
+    hot_unit = _num(m, "lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed")
     f["l2_atomic_hotspot_ratio"] = _ratio(
-        _num(m, "lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed"),
-        _num(m, "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed"))
+        hot_unit, _num(m, "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed"))
+    f["l2_atomic_hot_unit_busy_pct"] = hot_unit
+    f.update(sm_balance_facts(m))
+    if origin == "PyTorch" and (op := aten_op_of(launch.name) or aten_op_of(launch.short_name)):
+        f["aten_op"], f["aten_op_fix"] = op
     f.update(_ncu_verdict(launch))
     out = {k: v for k, v in f.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
     for k, v in out.items():  # counters sampled in different passes can overshoot 100% slightly

@@ -55,9 +55,11 @@ ORIGIN_PATTERNS = (
     ("flash-attention", r"flash|fmha|sdpa"),
     ("CUTLASS", r"cutlass"),
     ("NCCL", r"^nccl|ncclDevKernel"),
-    ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)|cub::"),
+    ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)|cub::|at_cuda_detail::Device"),
     ("Triton", r"^triton_|^triton__"),
-    ("PyTorch", r"at::native::|at::cuda::|^void at::|^void c10::|^(vectorized_|unrolled_)?elementwise_kernel"),
+    # Nsight Compute may print ATen's kernels without the `at::` namespace (`void native::...`)
+    ("PyTorch", r"at::native::|at::cuda::|^void at::|^void c10::|^(vectorized_|unrolled_)?elementwise_kernel"
+                r"|^(void )?native::|indexing_backward_kernel|indexFunc(Small|Large)Index|kernelHistogram1D"),
 )
 NOT_LIBRARIES = {"Triton", "PyTorch"}
 ORIGIN_RES = tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)

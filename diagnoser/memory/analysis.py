@@ -171,12 +171,27 @@ def _oom_facts(sink, rep, oom):
         sink.add("oom_device_free_gib", oom.device_free / GIB, "GiB")
         sink.add("memory_limit_gib", limit / GIB, "GiB")
         sink.add("memory_limit_is_cap", bool(is_cap), "")
+        # a cap refused reserved + request: it lies between what was held and that sum
+        high = reserved + request if is_cap else limit
+        sink.add("memory_limit_low_gib", limit / GIB, "GiB")
+        sink.add("memory_limit_high_gib", high / GIB, "GiB")
+        sink.add("memory_limit_said", _limit_said(limit, high, reserved, request, oom.device_free, is_cap), "")
         if limit > 0:
             sink.add("oom_reserved_free_pct", 100.0 * free_sum / limit, "%")
         short = max(0, allocated + request - limit)
         sink.add("oom_shortfall_gib", short / GIB, "GiB")
         if allocated > 0:
             sink.add("oom_shortfall_pct", 100.0 * short / allocated, "%")
+
+
+def _limit_said(low, high, reserved, request, device_free, is_cap) -> str:
+    """The limit in words: what the snapshot shows of it and how (it does not store a cap's size)."""
+    if is_cap:
+        return (f"a per-process cap (set_per_process_memory_fraction) between {low / GIB:.2f} GiB, the most the "
+                f"allocator held, and {high / GIB:.2f} GiB, the {reserved / GIB:.2f} GiB reserved at the OOM plus "
+                f"the {request / GIB:.2f} GiB request it refused; the device still had {device_free / GIB:.1f} GiB free")
+    return (f"the device's memory: {low / GIB:.2f} GiB, the {reserved / GIB:.2f} GiB reserved at the OOM plus the "
+            f"{device_free / GIB:.2f} GiB the driver reported free")
 
 
 def _composition(sink, out, rep, snap, ref, owners, sites):
@@ -264,6 +279,8 @@ def _temporaries(sink, rep, snap, ref, own, total, request):
             if total + size:
                 sink.add("oom_statement_share_pct", 100.0 * stmt / (total + size), "%")
     temp = sum(g[0] for g in groups.values())
+    if request is not None and needed:
+        sink.add("oom_request_share_pct", 100.0 * request[2] / needed, "%")
     sink.add("needed_gib", needed / GIB, "GiB")
     sink.add("temporary_buffers_gib", temp / GIB, "GiB")
     if needed:

@@ -63,9 +63,17 @@ CATALOGUE: list[FactSpec] = [
           "memory) the most the allocator reserved up to the OOM, a lower bound of the cap; else reserved + device free"),
     _spec("memory_limit_is_cap", "", "the OOM hit a per-process cap (set_per_process_memory_fraction), "
           "not the device's memory", type="bool"),
+    _spec("memory_limit_low_gib", "GiB", "the least the limit can be: under a cap, the most the allocator reserved "
+          "up to the OOM (it held that much); else reserved + device free"),
+    _spec("memory_limit_high_gib", "GiB", "the most the limit can be: under a cap, reserved at the OOM + the request "
+          "(the allocator refused that sum); else reserved + device free"),
+    _spec("memory_limit_said", "", "the limit in words, with how it was found (the cap's range, or the device's "
+          "free memory at the OOM)", type="string"),
     _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit "
           "(an upper bound under a cap, whose exact size the snapshot does not record)"),
     _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM"),
+    _spec("oom_request_share_pct", "%", "the failing request as a share of what was needed (live memory at the "
+          "OOM + the request): near 100 when one allocation alone dwarfs everything live"),
     _spec("oom_request_site", "", "allocation site (file:line in function, innermost user frame) of the failing "
           "request, from the OOM event's stack", type="string"),
     _spec("oom_request_op", "", "ATen operator that made the failing request (`aten::pow`), from the OOM event's "
