@@ -12,7 +12,7 @@ import re
 
 # (kernel-name pattern, operator(s), what to do when most of its indices are equal)
 ATEN_OPS = (
-    (r"indexFunc(Small|Large)Index<.*ReduceAdd", "`index_add_` (index_add / index_reduce_)",
+    (r"indexFunc(Small|Large)Index<.*ReduceAdd|indexAdd(Small|Large)Index", "`index_add_` (index_add / index_reduce_)",
      "aggregate the duplicate indices before the atomics: sort and segment-reduce "
      "(`idx, order = idx.sort(); torch.segment_reduce(src[order], 'sum', lengths=torch.unique_consecutive(idx, return_counts=True)[1])`), "
      "count with `torch.bincount(idx, weights=w, minlength=n)` for 1-D sums, or take the hot index out first "

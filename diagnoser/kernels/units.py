@@ -59,7 +59,7 @@ ORIGIN_PATTERNS = (
     ("Triton", r"^triton_|^triton__"),
     # Nsight Compute may print ATen's kernels without the `at::` namespace (`void native::...`)
     ("PyTorch", r"at::native::|at::cuda::|^void at::|^void c10::|^(vectorized_|unrolled_)?elementwise_kernel"
-                r"|^(void )?native::|indexing_backward_kernel|indexFunc(Small|Large)Index|kernelHistogram1D"),
+                r"|^(void )?native::|indexing_backward_kernel|index(Func|Add)(Small|Large)Index|kernelHistogram1D"),
 )
 NOT_LIBRARIES = {"Triton", "PyTorch"}
 ORIGIN_RES = tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)

@@ -113,6 +113,8 @@ def analyze_snapshot(snap) -> AnalysisResult:
     ref = oom.index if oom else peak
     sink.add("composition_at", "oom" if oom else "peak", "")
     total = _composition(sink, out, rep, snap, ref, own.owners, own.sites)
+    if oom and total + oom.size > 0:  # the failing request against everything live (with or without its frames)
+        sink.add("oom_request_share_pct", 100.0 * oom.size / (total + oom.size), "%")
     _temporaries(sink, rep, snap, ref, own, total, request)
     bounds, kind = iteration_bounds(snap, device, rep, own.phases, own.call_starts)
     if len(bounds):
@@ -279,8 +281,6 @@ def _temporaries(sink, rep, snap, ref, own, total, request):
             if total + size:
                 sink.add("oom_statement_share_pct", 100.0 * stmt / (total + size), "%")
     temp = sum(g[0] for g in groups.values())
-    if request is not None and needed:
-        sink.add("oom_request_share_pct", 100.0 * request[2] / needed, "%")
     sink.add("needed_gib", needed / GIB, "GiB")
     sink.add("temporary_buffers_gib", temp / GIB, "GiB")
     if needed:
