@@ -189,11 +189,11 @@ def _oom_facts(sink, rep, oom):
 def _limit_said(low, high, reserved, request, device_free, is_cap) -> str:
     """The limit in words: what the snapshot shows of it and how (it does not store a cap's size)."""
     if is_cap:
-        return (f"a per-process cap (set_per_process_memory_fraction) between {low / GIB:.2f} GiB, the most the "
-                f"allocator held, and {high / GIB:.2f} GiB, the {reserved / GIB:.2f} GiB reserved at the OOM plus "
-                f"the {request / GIB:.2f} GiB request it refused; the device still had {device_free / GIB:.1f} GiB free")
-    return (f"the device's memory: {low / GIB:.2f} GiB, the {reserved / GIB:.2f} GiB reserved at the OOM plus the "
-            f"{device_free / GIB:.2f} GiB the driver reported free")
+        return (f"a cap of {low / GIB:.2f}-{high / GIB:.2f} GiB (set_per_process_memory_fraction): {low / GIB:.2f} "
+                f"GiB was held, {reserved / GIB:.2f} + {request / GIB:.2f} GiB refused with {device_free / GIB:.1f} "
+                f"GiB of the device free")
+    return (f"the device's {low / GIB:.2f} GiB: {reserved / GIB:.2f} GiB reserved + {device_free / GIB:.2f} GiB "
+            f"the driver reported free at the OOM")
 
 
 def _composition(sink, out, rep, snap, ref, owners, sites):
