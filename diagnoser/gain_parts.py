@@ -101,6 +101,7 @@ SHARES: dict[str, dict] = {
         "temporary_site_share_pct": ("owner:temporaries",),
         "oom_reserved_free_pct": ("reserved_free",),
         "oom_shortfall_pct": tuple(f"owner:{o}" for o in MEMORY_OWNERS),  # cut from any of the live memory
+        "oom_request_share_pct": ("request",),  # the failing request itself, beside the live memory
     },
 }
 # share facts whose value is a share of GPU activity time, not of the step: scaled to the step below
@@ -143,6 +144,8 @@ def unit_parts(unit: str, values: dict) -> dict[str, float]:
                 parts[f"owner:{o}"] = max(0.0, _num(values, f"{o}_share_pct"))
         if _num(values, "oom_reserved_free_pct") is not None:
             parts["reserved_free"] = max(0.0, _num(values, "oom_reserved_free_pct"))
+        if _num(values, "oom_request_share_pct") is not None:
+            parts["request"] = max(0.0, _num(values, "oom_request_share_pct"))
     return parts
 
 
