@@ -1,0 +1,136 @@
+"""Like with like: may two runs be compared at all, and do their steps measure the same thing?
+
+- Refused (one line, `--force` to compare anyway): the two sides share no kind of input (an Nsight
+  Compute report against a PyTorch trace: per-launch kernel metrics against a timeline), or the run
+  grouping's evidence says they ran two programs (diagnoser.runs.grouping.program_evidence: their
+  main scripts, else their Python files, never meet), or both launched kernels and no kernel name is
+  common to them (kernel twins of one report are paired with --kernels / --to-kernels instead).
+- Steps: a step time, a time per step, the busy share of the steps and the steps' phases compare only
+  when both sides cut steps the same way: both from the program's own markers (ProfilerStep#, NVTX
+  step ranges, the optimizer's step annotations), or both inferred by the same method (a repeating
+  kernel, graph replays) into counts within `compare.max_inferred_step_ratio` of each other. Otherwise
+  (one side one step over the whole trace, the other hundreds of steps cut at a kernel) those numbers
+  are left out, the comparison says why, and shows each kernel's totals over each side's analysed span
+  instead (launches, GPU time, time per launch: tables.kernel_totals).
+"""
+from __future__ import annotations
+
+from .. import settings
+from .sides import Side, _num
+
+MAX_INFERRED_STEP_RATIO = settings.register(
+    "compare.max_inferred_step_ratio", 2.0, "ratio",
+    "steps inferred by the same method (kernel pattern, graph replays) on both sides compare only when the larger "
+    "step count is at most this many times the smaller")
+
+# steps the program marks itself: one step is one iteration of the program's loop, on both sides alike
+MARKED = {"profiler_step": "ProfilerStep# markers", "nvtx": "NVTX step ranges", "optimizer": "optimizer step annotations"}
+INFERRED = {"kernel_pattern": "inferred from a repeating kernel", "graph_launch": "one per CUDA graph replay"}
+# step-based run facts: numbers whose meaning is "per step" (or the step itself)
+STEP_HEADLINES = ("step_time_ms_p50", "gpu_busy_pct", "kernel_time_ms_per_step")
+
+
+def is_per_step(name: str) -> bool:
+    """A fact measured per step (its value depends on where steps are cut)."""
+    return "per_step" in name or name.startswith("step_time") or name.startswith("phase_") or name in STEP_HEADLINES
+
+
+def families(side: Side) -> list[str]:
+    from ..pipeline import READERS
+    return sorted({READERS[i["kind"]][2] for i in side.report.inputs if i.get("kind") in READERS})
+
+
+def _kinds(side: Side) -> str:
+    from ..inputs import display_kind
+    kinds = list(dict.fromkeys(display_kind(i["kind"]) for i in side.report.inputs))
+    return " + ".join(kinds) or "no input"
+
+
+def _identity(side: Side) -> dict:
+    """The side's identity: its runs' identities as one (programs and Python files together)."""
+    out: dict = {}
+    for ident in getattr(side.report, "identities", None) or []:
+        for key in ("programs", "python_files"):
+            if ident.get(key):
+                out[key] = sorted(set(out.get(key, ())) | set(ident[key]))
+    return out
+
+
+def kernel_names(side: Side) -> set[str]:
+    """Every kernel name the side launched (timeline kernels and Nsight Compute launches), as the run
+    grouping keys them (one spelling for every tool)."""
+    from ..runs.grouping import kernel_key_name
+    names = {kernel_key_name(r.get("name")) for r in side.report.charts.get("top_kernels") or [] if isinstance(r, dict)}
+    for (kind, _), entry in side.subjects.items():
+        if kind == "kernel":
+            names.add(kernel_key_name(entry["facts"].get("kernel_name") or entry["name"]))
+    return names - {""}
+
+
+def refusal(before: Side, after: Side, paired: bool = False) -> str | None:
+    """Why BEFORE and AFTER are not two runs of one program (None: nothing says so)."""
+    fb, fa = families(before), families(after)
+    if fb and fa and not set(fb) & set(fa):
+        return (f"BEFORE is input of another kind than AFTER ({_kinds(before)}; {_kinds(after)}): they measure different things, "
+                "so no finding or number of one can be checked on the other")
+    from ..runs.grouping import program_evidence
+    same, why = program_evidence(_identity(before), _identity(after), "BEFORE")
+    if same is False:
+        return f"not the same program: AFTER {why.removeprefix('it ')}" if why.startswith("it ") else \
+            f"not the same program: AFTER's {why.removeprefix('its ')}"
+    nb, na = kernel_names(before), kernel_names(after)
+    if not paired and nb and na and not nb & na:
+        return (f"BEFORE and AFTER have no kernel name in common ({len(nb)} and {len(na)} kernels): not the same program "
+                "(twin kernels under other names: pair them with --kernels / --to-kernels)")
+    return None
+
+
+def _steps_of(side: Side) -> dict:
+    method, count = side.run.get("step_detection"), _num(side.run.get("step_count"))
+    mean = _num(side.run.get("step_time_ms_mean"))
+    out = {"step_detection": method, "step_count": None if count is None else int(count)}
+    if mean is not None and count:  # the analysed span: the steady steps end to end, and the kernels in it
+        out["span_ms"] = round(mean * count, 6)
+        for key, fact in (("kernel_ms", "kernel_time_ms_per_step"), ("kernels", "kernels_per_step")):
+            v = _num(side.run.get(fact))
+            if v is not None:
+                out[key] = round(v * count, 6 if key == "kernel_ms" else None)
+    return out
+
+
+def describe(steps: dict) -> str:
+    method, n = steps.get("step_detection"), steps.get("step_count") or 0
+    if method == "none":
+        return "no steps (the trace after start-up as one step)"
+    how = MARKED.get(method) or INFERRED.get(method) or str(method)
+    return f"{n} step{'s' if n != 1 else ''} ({how})"
+
+
+def step_basis(before: Side, after: Side) -> dict:
+    """{comparable, why, before: {step_detection, step_count, span_ms}, after: {...}}; {} when a side has
+    no timeline (no steps at all: Nsight Compute reports, memory snapshots)."""
+    sb, sa = _steps_of(before), _steps_of(after)
+    if not sb["step_detection"] or not sa["step_detection"]:
+        return {}
+    mb, ma = sb["step_detection"], sa["step_detection"]
+    out = {"comparable": True, "why": "", "before": sb, "after": sa}
+    if mb in MARKED and ma in MARKED:
+        out["why"] = f"both sides' steps come from the program's own markers: BEFORE {describe(sb)}, AFTER {describe(sa)}"
+        return out
+    if mb == ma and mb in INFERRED:
+        nb, na = sb["step_count"] or 0, sa["step_count"] or 0
+        ratio = max(nb, na) / max(min(nb, na), 1)
+        if min(nb, na) > 0 and ratio <= MAX_INFERRED_STEP_RATIO.value:
+            out["why"] = f"both sides' steps are {INFERRED[mb]}, {nb} and {na} steps"
+            return out
+        out["comparable"] = False
+        out["why"] = (f"both sides' steps are {INFERRED[mb]}, but {nb} against {na} steps (more than "
+                      f"{MAX_INFERRED_STEP_RATIO.value:g}x apart): the pattern cut them differently")
+        return out
+    out["comparable"] = False
+    if mb == ma == "none":
+        out["why"] = ("neither side has steps (no markers, no repeating pattern): each one's 'step' is its trace after "
+                      "start-up, as long as the profiler happened to run")
+        return out
+    out["why"] = f"BEFORE has {describe(sb)}, AFTER {describe(sa)}: a step of one is not a step of the other"
+    return out
