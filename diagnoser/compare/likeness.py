@@ -3,8 +3,9 @@
 - Refused (one line, `--force` to compare anyway): the two sides share no kind of input (an Nsight
   Compute report against a PyTorch trace: per-launch kernel metrics against a timeline), or the run
   grouping's evidence says they ran two programs (diagnoser.runs.grouping.program_evidence: their
-  main scripts, else their Python files, never meet), or both launched kernels and no kernel name is
-  common to them (kernel twins of one report are paired with --kernels / --to-kernels instead).
+  main scripts, else their Python files, never meet; two main scripts that share a file of the user's
+  are taken for two versions of one program), or both launched kernels and no kernel name is common to
+  them (kernel twins of one report are paired with --kernels / --to-kernels instead).
 - Steps: a step time, a time per step, the busy share of the steps and the steps' phases compare only
   when both sides cut steps the same way: both from the program's own markers (ProfilerStep#, NVTX
   step ranges, the optimizer's step annotations), or both inferred by the same method (a repeating
@@ -74,14 +75,17 @@ def refusal(before: Side, after: Side, paired: bool = False) -> str | None:
         return (f"BEFORE is input of another kind than AFTER ({_kinds(before)}; {_kinds(after)}): they measure different things, "
                 "so no finding or number of one can be checked on the other")
     from ..runs.grouping import program_evidence
-    same, why = program_evidence(_identity(before), _identity(after), "BEFORE")
-    if same is False:
+    ib, ia = _identity(before), _identity(after)
+    same, why = program_evidence(ib, ia, "BEFORE")
+    shared = set(ib.get("python_files", ())) & set(ia.get("python_files", ()))
+    if same is False and not shared:  # another main script that imports the same files of the user's: a version of it
         return f"not the same program: AFTER {why.removeprefix('it ')}" if why.startswith("it ") else \
             f"not the same program: AFTER's {why.removeprefix('its ')}"
     nb, na = kernel_names(before), kernel_names(after)
     if not paired and nb and na and not nb & na:
-        return (f"BEFORE and AFTER have no kernel name in common ({len(nb)} and {len(na)} kernels): not the same program "
-                "(twin kernels under other names: pair them with --kernels / --to-kernels)")
+        twins = " (twin kernels under other names: pair them with --kernels / --to-kernels)" \
+            if fb == fa == ["kernel"] else ""
+        return f"BEFORE and AFTER have no kernel name in common ({len(nb)} and {len(na)} kernels): not the same program{twins}"
     return None
 
 
