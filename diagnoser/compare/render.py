@@ -125,6 +125,9 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
                 if len(subs) > KERNEL_ROWS_MD:
                     L.append(f"| ... | {len(subs) - KERNEL_ROWS_MD} more | |")
                 L.append("")
+                nexts = [sj for sj in subs if sj.get("why")]
+                if nexts:
+                    L += [f"- {_subj(sj['after'])}: {md_cell(sj['why'])}" for sj in nexts[:KERNEL_ROWS_MD]] + [""]
     if c["kernels"]:
         L += ["## Kernels (matched by name and launch configuration)", "",
               "| kernel | launch before -> after | duration before | after | change | SM % | memory % |",
