@@ -75,21 +75,41 @@ def test_gate_not_fooled_by_step_definition(pack):
     assert "not gated: step time" in res.output
 
 
-def _side(method, count, mean=1.0):
-    return Side([], None, run={"step_detection": method, "step_count": count, "step_time_ms_mean": mean})
+def _side(method, count, launches=None):
+    """Synthetic side: its step cut and its kernels' launches per step ({name: launches})."""
+    from types import SimpleNamespace
+    rows = [{"name": n, "grid": 1, "block": 1, "launches_per_step": lp, "ms_per_step": 1.0} for n, lp in (launches or {}).items()]
+    return Side([], SimpleNamespace(charts={"top_kernels": rows}),
+                run={"step_detection": method, "step_count": count, "step_time_ms_mean": 1.0})
 
 
 def test_step_basis_rules():
-    """Synthetic sides: markers of any kind compare with markers; inferred steps with the same inference at
-    comparable counts; nothing else."""
-    assert step_basis(_side("profiler_step", 5), _side("profiler_step", 1))["comparable"] is True  # p_mlp_microbatch
-    assert step_basis(_side("optimizer", 1), _side("profiler_step", 2))["comparable"] is True  # m_setup_convnet pair
-    assert step_basis(_side("kernel_pattern", 148), _side("kernel_pattern", 148))["comparable"] is True
-    far = step_basis(_side("kernel_pattern", 10), _side("kernel_pattern", 400))
-    assert far["comparable"] is False and "10 against 400" in far["why"]
-    assert step_basis(_side("nvtx", 8), _side("kernel_pattern", 8))["comparable"] is False
-    assert step_basis(_side("none", 1), _side("none", 1))["comparable"] is False
+    """Synthetic sides: markers of any kind compare with markers; otherwise steps compare when they hold the
+    same work (the kernels both run, launched as often per step), whatever cut them."""
+    one, many = {"k": 1, "j": 2}, {"k": 32, "j": 64}
+    assert step_basis(_side("profiler_step", 5, one), _side("profiler_step", 1, many))["comparable"] is True  # micro-batching
+    assert step_basis(_side("optimizer", 1, one), _side("profiler_step", 2, one))["comparable"] is True
+    assert step_basis(_side("kernel_pattern", 4, one), _side("profiler_step", 2, one))["comparable"] is True
+    assert step_basis(_side("kernel_pattern", 10, one), _side("kernel_pattern", 400, one))["comparable"] is True
+    assert step_basis(_side("none", 1, one), _side("none", 1, one))["comparable"] is True  # two whole runs of one job
+    mw = step_basis(_side("none", 1, {"k": 924}), _side("kernel_pattern", 922, {"k": 1}))
+    assert mw["comparable"] is False and "924 launches per step against 1" in mw["why"]
+    twice = step_basis(_side("kernel_pattern", 8, one), _side("kernel_pattern", 8, {"k": 2, "j": 4}))
+    assert twice["comparable"] is False
+    assert step_basis(_side("nvtx", 8, one), _side("kernel_pattern", 8, {"other": 1}))["comparable"] is False
+    assert step_basis(_side("none", 1, one), _side("none", 1, many))["comparable"] is False
     assert step_basis(Side([], None), _side("nvtx", 3)) == {}  # an Nsight Compute report has no steps at all
+
+
+def test_one_script_under_two_profilers(pack):
+    """fixtures/nsys/X (steps cut at a kernel) against fixtures/torch/X (ProfilerStep#) of one script: the same
+    work per step, so the step numbers are compared (and agree within the noise)."""
+    n = "m_train_unet_no_cache"
+    c = compare_runs([str(ROOT / "fixtures" / "nsys" / f"{n}.sqlite.gz")], [str(T / f"{n}.pt.trace.json.gz")], pack)
+    basis = c["steps_basis"]
+    assert basis["comparable"] is True and basis["before"]["step_detection"] == "kernel_pattern", basis
+    step = next(h for h in c["headlines"] if h["fact"] == "kernel_time_ms_per_step")
+    assert abs(step["change_pct"]) < 5
 
 
 def test_marked_steps_keep_their_headlines(pack):

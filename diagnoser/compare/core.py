@@ -37,7 +37,7 @@ from .kernel_selection import restrict
 from .likeness import refusal, step_basis
 from .matching import _launch_order, _subj_json, kernel_keys, match_subjects  # noqa: F401
 from .sides import Side, _num, side_of, step_noise  # noqa: F401
-from .tables import (TIMELINE_KERNEL_ROWS, fact_rows, headlines, kernel_rows, kernel_totals, phase_rows,  # noqa: F401
+from .tables import (TIMELINE_KERNEL_ROWS, fact_rows, headlines, kernel_rows, kernel_totals, op_totals, phase_rows,  # noqa: F401
                      timeline_kernel_rows)
 from .thresholds import MIN_CHANGE, MIN_COST_SHARE, MIN_KERNEL_SHARE  # noqa: F401
 from .verdicts import (GATE_SEVERITIES, SEV_RANK, VERDICT_ORDER, _base, _counts, _facts_for, _leaves,  # noqa: F401
@@ -109,6 +109,7 @@ def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None, fo
         out["steps_basis"] = basis
     if not same_steps:
         out["kernel_totals"] = kernel_totals(before, after)
+        out["op_totals"] = op_totals(before, after)
     if refused:
         out["notes"].insert(0, f"compared with --force although {refused}")
     return out

@@ -7,22 +7,29 @@
   are taken for two versions of one program), or both launched kernels and no kernel name is common to
   them (kernel twins of one report are paired with --kernels / --to-kernels instead).
 - Steps: a step time, a time per step, the busy share of the steps and the steps' phases compare only
-  when both sides cut steps the same way: both from the program's own markers (ProfilerStep#, NVTX
-  step ranges, the optimizer's step annotations), or both inferred by the same method (a repeating
-  kernel, graph replays) into counts within `compare.max_inferred_step_ratio` of each other. Otherwise
-  (one side one step over the whole trace, the other hundreds of steps cut at a kernel) those numbers
-  are left out, the comparison says why, and shows each kernel's totals over each side's analysed span
-  instead (launches, GPU time, time per launch: tables.kernel_totals).
+  when both sides' steps measure the same thing: both come from the program's own markers
+  (ProfilerStep#, NVTX step ranges, the optimizer's step annotations), or, whatever cut them (a
+  repeating kernel, graph replays, nothing: the trace as one step), they hold the same work: most of
+  each side's kernel time per step (`compare.same_step_kernel_share`) is in kernels (name as the run
+  grouping keys it, grid, block) that both sides launch equally often per step
+  (`compare.same_step_launch_factor`). An Nsight Systems export cut at a kernel and a torch trace cut
+  at ProfilerStep# of one script pass; MiniWeather's one 747 ms "step" (924 launches of its hot
+  kernel) against 922 steps of one launch each does not. Then those numbers are left out, the
+  comparison says why, and shows each kernel's totals over each side's analysed span instead
+  (launches, GPU time, time per launch: tables.kernel_totals).
 """
 from __future__ import annotations
 
 from .. import settings
 from .sides import Side, _num
 
-MAX_INFERRED_STEP_RATIO = settings.register(
-    "compare.max_inferred_step_ratio", 2.0, "ratio",
-    "steps inferred by the same method (kernel pattern, graph replays) on both sides compare only when the larger "
-    "step count is at most this many times the smaller")
+SAME_WORK_SHARE = settings.register(
+    "compare.same_step_kernel_share", 0.6, "fraction",
+    "steps not both from markers measure the same thing when at least this share of each side's kernel time per step "
+    "is in kernels (name, grid, block) both sides launch equally often per step")
+SAME_WORK_FACTOR = settings.register(
+    "compare.same_step_launch_factor", 1.25, "ratio",
+    "a kernel is launched equally often per step on both sides when the larger count is at most this many times the smaller")
 
 # steps the program marks itself: one step is one iteration of the program's loop, on both sides alike
 MARKED = {"profiler_step": "ProfilerStep# markers", "nvtx": "NVTX step ranges", "optimizer": "optimizer step annotations"}
@@ -121,20 +128,52 @@ def step_basis(before: Side, after: Side) -> dict:
     if mb in MARKED and ma in MARKED:
         out["why"] = f"both sides' steps come from the program's own markers: BEFORE {describe(sb)}, AFTER {describe(sa)}"
         return out
-    if mb == ma and mb in INFERRED:
-        nb, na = sb["step_count"] or 0, sa["step_count"] or 0
-        ratio = max(nb, na) / max(min(nb, na), 1)
-        if min(nb, na) > 0 and ratio <= MAX_INFERRED_STEP_RATIO.value:
-            out["why"] = f"both sides' steps are {INFERRED[mb]}, {nb} and {na} steps"
-            return out
-        out["comparable"] = False
-        out["why"] = (f"both sides' steps are {INFERRED[mb]}, but {nb} against {na} steps (more than "
-                      f"{MAX_INFERRED_STEP_RATIO.value:g}x apart): the pattern cut them differently")
+    share, apart = same_work(before, after)
+    if share >= SAME_WORK_SHARE.value:
+        out["why"] = (f"BEFORE has {describe(sb)}, AFTER {describe(sa)}, holding the same work: {100 * share:.0f}% of "
+                      "each side's kernel time per step is in kernels both launch as often per step")
         return out
     out["comparable"] = False
+    example = ""
+    if apart:
+        name, lb, la = apart
+        example = f" ({name}: {lb:,.4g} launches per step against {la:,.4g})"
+    elif share == 0.0:
+        example = " (no kernel of one is launched as often per step by the other)"
     if mb == ma == "none":
         out["why"] = ("neither side has steps (no markers, no repeating pattern): each one's 'step' is its trace after "
-                      "start-up, as long as the profiler happened to run")
+                      f"start-up, as long as the profiler happened to run, and they hold different work{example}")
         return out
-    out["why"] = f"BEFORE has {describe(sb)}, AFTER {describe(sa)}: a step of one is not a step of the other"
+    out["why"] = f"BEFORE has {describe(sb)}, AFTER {describe(sa)}: a step of one is not a step of the other{example}"
     return out
+
+
+def _per_step(side: Side) -> dict[tuple, list[float]]:
+    """(name as the run grouping keys it, grid, block) -> [launches, ms] per step, from charts["top_kernels"]."""
+    from ..runs.grouping import kernel_key_name
+    out: dict[tuple, list[float]] = {}
+    for r in side.report.charts.get("top_kernels") or []:
+        if isinstance(r, dict) and _num(r.get("launches_per_step")) is not None:
+            acc = out.setdefault((kernel_key_name(r.get("name")), r.get("grid"), r.get("block")), [0.0, 0.0, r.get("name")])
+            acc[0] += float(r["launches_per_step"])
+            acc[1] += float(_num(r.get("ms_per_step")) or 0.0)
+    return out
+
+
+def same_work(before: Side, after: Side) -> tuple[float, tuple | None]:
+    """(the smaller of the two sides' shares of kernel time per step in kernels both launch equally often per step,
+    the costliest kernel both launch but not equally often per step: (name, launches before, after) or None)."""
+    from ..facts import short_name
+    kb, ka = _per_step(before), _per_step(after)
+    f = SAME_WORK_FACTOR.value
+
+    def equal(x, y):
+        return min(x, y) > 0 and max(x, y) <= f * min(x, y)
+
+    def share(mine, other):
+        total = sum(v[1] for v in mine.values())
+        hit = sum(v[1] for k, v in mine.items() if k in other and equal(v[0], other[k][0]))
+        return hit / total if total > 0 else 0.0
+    apart = sorted(((-v[1], short_name(v[2] or ""), v[0], ka[k][0]) for k, v in kb.items()
+                    if k in ka and not equal(v[0], ka[k][0])))
+    return min(share(kb, ka), share(ka, kb)), (apart[0][1:] if apart else None)

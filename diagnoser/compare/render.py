@@ -73,6 +73,17 @@ def _totals_md(c: dict) -> list[str]:
                  f"{_v(pa.get('us_per_launch'), 'us')} | {presence(k) or _chg(k['us_per_launch'])} |")
     if len(rows) > TIMELINE_ROWS_MD:
         L.append(f"| ... {len(rows) - TIMELINE_ROWS_MD} more (JSON `kernel_totals`) | | | | | | |")
+    ops = c.get("op_totals") or []
+    if ops:
+        L += ["", "| op | calls before -> after | GPU time before | after | per call before | after | change per call |",
+              "|---|---|---|---|---|---|---|"]
+        for o in ops[:TIMELINE_ROWS_MD]:
+            pb, pa = o["before"] or {}, o["after"] or {}
+            L.append(f"| `{md_cell(o['op'])}` | {_v(pb.get('calls'))} -> {_v(pa.get('calls'))} | {_v(pb.get('gpu_ms'), 'ms')} | "
+                     f"{_v(pa.get('gpu_ms'), 'ms')} | {_v(pb.get('gpu_us_per_call'), 'us')} | {_v(pa.get('gpu_us_per_call'), 'us')} | "
+                     f"{presence(o) or _chg(o['gpu_us_per_call'])} |")
+        if len(ops) > TIMELINE_ROWS_MD:
+            L.append(f"| ... {len(ops) - TIMELINE_ROWS_MD} more (JSON `op_totals`) | | | | | | |")
     return L
 
 

@@ -139,6 +139,32 @@ def kernel_totals(before: Side, after: Side) -> list[dict]:
     return rows[:TIMELINE_KERNEL_ROWS]
 
 
+def op_totals(before: Side, after: Side) -> list[dict]:
+    """Each op's totals over its side's analysed span (PyTorch traces: charts["top_ops"]), matched by name:
+    calls, GPU time, GPU time per call; what kernel_totals is for kernels."""
+    def rows_of(side):
+        n = _num(side.run.get("step_count")) or 0
+        out = {}
+        for r in side.report.charts.get("top_ops") or []:
+            if isinstance(r, dict) and r.get("op") and r["op"] not in out:
+                calls, ms = float(r.get("calls_per_step") or 0) * n, float(r.get("gpu_ms_per_step") or 0) * n
+                out[r["op"]] = {"calls": round(calls), "gpu_ms": round(ms, 6),
+                                "gpu_us_per_call": round(1000 * ms / calls, 4) if calls else None}
+        return out
+    ob, oa = rows_of(before), rows_of(after)
+    if not (ob and oa):
+        return []
+    rows = []
+    for op in list(ob) + [o for o in oa if o not in ob]:
+        b, a = ob.get(op), oa.get(op)
+        rows.append({"op": op, "before": b, "after": a,
+                     "gpu_ms": change(None if b is None else b["gpu_ms"], None if a is None else a["gpu_ms"]),
+                     "gpu_us_per_call": change(None if b is None else b["gpu_us_per_call"],
+                                               None if a is None else a["gpu_us_per_call"])})
+    rows.sort(key=lambda r: -max(_num(r["gpu_ms"].get("before")) or 0, _num(r["gpu_ms"].get("after")) or 0))
+    return rows
+
+
 def fact_rows(before: Side, after: Side, matched: dict, directions: dict, same_steps: bool = True) -> list[dict]:
     """Every fact both sides measured; a per-step fact of two sides that cut steps differently is shown,
     not judged (`moved`: "steps differ")."""
