@@ -53,12 +53,14 @@ class CompareCommand(click.Command):
               "of input, another program, no kernel in common); refused otherwise.")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
               help="Exit 3 when step time or a headline number got worse by more than max(PCT, step noise), "
-                   "or a finding is new or regressed at warning or above.")
+                   "or a finding is new or regressed at warning or above (step numbers count only when both sides' "
+                   "steps measure the same thing).")
 def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kernels, to_kernels, force, fail_pct):
     """Diagnose BEFORE and AFTER with the same rules and compare them: headline numbers before -> after
     with the speed-up, each finding of BEFORE fixed (no longer fires and its Verify check holds),
     improved, unchanged or regressed, findings new in AFTER, every fact both runs measured, kernels
-    matched by name and launch configuration, steps by phase.
+    matched by name and launch configuration, steps by phase. Inputs that are not two runs of one program
+    are refused (--force); step numbers are compared only when both sides' steps measure the same thing.
 
     \b
     diagnose compare before.pt.trace.json.gz --to after.pt.trace.json.gz
