@@ -75,6 +75,9 @@ class Report:
     rule_files: dict[str, str] = field(default_factory=dict)
     # rules the inputs show have nothing to act on (no GEMMs, no OOM, no KV cache), with the reason
     not_applicable: list[NotApplicable] = field(default_factory=list)
+    # each run's identity (AnalysisResult.identity: Unix-clock window, Python programs and files, device
+    # memory), in run order: the evidence diagnoser.runs groups on, for `compare` to tell two programs apart
+    identities: list[dict] = field(default_factory=list)
 
 
 def read_input(path, kind: str, progress: bool = False):
@@ -213,8 +216,9 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     from .runs.merge import restate_kernel_findings
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
-    per_run, runs = [], []
+    per_run, runs, identities = [], [], []
     for groups, result, matched in analyse_runs(paths, progress):
+        identities.append(dict(result.identity or {}))
         runs.append({"run": len(runs) + 1, "inputs": [i["path"] for i in result.inputs], "charts": result.charts,
                      "facts": [f for f in result.facts if f.subject is None]})  # its run-level facts (headline numbers)
         all_inputs += result.inputs
@@ -241,7 +245,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
                      and (k not in fired_rules or skipped[k].subjects)]
     not_applicable = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotApplicable) and k not in fired_rules]
     return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [],
-                  not_applicable=not_applicable)
+                  not_applicable=not_applicable, identities=identities)
 
 
 def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:

@@ -49,14 +49,18 @@ class CompareCommand(click.Command):
 @click.option("--kernels", "kernels", metavar="IDS", help="Compare only these kernel launches of BEFORE (Nsight Compute ids, "
               "comma-separated); with --to-kernels they are paired in order (twins with different names).")
 @click.option("--to-kernels", "to_kernels", metavar="IDS", help="Compare only these kernel launches of AFTER.")
+@click.option("--force", is_flag=True, help="Compare even inputs that are not two runs of one program (another kind "
+              "of input, another program, no kernel in common); refused otherwise.")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
               help="Exit 3 when step time or a headline number got worse by more than max(PCT, step noise), "
-                   "or a finding is new or regressed at warning or above.")
-def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kernels, to_kernels, fail_pct):
+                   "or a finding is new or regressed at warning or above (step numbers count only when both sides' "
+                   "steps measure the same thing).")
+def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kernels, to_kernels, force, fail_pct):
     """Diagnose BEFORE and AFTER with the same rules and compare them: headline numbers before -> after
     with the speed-up, each finding of BEFORE fixed (no longer fires and its Verify check holds),
     improved, unchanged or regressed, findings new in AFTER, every fact both runs measured, kernels
-    matched by name and launch configuration, steps by phase.
+    matched by name and launch configuration, steps by phase. Inputs that are not two runs of one program
+    are refused (--force); step numbers are compared only when both sides' steps measure the same thing.
 
     \b
     diagnose compare before.pt.trace.json.gz --to after.pt.trace.json.gz
@@ -76,7 +80,7 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     set_values = settings.parse_assignments(set_items) if set_items else {}
     pack = load_pack(user_rules, params)
     ids = [lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None][0]
-    c = compare_runs(list(before), list(after), pack, set_values=set_values, kernels=ids(kernels), to_kernels=ids(to_kernels))
+    c = compare_runs(list(before), list(after), pack, set_values=set_values, kernels=ids(kernels), to_kernels=ids(to_kernels), force=force)
     if not c["before"]["inputs"] or not c["after"]["inputs"]:
         raise DiagnoserError("compare: a side has no readable input")
     reasons = gate(c, fail_pct) if fail_pct is not None else None

@@ -34,9 +34,10 @@ from .. import settings
 from .changes import HEADLINE_DIRECTIONS, HEADLINES, LOWER_UNITS, SAME_PCT, change, direction_of, fact_directions  # noqa: F401
 from .gate import SECONDARY, fmt, gate  # noqa: F401
 from .kernel_selection import restrict
+from .likeness import refusal, step_basis
 from .matching import _launch_order, _subj_json, kernel_keys, match_subjects  # noqa: F401
 from .sides import Side, _num, side_of, step_noise  # noqa: F401
-from .tables import (TIMELINE_KERNEL_ROWS, fact_rows, headlines, kernel_rows, phase_rows,  # noqa: F401
+from .tables import (TIMELINE_KERNEL_ROWS, fact_rows, headlines, kernel_rows, kernel_totals, op_totals, phase_rows,  # noqa: F401
                      timeline_kernel_rows)
 from .thresholds import MIN_CHANGE, MIN_COST_SHARE, MIN_KERNEL_SHARE  # noqa: F401
 from .verdicts import (GATE_SEVERITIES, SEV_RANK, VERDICT_ORDER, _base, _counts, _facts_for, _leaves,  # noqa: F401
@@ -46,9 +47,10 @@ SCHEMA = "diagnoser.compare/1"
 
 
 def compare_runs(before_paths, after_paths, pack, progress: bool = False, set_values: dict | None = None,
-                 kernels: list[str] | None = None, to_kernels: list[str] | None = None) -> dict:
+                 kernels: list[str] | None = None, to_kernels: list[str] | None = None, force: bool = False) -> dict:
     """`kernels` / `to_kernels`: compare only these Nsight Compute launches of each side; given both,
-    they are paired in the order listed (twins with different names) instead of by name."""
+    they are paired in the order listed (twins with different names) instead of by name. Two sides that
+    are not runs of one program (likeness.refusal) raise DiagnoserError, unless `force`."""
     from ..pipeline import diagnose
     rb = diagnose(before_paths, pack=pack, progress=progress, set_values=set_values)
     ra = diagnose(after_paths, pack=pack, progress=progress, set_values=set_values)
@@ -64,13 +66,20 @@ def compare_runs(before_paths, after_paths, pack, progress: bool = False, set_va
                                  "give one AFTER launch per BEFORE launch (paired in order)")
         pairs = {("kernel", b): ("kernel", a) for b, a in zip(kernels, to_kernels)}
     with settings.overridden({**pack.settings, **(set_values or {})}):
-        out = build(before_paths, rb, after_paths, ra, pack, pairs)
+        out = build(before_paths, rb, after_paths, ra, pack, pairs, force)
         out["settings"] = dict(rb.settings, settings=settings.changed())  # how both sides were diagnosed
         return out
 
 
-def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None) -> dict:
+def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None, force: bool = False) -> dict:
     before, after = side_of(before_paths, rb), side_of(after_paths, ra)
+    refused = refusal(before, after, paired=pairs is not None) if rb.inputs and ra.inputs else None
+    if refused and not force:
+        from ..errors import DiagnoserError
+        raise DiagnoserError(f"compare: {refused} (--force compares them anyway)")
+    basis = step_basis(before, after)
+    same_steps = basis.get("comparable", True)
+    before.steps_comparable = after.steps_comparable = same_steps
     matched = dict(pairs) if pairs is not None else match_subjects(before, after)
     noise = max(before.noise_pct, after.noise_pct)
     directions = fact_directions(pack)
@@ -85,15 +94,22 @@ def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None) ->
                   "noise_basis": after.noise_basis, "steps": len(after.steps)},
         "noise_pct": round(noise, 3),
         "summary": counts,
-        "headlines": headlines(before, after, matched, noise),
+        "headlines": headlines(before, after, matched, noise, same_steps),
         "findings": findings,
         "kernels": kernel_rows(before, after, matched) if any(k[0] == "kernel" for k in before.subjects) else [],
-        "timeline_kernels": timeline_kernel_rows(before, after),
-        "phases": phase_rows(before, after),
-        "facts": fact_rows(before, after, matched, directions),
+        "timeline_kernels": timeline_kernel_rows(before, after) if same_steps else [],
+        "phases": phase_rows(before, after) if same_steps else [],
+        "facts": fact_rows(before, after, matched, directions, same_steps),
         "unmatched": {"before": [_subj_json(before, k) for k in before.subjects if k not in matched],
                       "after": [_subj_json(after, k) for k in after.subjects if k not in set(matched.values())]},
         "notes": [f"BEFORE: {n}" for n in rb.notes] + [f"AFTER: {n}" for n in ra.notes],
         "charts": {"before": rb.charts, "after": ra.charts},
     }
+    if basis:
+        out["steps_basis"] = basis
+    if not same_steps:
+        out["kernel_totals"] = kernel_totals(before, after)
+        out["op_totals"] = op_totals(before, after)
+    if refused:
+        out["notes"].insert(0, f"compared with --force although {refused}")
     return out

@@ -4,7 +4,8 @@ from __future__ import annotations
 from .. import __version__
 from .charts import side_by_side, sol_arrows_chart
 from .core import VERDICT_ORDER
-from .render import ARROW, _cfg, _chg, _v, _verify_text, json_doc, presence
+from .next_limit import VERDICT as NEXT_LIMIT
+from .render import ARROW, _cfg, _chg, _v, _verify_text, json_doc, presence, steps_text
 
 TIMELINE_ROWS = 15  # the costliest timeline kernels shown (JSON: timeline_kernels)
 MOVED = {k: v.replace("*", "") for k, v in ARROW.items()}
@@ -27,10 +28,17 @@ def compare_view(c: dict, gate_pct=None, reasons=None) -> dict:
                      launches=f"{_v(k['launches_per_step'][0])} \u2192 {_v(k['launches_per_step'][1])}")
                 for k in (c.get("timeline_kernels") or [])[:TIMELINE_ROWS]]
     phases = [dict(r, change_text=_chg(r)) for r in c.get("phases") or []]
+    totals = [dict(k, change_text=presence(k) or _chg(k["us_per_launch"]),
+                   launches_text=f"{_v(k['launches'][0])} \u2192 {_v(k['launches'][1])}",
+                   cells=[_v((k[side] or {}).get(key), unit) for key, unit in (("gpu_ms", "ms"), ("us_per_launch", "us"))
+                          for side in ("before", "after")])
+              for k in (c.get("kernel_totals") or [])[:TIMELINE_ROWS]]
     facts = [dict(r, change_text=_chg(r), moved_text=MOVED.get(r["moved"], "")) for r in c["facts"]
              if r["subject"] is None and r.get("moved") in ("right", "wrong", "changed")]
     return {"version": __version__, "before": c["before"], "after": c["after"], "summary": c["summary"],
-            "verdicts": VERDICT_ORDER[::-1], "noise_pct": c["noise_pct"], "gate": doc.get("gate"),
+            "verdicts": [v for v in VERDICT_ORDER[::-1] if v != NEXT_LIMIT or c["summary"].get(v)],
+            "noise_pct": c["noise_pct"], "gate": doc.get("gate"),
+            "steps_text": steps_text(c).replace("**", ""), "totals": totals,
             "headlines": heads, "findings": findings, "kernels": kernels, "tkernels": tkernels, "phases": phases, "facts": facts,
             "sol": sol_arrows_chart(c["charts"], c["kernels"]), "pairs": side_by_side(c["charts"]),
             "notes": c["notes"]}

@@ -9,7 +9,7 @@ from ..report.formatting import fmt_value, md_cell
 FACT_ROWS_MD = 40  # changed facts listed in Markdown (JSON: every fact both sides have)
 KERNEL_ROWS_MD = 25
 TIMELINE_ROWS_MD = 12
-ARROW = {"right": "better", "wrong": "**worse**", "same": "same", "changed": "changed"}
+ARROW = {"right": "better", "wrong": "**worse**", "same": "same", "changed": "changed", "steps differ": "steps differ"}
 
 
 def _v(x, unit=""):
@@ -32,7 +32,59 @@ def json_doc(c: dict, gate_pct: float | None = None, reasons: list | None = None
     out["generator"] = f"diagnoser {__version__}"
     if gate_pct is not None:
         out["gate"] = {"fail_on_regression_pct": gate_pct, "tripped": bool(reasons), "reasons": list(reasons or [])}
+        if not_gated(c):
+            out["gate"]["not_gated"] = not_gated(c)
     return out
+
+
+def not_gated(c: dict) -> list[str]:
+    """What the CI gate could not judge, and why (the two sides cut steps differently)."""
+    basis = c.get("steps_basis") or {}
+    if basis and not basis.get("comparable", True):
+        return [f"step time, time per step and GPU busy share: {basis['why']}"]
+    return []
+
+
+def steps_text(c: dict) -> str:
+    """Why the per-step numbers are left out, and what is shown instead ("" when they are compared)."""
+    basis = c.get("steps_basis") or {}
+    if not basis or basis.get("comparable", True):
+        return ""
+    spans = [f"{side.upper()} {_v((basis[side] or {}).get('span_ms'), 'ms')}" for side in ("before", "after")]
+    return (f"**Steps not compared:** {basis['why']}. Step time, time per step, the GPU busy share of the steps and "
+            f"the steps' phases are left out; below, each kernel's totals over each side's analysed span "
+            f"({', '.join(spans)}), and its time per launch, which does not depend on where steps are cut.")
+
+
+def _totals_md(c: dict) -> list[str]:
+    rows = c.get("kernel_totals") or []
+    if not rows:
+        return []
+    basis = c.get("steps_basis") or {}
+    b, a = basis.get("before") or {}, basis.get("after") or {}
+    L = ["| kernel | launches before -> after | GPU time before | after | per launch before | after | change per launch |",
+         "|---|---|---|---|---|---|---|",
+         f"| all kernels | {_v(b.get('kernels'))} -> {_v(a.get('kernels'))} | {_v(b.get('kernel_ms'), 'ms')} | "
+         f"{_v(a.get('kernel_ms'), 'ms')} | | | |"]
+    for k in rows[:TIMELINE_ROWS_MD]:
+        pb, pa = k["before"] or {}, k["after"] or {}
+        L.append(f"| `{md_cell(k['name'])}` | {_v(k['launches'][0])} -> {_v(k['launches'][1])} | "
+                 f"{_v(pb.get('gpu_ms'), 'ms')} | {_v(pa.get('gpu_ms'), 'ms')} | {_v(pb.get('us_per_launch'), 'us')} | "
+                 f"{_v(pa.get('us_per_launch'), 'us')} | {presence(k) or _chg(k['us_per_launch'])} |")
+    if len(rows) > TIMELINE_ROWS_MD:
+        L.append(f"| ... {len(rows) - TIMELINE_ROWS_MD} more (JSON `kernel_totals`) | | | | | | |")
+    ops = c.get("op_totals") or []
+    if ops:
+        L += ["", "| op | calls before -> after | GPU time before | after | per call before | after | change per call |",
+              "|---|---|---|---|---|---|---|"]
+        for o in ops[:TIMELINE_ROWS_MD]:
+            pb, pa = o["before"] or {}, o["after"] or {}
+            L.append(f"| `{md_cell(o['op'])}` | {_v(pb.get('calls'))} -> {_v(pa.get('calls'))} | {_v(pb.get('gpu_ms'), 'ms')} | "
+                     f"{_v(pa.get('gpu_ms'), 'ms')} | {_v(pb.get('gpu_us_per_call'), 'us')} | {_v(pa.get('gpu_us_per_call'), 'us')} | "
+                     f"{presence(o) or _chg(o['gpu_us_per_call'])} |")
+        if len(ops) > TIMELINE_ROWS_MD:
+            L.append(f"| ... {len(ops) - TIMELINE_ROWS_MD} more (JSON `op_totals`) | | | | | | |")
+    return L
 
 
 def render_json(c: dict, gate_pct=None, reasons=None) -> str:
@@ -48,16 +100,24 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
          f"- BEFORE: {_inputs(c['before'])}", f"- AFTER: {_inputs(c['after'])}", ""]
     s = c["summary"]
     L.append("**Findings of BEFORE:** " + ", ".join(f"{s[k]} {k}" for k in ("fixed", "improved", "unchanged", "regressed"))
-             + f"; **new in AFTER:** {s['new']}.")
+             + f"; **new in AFTER:** {s['new']}"
+             + (f"; **expected next limit** of a fixed kernel: {s['next limit']}." if s.get("next limit") else "."))
     L.append(f"Noise: {c['noise_pct']:.1f}% (the larger step-to-step variation of the two runs: "
              f"BEFORE {c['before']['noise_basis']}, AFTER {c['after']['noise_basis']}).")
     L.append("")
+    why_steps = steps_text(c)
+    if c["headlines"] or why_steps:
+        L += ["## Headline numbers", ""]
+    if why_steps:
+        L += [why_steps, ""]
     if c["headlines"]:
-        L += ["## Headline numbers", "", "| | before | after | change | |", "|---|---|---|---|---|"]
+        L += ["| | before | after | change | |", "|---|---|---|---|---|"]
         for h in c["headlines"]:
             L.append(f"| {h['label']} | {_v(h['before'], h['unit'])} | {_v(h['after'], h['unit'])} | {_chg(h)} | "
                      f"{ARROW.get(h.get('moved'), '')} |")
         L.append("")
+    if c.get("kernel_totals"):
+        L += _totals_md(c) + [""]
     if c["findings"]:
         L += ["## Findings", "", "| verdict | rule | category | severity before -> after | why | Verify |",
               "|---|---|---|---|---|---|"]
@@ -76,6 +136,9 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
                 if len(subs) > KERNEL_ROWS_MD:
                     L.append(f"| ... | {len(subs) - KERNEL_ROWS_MD} more | |")
                 L.append("")
+                nexts = [sj for sj in subs if sj.get("why")]
+                if nexts:
+                    L += [f"- {_subj(sj['after'])}: {md_cell(sj['why'])}" for sj in nexts[:KERNEL_ROWS_MD]] + [""]
     if c["kernels"]:
         L += ["## Kernels (matched by name and launch configuration)", "",
               "| kernel | launch before -> after | duration before | after | change | SM % | memory % |",
@@ -118,8 +181,10 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
                      f"{_chg(r)} | {ARROW.get(r['moved'], '')} |")
         more = len(moved) - FACT_ROWS_MD
         same = sum(1 for r in c["facts"] if r["subject"] is None and r.get("moved") == "same")
+        apart = sum(1 for r in c["facts"] if r["subject"] is None and r.get("moved") == "steps differ")
         L.append("")
         L.append(f"{same} run facts unchanged" + (f", {more} more changed" if more > 0 else "")
+                 + (f", {apart} per-step facts not compared (steps cut differently)" if apart else "")
                  + "; per-kernel and per-rank facts: JSON (`facts`).")
         L.append("")
     if gate_pct is not None:
@@ -129,6 +194,7 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
             L += [f"- FAIL: {r}" for r in reasons]
         else:
             L.append("- pass: no headline number worse by more than the limit, no new or regressed warning.")
+        L += [f"- not gated: {r}" for r in not_gated(c)]
         L.append("")
     if c["notes"]:
         L += ["## Notes", ""] + [f"- {n}" for n in c["notes"]] + [""]

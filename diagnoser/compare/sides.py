@@ -16,6 +16,9 @@ class Side:
     noise_pct: float = 0.0
     noise_basis: str = ""
     steps: list = field(default_factory=list)
+    # False when the two sides cut steps differently (likeness.step_basis): per-step numbers of one are
+    # not per-step numbers of the other, and a finding's cost is then its share, not share x step time
+    steps_comparable: bool = True
 
 
 def _num(v):

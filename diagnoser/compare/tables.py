@@ -6,13 +6,17 @@ import statistics
 
 from ..facts import short_name
 from .changes import HEADLINES, change, direction_of
+from .likeness import STEP_HEADLINES, is_per_step
 from .matching import _launch_order, _subj_json
 from .sides import Side, _num
 
 
-def headlines(before: Side, after: Side, matched: dict, noise_pct: float) -> list[dict]:
+def headlines(before: Side, after: Side, matched: dict, noise_pct: float, same_steps: bool = True) -> list[dict]:
+    """The headline numbers both sides measured; the per-step ones only when both cut steps the same way."""
     out = []
     for name, label, d in HEADLINES:
+        if not same_steps and name in STEP_HEADLINES:
+            continue
         if name in before.run and name in after.run:
             noise = noise_pct if name in ("step_time_ms_p50", "gpu_busy_pct", "kernel_time_ms_per_step") else 0.0
             row = {"fact": name, "label": label, "unit": before.units.get(name, "")}
@@ -56,13 +60,12 @@ def kernel_rows(before: Side, after: Side, matched: dict) -> list[dict]:
 TIMELINE_KERNEL_ROWS = 200  # JSON rows of timeline_kernels (the costliest of either side)
 
 
-def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
-    """Timeline kernels (charts["top_kernels"]: steady steps, grouped by name, grid and block), BEFORE's
-    matched to AFTER's by name and launch configuration, else by name (the costliest unmatched first)."""
-    tb = [r for r in before.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
-    ta = [r for r in after.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
-    if not (tb and ta):
-        return []
+def _timeline_kernels(side: Side) -> list[dict]:
+    return [r for r in side.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
+
+
+def _pairs(tb: list[dict], ta: list[dict]) -> list[tuple]:
+    """(BEFORE row, AFTER row, configuration changed): by name and launch configuration, else by name."""
     key = lambda r: (r.get("name"), r.get("grid"), r.get("block"))  # noqa: E731
     by_key = {key(r): i for i, r in enumerate(ta)}
     used, pairs = set(), []
@@ -79,9 +82,17 @@ def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
             if j is not None:
                 used.add(j)
                 pairs[n] = (r, ta[j], True)
-    pairs += [(None, x, False) for j, x in enumerate(ta) if j not in used]
+    return pairs + [(None, x, False) for j, x in enumerate(ta) if j not in used]
+
+
+def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
+    """Timeline kernels (charts["top_kernels"]: steady steps, grouped by name, grid and block), BEFORE's
+    matched to AFTER's by name and launch configuration, else by name (the costliest unmatched first)."""
+    tb, ta = _timeline_kernels(before), _timeline_kernels(after)
+    if not (tb and ta):
+        return []
     rows = []
-    for b, a, changed in pairs:
+    for b, a, changed in _pairs(tb, ta):
         one = b or a
         rows.append({"name": short_name(one.get("name") or ""), "kernel_name": one.get("name"),
                      "before": None if b is None else {"grid": b.get("grid"), "block": b.get("block")},
@@ -97,12 +108,76 @@ def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
     return rows[:TIMELINE_KERNEL_ROWS]
 
 
-def fact_rows(before: Side, after: Side, matched: dict, directions: dict) -> list[dict]:
+def kernel_totals(before: Side, after: Side) -> list[dict]:
+    """Each timeline kernel's totals over its side's analysed span (the steady steps end to end): launches,
+    GPU time, time per launch; matched like timeline_kernel_rows. What is compared when the two sides cut
+    steps differently: a time per launch does not depend on where steps are cut."""
+    tb, ta = _timeline_kernels(before), _timeline_kernels(after)
+    if not (tb and ta):
+        return []
+    nb, na = _num(before.run.get("step_count")) or 0, _num(after.run.get("step_count")) or 0
+
+    def total(r, n):
+        if r is None:
+            return None
+        launches = float(r.get("launches_per_step") or 0) * n
+        ms = float(r.get("ms_per_step") or 0) * n
+        return {"grid": r.get("grid"), "block": r.get("block"), "launches": round(launches),
+                "gpu_ms": round(ms, 6), "us_per_launch": round(1000 * ms / launches, 4) if launches else None}
+    rows = []
+    for b, a, changed in _pairs(tb, ta):
+        one = b or a
+        tb_, ta_ = total(b, nb), total(a, na)
+        rows.append({"name": short_name(one.get("name") or ""), "kernel_name": one.get("name"), "before": tb_, "after": ta_,
+                     "launches": [None if tb_ is None else tb_["launches"], None if ta_ is None else ta_["launches"]],
+                     "gpu_ms": change(None if tb_ is None else tb_["gpu_ms"], None if ta_ is None else ta_["gpu_ms"]),
+                     # not judged: kernels that overlap (async queues, streams) each run longer yet finish sooner
+                     "us_per_launch": change(None if tb_ is None else tb_["us_per_launch"],
+                                             None if ta_ is None else ta_["us_per_launch"]),
+                     "config_changed": changed})
+    rows.sort(key=lambda r: -max(_num(r["gpu_ms"].get("before")) or 0, _num(r["gpu_ms"].get("after")) or 0))
+    return rows[:TIMELINE_KERNEL_ROWS]
+
+
+def op_totals(before: Side, after: Side) -> list[dict]:
+    """Each op's totals over its side's analysed span (PyTorch traces: charts["top_ops"]), matched by name:
+    calls, GPU time, GPU time per call; what kernel_totals is for kernels."""
+    def rows_of(side):
+        n = _num(side.run.get("step_count")) or 0
+        out = {}
+        for r in side.report.charts.get("top_ops") or []:
+            if isinstance(r, dict) and r.get("op") and r["op"] not in out:
+                calls, ms = float(r.get("calls_per_step") or 0) * n, float(r.get("gpu_ms_per_step") or 0) * n
+                out[r["op"]] = {"calls": round(calls), "gpu_ms": round(ms, 6),
+                                "gpu_us_per_call": round(1000 * ms / calls, 4) if calls else None}
+        return out
+    ob, oa = rows_of(before), rows_of(after)
+    if not (ob and oa):
+        return []
+    rows = []
+    for op in list(ob) + [o for o in oa if o not in ob]:
+        b, a = ob.get(op), oa.get(op)
+        rows.append({"op": op, "before": b, "after": a,
+                     "gpu_ms": change(None if b is None else b["gpu_ms"], None if a is None else a["gpu_ms"]),
+                     "gpu_us_per_call": change(None if b is None else b["gpu_us_per_call"],
+                                               None if a is None else a["gpu_us_per_call"])})
+    rows.sort(key=lambda r: -max(_num(r["gpu_ms"].get("before")) or 0, _num(r["gpu_ms"].get("after")) or 0))
+    return rows
+
+
+def fact_rows(before: Side, after: Side, matched: dict, directions: dict, same_steps: bool = True) -> list[dict]:
+    """Every fact both sides measured; a per-step fact of two sides that cut steps differently is shown,
+    not judged (`moved`: "steps differ")."""
     rows = []
     for name in sorted(set(before.run) & set(after.run)):
         unit = before.units.get(name, "")
-        rows.append({"subject": None, "fact": name, "unit": unit,
-                     **change(before.run[name], after.run[name], direction_of(name, unit, directions))})
+        row = {"subject": None, "fact": name, "unit": unit,
+               **change(before.run[name], after.run[name], direction_of(name, unit, directions))}
+        if not same_steps and is_per_step(name):
+            row.pop("better", None)
+            row.pop("speedup", None)
+            row["moved"] = "steps differ"
+        rows.append(row)
     for kb, ka in sorted(matched.items(), key=lambda kv: _launch_order(kv[0])):
         fb, fa = before.subjects[kb]["facts"], after.subjects[ka]["facts"]
         for name in sorted(set(fb) & set(fa)):

@@ -5,24 +5,31 @@ from __future__ import annotations
 import math
 
 from ..facts import short_name
+from .likeness import is_per_step
 from .matching import _subj_json
+from .next_limit import VERDICT as NEXT_LIMIT, fixed_kernels, is_next_limit, why as next_limit_why
 from .sides import Side, _num
 from .thresholds import MIN_CHANGE, MIN_COST_SHARE
 
-VERDICT_ORDER = ("regressed", "new", "unchanged", "improved", "fixed")
+VERDICT_ORDER = ("regressed", "new", NEXT_LIMIT, "unchanged", "improved", "fixed")
 GATE_SEVERITIES = ("warning", "critical")
 
 
 def _base(side: Side, gain_of: str, finding=None):
-    """The time (or memory) a finding's gain is a share of, on its side."""
+    """The time (or memory) a finding's gain is a share of, on its side. When the two sides cut steps
+    differently a time per step of one is not one of the other: the share itself is compared (base 1)."""
     g = (gain_of or "").lower()
     if "step" in g:
+        if not side.steps_comparable:
+            return 1.0, "share of the step"
         return _num(side.run.get("step_time_ms_p50")), "ms"
     if "memory" in g:
         return _num(side.run.get("peak_allocated_gib")) or _num(side.run.get("composition_allocated_gib")), "GiB"
     if "gpu" in g or "kernel" in g:
         v = _num(side.run.get("kernel_gpu_time_total_ms"))
         if v is None:
+            if not side.steps_comparable:
+                return 1.0, "share of GPU time"
             v = _num(side.run.get("kernel_time_ms_per_step"))
         return v, "ms"
     return None, ""
@@ -40,8 +47,9 @@ def _facts_for(side: Side, subject_key) -> dict:
     return rec
 
 
-def check_verify(rule, before_rec: dict, after_rec: dict | None) -> dict:
-    """Evaluate a rule's verify_check on AFTER's facts (falls/rises against BEFORE's)."""
+def check_verify(rule, before_rec: dict, after_rec: dict | None, steps_comparable: bool = True) -> dict:
+    """Evaluate a rule's verify_check on AFTER's facts (falls/rises against BEFORE's). A per-step fact is
+    not checked when the two sides cut steps differently (its value depends on the cut)."""
     if rule is None or not rule.verify_check:
         return {"holds": None, "checks": [], "reason": "the rule has no verify_check"}
     checks = []
@@ -54,6 +62,8 @@ def check_verify(rule, before_rec: dict, after_rec: dict | None) -> dict:
             item["param"] = c.param
         if after_rec is None:
             item["holds"], item["why"] = None, "subject not in AFTER"
+        elif not steps_comparable and is_per_step(c.fact):
+            item["holds"], item["why"] = None, f"{c.fact} is per step, and the two sides cut steps differently"
         elif c.op == "exists":
             item["holds"] = a is not None
         elif a is None:
@@ -102,6 +112,9 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
     after_by_rule = {f.rule: f for f in after.report.findings}
     before_rules = {f.rule for f in before.report.findings}
     inverse = {v: k for k, v in matched.items()}
+    same_steps = before.steps_comparable and after.steps_comparable
+    verify = lambda rule, b, a: check_verify(rule, b, a, same_steps)  # noqa: E731
+    fixed = fixed_kernels(before, after, pack, matched, verify, _facts_for)
     out = []
     for f in before.report.findings:
         rule = pack.rules.get(f.rule)
@@ -111,21 +124,28 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
                  "gain_of": f.gain_of, "gain_before": round(f.estimated_gain, 4),
                  "gain_after": round(g.estimated_gain, 4) if g else None,
                  "verify": f.verify}
+        scoped = f.subject is not None and f.subject.kind != "run"
+        was_on = {_subject_key(x) for x in _leaves(f)}
+        # AFTER's kernels where this rule is the next limit of a fixed kernel: not part of its cost
+        limits = [x for x in (_leaves(g) if g and scoped else []) if inverse.get(_subject_key(x)) not in was_on
+                  and is_next_limit(g, x, fixed)]
         cb = cost(before, f)
         ca = cost(after, g) if g else 0.0
+        if limits and ca is not None:
+            rest = [x for x in _leaves(g) if x not in limits]
+            ca = min(1.0, sum(x.estimated_gain for x in rest)) * _base(after, g.gain_of)[0]
         base_unit = _base(before, f.gain_of)[1]
         if cb is not None:
             entry["cost_before"] = round(cb, 6)
             entry["cost_after"] = None if ca is None else round(ca, 6)
             entry["cost_unit"] = base_unit
         subjects = []
-        scoped = f.subject is not None and f.subject.kind != "run"
         if scoped:
             fired_after = {_subject_key(k) for k in _leaves(g)} if g else set()
             for leaf in _leaves(f):
                 kb = _subject_key(leaf)
                 ka = matched.get(kb)
-                v = check_verify(rule, _facts_for(before, kb), _facts_for(after, ka) if ka else None)
+                v = verify(rule, _facts_for(before, kb), _facts_for(after, ka) if ka else None)
                 if ka is None:
                     verdict = "fixed"
                     v["reason"] = "the kernel is no longer launched"
@@ -144,13 +164,12 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
                                  "verdict": verdict, "verify": v})
             for leaf in (_leaves(g) if g else []):
                 ka = _subject_key(leaf)
-                if inverse.get(ka) not in {_subject_key(x) for x in _leaves(f)}:
-                    subjects.append({"before": _subj_json(before, inverse.get(ka)) if inverse.get(ka) else None,
-                                     "after": _subj_json(after, ka), "verdict": "new"})
+                if inverse.get(ka) not in was_on:
+                    subjects.append(_new_subject(before, after, inverse, leaf, g, fixed if leaf in limits else {}))
             entry["subjects"] = subjects
         if g is None:
             key = _subject_key(f)
-            v = check_verify(rule, _facts_for(before, key), _facts_for(after, matched.get(key) if scoped else None))
+            v = verify(rule, _facts_for(before, key), _facts_for(after, matched.get(key) if scoped else None))
             if scoped:
                 states = [s["verify"]["holds"] for s in subjects if s["verdict"] != "new"]
                 v = {"holds": all(states) if states and None not in states else (False if False in states else None),
@@ -163,7 +182,7 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
                 entry["why"] = "the rule no longer fires, but its Verify step does not hold yet" if v["holds"] is False \
                     else "the rule no longer fires; its Verify step could not be checked on AFTER"
         else:
-            v = check_verify(rule, _facts_for(before, _subject_key(f)), _facts_for(after, _subject_key(g)))
+            v = verify(rule, _facts_for(before, _subject_key(f)), _facts_for(after, _subject_key(g)))
             entry["verify_check"] = v
             d = _rel(cb, ca)
             small = not _counts(before, f, cb, ca)
@@ -187,6 +206,11 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
             if newly and entry["verdict"] != "unchanged":
                 entry["why"] = entry.get("why", "") + f"; now also on {', '.join(short_name(n or '') for n in newly[:3])}" \
                     + (f" and {len(newly) - 3} more" if len(newly) > 3 else "")
+            nexts = [s_["after"]["name"] for s_ in subjects if s_["verdict"] == NEXT_LIMIT]
+            if nexts:
+                entry["why"] = "; ".join(x for x in (entry.get("why"), f"the next limit of {len(nexts)} kernel"
+                                         f"{'s' if len(nexts) > 1 else ''} a fix made faster "
+                                         f"({', '.join(short_name(n or '') for n in nexts[:3])}): not counted") if x)
             if scoped and entry["verdict"] == "unchanged":
                 vs = {s["verdict"] for s in subjects}
                 if "regressed" in vs or "new" in vs and g.severity in GATE_SEVERITIES:
@@ -197,11 +221,29 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
     for g in after.report.findings:
         if g.rule not in before_rules:
             ca = cost(after, g)
-            out.append({"rule": g.rule, "title": g.title, "category": g.category, "tree": g.tree,
-                        "severity_before": None, "severity_after": g.severity, "gain_of": g.gain_of,
-                        "gain_before": None, "gain_after": round(g.estimated_gain, 4),
-                        "cost_after": None if ca is None else round(ca, 6), "cost_unit": _base(after, g.gain_of)[1],
-                        "verify": g.verify, "verdict": "new", "message": g.message})
+            entry = {"rule": g.rule, "title": g.title, "category": g.category, "tree": g.tree,
+                     "severity_before": None, "severity_after": g.severity, "gain_of": g.gain_of,
+                     "gain_before": None, "gain_after": round(g.estimated_gain, 4),
+                     "cost_after": None if ca is None else round(ca, 6), "cost_unit": _base(after, g.gain_of)[1],
+                     "verify": g.verify, "verdict": "new", "message": g.message}
+            leaves = _leaves(g) if g.subject is not None and g.subject.kind == "kernel" else []
+            if leaves and all(is_next_limit(g, x, fixed) for x in leaves):
+                entry["subjects"] = [_new_subject(before, after, inverse, x, g, fixed) for x in leaves]
+                entry["verdict"] = NEXT_LIMIT
+                names = ", ".join(short_name(s["after"]["name"] or "") for s in entry["subjects"][:3])
+                entry["why"] = (f"only on kernel{'s' if len(leaves) > 1 else ''} a fix made faster ({names}"
+                                f"{' and more' if len(leaves) > 3 else ''}): {entry['subjects'][0]['why']}")
+            out.append(entry)
+    return out
+
+
+def _new_subject(before: Side, after: Side, inverse: dict, leaf, g, fixed: dict) -> dict:
+    """A kernel AFTER's finding newly fires on: `new`, or the next limit of a kernel a fix made faster."""
+    ka = _subject_key(leaf)
+    kb = inverse.get(ka)
+    out = {"before": _subj_json(before, kb) if kb else None, "after": _subj_json(after, ka), "verdict": "new"}
+    if ka in fixed:
+        out["verdict"], out["why"] = NEXT_LIMIT, next_limit_why(fixed[ka], g)
     return out
 
 

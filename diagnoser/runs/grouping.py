@@ -209,6 +209,26 @@ def _seconds_apart(a, b) -> float | None:
     return max(wa[0] - wb[1], wb[0] - wa[1], 0) / 1e9
 
 
+def program_evidence(ti: dict, mi: dict, other: str = "the other") -> tuple[bool | None, str]:
+    """Did two inputs (their identities) run the same program? (True, why) when their main scripts, else
+    the user's Python files of their frames, meet; (False, why) when both record some and none meet;
+    (None, "") when either records none."""
+    tp, mp = set(ti.get("programs", ())), set(mi.get("programs", ()))
+    if tp and mp:  # the main scripts: the program itself, not a helper module two programs share
+        common = sorted(tp & mp)
+        if common:
+            return True, f"both ran the program {', '.join(common[:3])} (the script of their outermost Python frames)"
+        return False, (f"it ran {', '.join(sorted(mp)[:3])}, {other} {', '.join(sorted(tp)[:3])}: another program")
+    tf, mf = set(ti.get("python_files", ())), set(mi.get("python_files", ()))
+    if tf and mf:
+        common = sorted(tf & mf)
+        if common:  # one program, perhaps another run of it (a snapshot taken apart from the profiled run)
+            return True, f"both name the Python file{'s' if len(common) > 1 else ''} {', '.join(common[:3])} of the same program"
+        return False, (f"its frames name {', '.join(sorted(mf)[:3])}, {other}'s stacks "
+                       f"{', '.join(sorted(tf)[:3])}: no file in common")
+    return None, ""
+
+
 def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
     """Is a memory input (its AnalysisResult) of a timeline's run? (True, why) on evidence that ties
     them, (False, why) on evidence that separates them, (None, "") when neither has any."""
@@ -221,19 +241,9 @@ def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
     if apart is not None and apart <= SAME_TIME_SLACK.value:
         return True, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) overlap "
                       "on the Unix clock: one process at one time")
-    tp, mp = set(ti.get("programs", ())), set(mi.get("programs", ()))
-    if tp and mp:  # the main scripts: the program itself, not a helper module two programs share
-        common = sorted(tp & mp)
-        if common:
-            return True, f"both ran the program {', '.join(common[:3])} (the script of their outermost Python frames)"
-        return False, (f"it ran {', '.join(sorted(mp)[:3])}, the timeline {', '.join(sorted(tp)[:3])}: another program")
-    tf, mf = set(ti.get("python_files", ())), set(mi.get("python_files", ()))
-    if tf and mf:
-        common = sorted(tf & mf)
-        if common:  # one program, perhaps another run of it (a snapshot taken apart from the profiled run)
-            return True, f"both name the Python file{'s' if len(common) > 1 else ''} {', '.join(common[:3])} of the same program"
-        return False, (f"its frames name {', '.join(sorted(mf)[:3])}, the timeline's stacks "
-                       f"{', '.join(sorted(tf)[:3])}: no file in common")
+    same, why = program_evidence(ti, mi, "the timeline")
+    if same is not None:
+        return same, why
     if apart is not None:
         return False, (f"its allocation history ({_span(mw)}) and the timeline ({_span(tw)}) are {apart:,.0f} s "
                        "apart, and no Python stacks in the timeline show whether it is the same program (take the snapshot in "
