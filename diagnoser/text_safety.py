@@ -11,7 +11,8 @@ builder uses it, so the rules live in one place:
 - `displayable`: the same over a whole report (dataclasses, dicts, lists), before it is drawn.
 - `md_code`: a Markdown code span that holds any text (backticks inside widen the delimiter).
 - `shell_word` / `shell_fill`: a value in a suggested command stays one argument (shlex.quote).
-- `regex_literal`: a regex matching a name literally, with nothing in it a shell or terminal minds.
+- `regex_any_of`: a regex matching names literally, with nothing in it a shell, a terminal or the
+  rule engine changes.
 
 Names people actually write (C++ templates, paths with spaces) pass through unchanged.
 """
@@ -117,10 +118,46 @@ def is_command(code: str) -> bool:
     return bool(words) and words[0] in COMMAND_PROGRAMS
 
 
+# a regex metacharacter as a one-character class: no backslash (the rule engine keeps a string fact
+# as printable ASCII without `\` or `"`, engine/records.py), the same in Python, PCRE and ECMAScript
+_REGEX_CLASS = {c: f"[{c}]" for c in ".$*+?(){}|"}
+FACT_TEXT_LIMIT = 200  # characters of a string fact the rule engine keeps (engine/records.py)
+
+
+def regex_atoms(text) -> list[str]:
+    """`text` as regex pieces that each match one character of it: letters, digits and punctuation
+    no regex flavour minds as themselves, metacharacters as classes (`[.]`), and `.` for the rest
+    (controls, `\\`, `"`, `^`, `[`, `]`, non-ASCII): a pattern without a backslash or a double quote (which the
+    engine would change; the rule text shell-quotes it), still matching the name (`ncu --kernel-name-base demangled -k regex:`)."""
+    out = []
+    for c in str(text):
+        if c in _REGEX_CLASS:
+            out.append(_REGEX_CLASS[c])
+        elif " " <= c <= "~" and c not in "\\\"^[]":
+            out.append(c)
+        else:
+            out.append(".")
+    return out
+
+
 def regex_literal(text) -> str:
-    """A regex matching `text` literally (re.escape; ncu's `-k regex:` reads the same escapes), with each
-    control or invisible character matched by `.`: the pattern still matches, and shows nothing raw."""
-    return "".join("." if ord(c) in _LINE else re.escape(c) for c in str(text))
+    """A regex matching `text` (see regex_atoms)."""
+    return "".join(regex_atoms(text))
+
+
+def regex_any_of(names, limit: int = FACT_TEXT_LIMIT) -> str:
+    """`a|b|c` matching any of `names` (regex_atoms each), at most `limit` characters, cut between
+    atoms where it is longer (the last name kept is then a prefix, which still matches it)."""
+    atoms: list[str] = []
+    for i, name in enumerate(names):
+        atoms += (["|"] if i else []) + regex_atoms(name)
+    out, size = [], 0
+    for a in atoms:
+        if size + len(a) > limit:
+            break
+        out.append(a)
+        size += len(a)
+    return "".join(out).rstrip("|")
 
 
 # fields that hold authored prose (rule texts, collect hints): their line breaks stay

@@ -150,10 +150,10 @@ def render_template(template: str, env: dict) -> str:
 
 
 def _fill_in_context(text: str, env: dict) -> str:
-    """str.format over a rule text (Markdown) where each value is placed for where it lands: shown on
-    one line with control characters escaped; inside a code span that is a command line
-    (text_safety.is_command), quoted so it stays one shell argument (inside `'...'` its quotes are
-    escaped); a code span whose values bring backticks gets a longer delimiter (text_safety.code_span)."""
+    """str.format over a rule text (Markdown), each value placed for where it lands: on one line with
+    control characters escaped; in prose with a lone backtick escaped; inside a code span that is a
+    command line (text_safety.is_command) quoted so it stays one shell argument (inside `'...'` its
+    quotes escaped); a code span whose values bring backticks gets a longer delimiter (code_span)."""
     from ..text_safety import code_span, is_command, open_quote, shell_fill, visible_line
 
     fmt = _SafeFormatter()
@@ -176,7 +176,9 @@ def _fill_in_context(text: str, env: dict) -> str:
         value = fmt.format_field(obj, fmt.vformat(spec, (), env) if "{" in (spec or "") else spec)
         if not isinstance(obj, _Missing):  # (absent: absent_as_na turns it into n/a)
             value = visible_line(value)
-            if span is not None and is_command("".join(span)):
+            if span is None and value.count("`") % 2:  # a name's lone backtick opens no code span
+                value = value.replace("`", "\\`")  # (a fact's own Markdown, `code` pairs, stays)
+            elif span is not None and is_command("".join(span)):
                 value = shell_fill(value, open_quote("".join(span)))
         (out if span is None else span).append(value)
     if span is not None:  # an unclosed backtick stays as written
