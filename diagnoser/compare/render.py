@@ -45,7 +45,7 @@ def _inputs(side) -> str:
 
 
 def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
-    c = displayable(c)  # names from the inputs shown, never run (text_safety)
+    c, reasons = displayable(c), displayable(reasons)  # names from the inputs shown, never run (text_safety)
     L = ["# diagnoser compare", "",
          f"- BEFORE: {_inputs(c['before'])}", f"- AFTER: {_inputs(c['after'])}", ""]
     s = c["summary"]
