@@ -39,7 +39,6 @@ def _escape(cp: int) -> str:
 
 _LINE = {cp: _escape(cp) for cp in _CONTROLS + _INVISIBLE}
 _TEXT = {cp: v for cp, v in _LINE.items() if cp not in (0x09, 0x0A)}
-_UNSAFE = re.compile("[" + "".join(re.escape(chr(cp)) for cp in _LINE) + "]")
 
 
 def visible_line(text) -> str:
@@ -50,11 +49,6 @@ def visible_line(text) -> str:
 def visible_text(text) -> str:
     """Like visible_line, but newlines and tabs stay (multi-line text: a whole report, a rule's message)."""
     return str(text).translate(_TEXT)
-
-
-def has_unsafe(text) -> bool:
-    """Does `text` hold a character visible_line would escape?"""
-    return _UNSAFE.search(str(text)) is not None
 
 
 def md_code(text) -> str:
@@ -138,11 +132,6 @@ def regex_atoms(text) -> list[str]:
         else:
             out.append(".")
     return out
-
-
-def regex_literal(text) -> str:
-    """A regex matching `text` (see regex_atoms)."""
-    return "".join(regex_atoms(text))
 
 
 def regex_any_of(names, limit: int = FACT_TEXT_LIMIT) -> str:
