@@ -10,6 +10,7 @@ import click
 
 from .. import __version__, limits
 from ..errors import DiagnoserError
+from ..text_safety import visible_line
 from .compare import compare_cmd
 from .facts import facts_cmd
 from .group import DefaultGroup, MainCommand, OneLineError  # noqa: F401
@@ -125,13 +126,14 @@ def _main(argv=None):
         hint = "diagnose --help"
         if e.ctx is not None and e.ctx.command.name not in ("run", None) and e.ctx.parent is not None:
             hint = f"{e.ctx.command_path} --help"
-        click.echo(f"diagnose: error: {e.format_message()} (see `{hint}`)", err=True)
+        click.echo(f"diagnose: error: {visible_line(e.format_message())} (see `{hint}`)", err=True)
         sys.exit(e.exit_code)
     except click.ClickException as e:
+        e.message = visible_line(e.message)  # it may quote a file name from the command line
         e.show()
         sys.exit(e.exit_code)
     except DiagnoserError as e:
-        click.echo(f"diagnose: error: {e}", err=True)
+        click.echo(f"diagnose: error: {visible_line(e)}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("diagnose: interrupted", err=True)
@@ -139,6 +141,6 @@ def _main(argv=None):
     except Exception as e:  # noqa: BLE001 - never a traceback for the user
         if os.environ.get("DIAGNOSER_DEBUG"):
             raise
-        click.echo(f"diagnose: error: {type(e).__name__}: {e} (set DIAGNOSER_DEBUG=1 for a traceback)", err=True)
+        click.echo(f"diagnose: error: {type(e).__name__}: {visible_line(e)} (set DIAGNOSER_DEBUG=1 for a traceback)", err=True)
         sys.exit(1)
 

@@ -6,6 +6,7 @@ import sys
 import click
 
 from ..errors import DiagnoserError
+from ..text_safety import visible_line
 from .output import EXTENSION_FORMATS, write_output
 
 FORMATS = ("md", "json", "html")
@@ -94,5 +95,5 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     write_output(text, output)
     if reasons:
         for r in reasons:
-            click.echo(f"diagnose compare: regression: {r}", err=True)
+            click.echo(f"diagnose compare: regression: {visible_line(r)}", err=True)
         sys.exit(EXIT_GATE)

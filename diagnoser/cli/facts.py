@@ -7,6 +7,7 @@ import json
 import click
 
 from ..errors import DiagnoserError
+from ..text_safety import visible_line
 
 
 @click.command("facts", short_help="The measured facts of FILE(s), or the facts and settings catalogue.")
@@ -50,8 +51,8 @@ def facts_cmd(files, show_catalogue, fmt):
     for n, (inputs, facts) in enumerate(blocks):
         kinds = sorted({display_kind(i["kind"]) for i in inputs})
         what = f"{len(inputs)} ranks, " if len(inputs) > 1 else ""
-        click.echo(("\n" if n else "") + f"== {', '.join(i['path'] for i in inputs)} ({what}{', '.join(kinds)}): "
+        click.echo(("\n" if n else "") + f"== {', '.join(visible_line(i['path']) for i in inputs)} ({what}{', '.join(kinds)}): "
                    f"{len(facts)} facts")
         for f in facts:
             subj = f"{f.subject.kind} {f.subject.id}" if f.subject else "run"
-            click.echo(f"{subj:<14} {f.name:<40} {f.value!s:<22} {f.unit}")
+            click.echo(visible_line(f"{subj:<14} {f.name:<40} {f.value!s:<22} {f.unit}"))

@@ -9,13 +9,14 @@ import click
 
 from .. import limits
 from ..errors import DiagnoserError
+from ..text_safety import visible_line
 
 
 class OneLineError(click.ClickException):
     """Shown as `diagnose: error: ...` on one line; exit code 1."""
 
     def show(self, file=None):
-        click.echo(f"diagnose: error: {self.format_message()}", err=True)
+        click.echo(f"diagnose: error: {visible_line(self.format_message())}", err=True)
 
 
 class DefaultGroup(click.Group):

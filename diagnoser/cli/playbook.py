@@ -24,7 +24,8 @@ def playbook_cmd(rule_id, user_rules, output):
         rid = rule_id.upper()
         if rid not in pack.rules:
             raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
-        text = rule_playbook_markdown(pack, rid)
+        from ..text_safety import visible_text
+        text = visible_text(rule_playbook_markdown(pack, rid))  # a user rule's path and texts are shown, never run
         if not output and sys.stdout.isatty():
             from ..report.terminal import render_markdown_text
             text = render_markdown_text(text)

@@ -46,4 +46,6 @@ def compare_view(c: dict, gate_pct=None, reasons=None) -> dict:
 
 def render_html(c: dict, gate_pct=None, reasons=None) -> str:
     from ..report.template_env import template_env
-    return template_env(True).get_template("compare.html.j2").render(view=compare_view(c, gate_pct, reasons))
+    from ..text_safety import displayable, visible_text
+    view = compare_view(displayable(c), gate_pct, displayable(reasons))
+    return visible_text(template_env(True).get_template("compare.html.j2").render(view=view))

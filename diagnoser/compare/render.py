@@ -5,6 +5,7 @@ import json
 
 from .. import __version__
 from ..report.formatting import fmt_value, md_cell
+from ..text_safety import displayable, md_code, visible_text
 
 FACT_ROWS_MD = 40  # changed facts listed in Markdown (JSON: every fact both sides have)
 KERNEL_ROWS_MD = 25
@@ -92,10 +93,11 @@ def render_json(c: dict, gate_pct=None, reasons=None) -> str:
 
 
 def _inputs(side) -> str:
-    return ", ".join(f"`{i['path']}`" for i in side["inputs"]) or "(none)"
+    return ", ".join(md_code(i['path']) for i in side["inputs"]) or "(none)"
 
 
 def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
+    c, reasons = displayable(c), displayable(reasons)  # names from the inputs shown, never run (text_safety)
     L = ["# diagnoser compare", "",
          f"- BEFORE: {_inputs(c['before'])}", f"- AFTER: {_inputs(c['after'])}", ""]
     s = c["summary"]
@@ -149,7 +151,7 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
             if k.get("config_changed"):
                 ids += " (launch configuration changed)"
             sm, mem = k["sm_throughput_pct"], k["memory_throughput_pct"]
-            L.append(f"| `{md_cell(k['name'])}` | {ids} | {_v(d.get('before'), 'us')} | {_v(d.get('after'), 'us')} | "
+            L.append(f"| {md_cell(md_code(k['name']))} | {ids} | {_v(d.get('before'), 'us')} | {_v(d.get('after'), 'us')} | "
                      f"{_chg(d)} | {_v(sm[0])} -> {_v(sm[1])} | {_v(mem[0])} -> {_v(mem[1])} |")
         if len(c["kernels"]) > KERNEL_ROWS_MD:
             L.append(f"| ... {len(c['kernels']) - KERNEL_ROWS_MD} more (JSON lists all) | | | | | | |")
@@ -162,7 +164,7 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
             d = k["ms_per_step"]
             cfg = f"{_cfg(k['before'])} -> {_cfg(k['after'])}"
             lp = k["launches_per_step"]
-            L.append(f"| `{md_cell(k['name'])}` | {cfg} | {_v(d.get('before'), 'ms')} | {_v(d.get('after'), 'ms')} | "
+            L.append(f"| {md_cell(md_code(k['name']))} | {cfg} | {_v(d.get('before'), 'ms')} | {_v(d.get('after'), 'ms')} | "
                      f"{presence(k) or _chg(d)} | {_v(lp[0])} -> {_v(lp[1])} |")
         more = len(c["timeline_kernels"]) - TIMELINE_ROWS_MD
         if more > 0:
@@ -204,7 +206,7 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
     made += [f"rule pack {x.get('path')}" for x in st.get("rule_packs", [])]
     L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings"
           + (": " + ", ".join(made) + "." if made else " (shipped rules, defaults).")]
-    return "\n".join(L) + "\n"
+    return visible_text("\n".join(L) + "\n")
 
 
 def presence(k) -> str:
@@ -221,7 +223,7 @@ def _subj(s) -> str:
         return "-"
     name = s.get("name") or ""
     cfg = f" grid {_v(s.get('grid'))} x {_v(s.get('block'))}" if s.get("grid") is not None else ""
-    return f"#{s['id']} `{md_cell(name)}`{cfg}"
+    return f"#{s['id']} {md_cell(md_code(name))}{cfg}"
 
 
 def _verify_text(f) -> str:

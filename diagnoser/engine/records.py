@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..facts import Fact, Subject, Value
+from ..text_safety import FACT_TEXT_LIMIT
 
 MAX_ABS = 1e15
 MIN_ABS = 1e-9
@@ -49,7 +50,7 @@ def sanitize(value) -> Value | None:
         value = max(-MAX_ABS, min(MAX_ABS, value))
         return float(format_number(value))
     if isinstance(value, str):
-        return _SAFE_STR.sub("?", value)[:200]
+        return _SAFE_STR.sub("?", value)[:FACT_TEXT_LIMIT]
     return None
 
 

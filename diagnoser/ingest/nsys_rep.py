@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inputs import gunzip_to, is_gzip
+from ..text_safety import shell_word
 from ..timeline.tables import Timeline
 from .nsys_sqlite import read_nsys_sqlite
 
@@ -36,9 +37,9 @@ def export_command(path) -> str:
     name = p.name
     if name.endswith(".gz"):
         rep = name[:-3]
-        return f"gunzip -k {name} && {export_command(p.with_name(rep))}"
+        return f"gunzip -k {shell_word(name)} && {export_command(p.with_name(rep))}"
     stem = next((name[:-len(ext)] for ext in REPORT_EXTENSIONS if name.endswith(ext)), p.stem)
-    return f"nsys export --type sqlite -o {stem}.sqlite {name}"
+    return f"nsys export --type sqlite -o {shell_word(stem + '.sqlite')} {shell_word(name)}"
 
 
 def read_nsys_rep(path, progress: bool = False) -> Timeline:

@@ -25,9 +25,9 @@ def handbook_command(report=None) -> str:
 
 def pack_options(report) -> str:
     """` --rules PATH` for each rule pack the report was made with, as given ('' for none)."""
-    import shlex
+    from ..text_safety import shell_word
     packs = (getattr(report, "settings", None) or {}).get("rule_packs", [])
-    return "".join(f" --rules {shlex.quote(str(p['path']))}" for p in packs)
+    return "".join(f" --rules {shell_word(p['path'])}" for p in packs)
 
 
 def subject_label(f) -> tuple[str, str]:

@@ -1,11 +1,16 @@
 """Render a Report as Markdown, JSON, HTML or terminal text: the one entry point of the report
 package. Data flows one way: the renderers below take a Report and produce text; nothing under
-report/ imports this module (the helpers they share live in formatting.py and finding_parts.py)."""
+report/ imports this module (the helpers they share live in formatting.py and finding_parts.py).
+
+Names in a report come from the profiled program: Markdown, HTML and the terminal draw the report
+as text_safety.displayable shows it (control characters escaped), and Markdown and HTML pass once
+more through visible_text whole; JSON keeps every value as read (json.dumps escapes)."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..rulespec.model import SEVERITY_RANK
+from ..text_safety import displayable, visible_text
 from .finding_parts import (KERNEL_COLUMNS, evidence_sources, gain_note, kernel_table, playbook_ref,  # noqa: F401
                             settings_lines, severity_note, subject_label, summary_counts)
 from .formatting import fmt_value, md_cell, share_pct, shorten  # noqa: F401  (importable from here, as before)
@@ -16,15 +21,17 @@ from .text_view import present
 
 
 def render_markdown(report, top: int | None = None, min_severity: str = "info") -> str:
-    return _env(False).get_template("report.md.j2").render(view=present(report, top, min_severity))
+    view = present(displayable(report), top, min_severity)
+    return visible_text(_env(False).get_template("report.md.j2").render(view=view))
 
 
 def render_html(report, top: int | None = None, min_severity: str = "info") -> str:
     from .html import render_report_html
+    report = displayable(report)
     limit = SEVERITY_RANK[min_severity]
     kept = [f for f in report.findings if SEVERITY_RANK[f.severity] <= limit]
     shown, _ = first_findings(report, kept, top)
-    return render_report_html(replace(report, findings=shown), _env(True))
+    return visible_text(render_report_html(replace(report, findings=shown), _env(True)))
 
 
 def render_report(report, fmt: str, top: int | None = None, min_severity: str = "info") -> str:
@@ -35,5 +42,5 @@ def render_report(report, fmt: str, top: int | None = None, min_severity: str = 
         return render_html(report, top, min_severity)
     if fmt == "terminal":
         from .terminal import render_terminal
-        return render_terminal(present(report, top, min_severity))
+        return render_terminal(present(displayable(report), top, min_severity))
     return render_markdown(report, top, min_severity)

@@ -7,6 +7,7 @@ import os
 from .. import __version__
 from ..inputs import display_kind
 from ..resources import templates_dir
+from ..text_safety import md_code
 from .finding_parts import playbook_ref
 from .formatting import fmt_value, md_cell, share_pct
 
@@ -52,5 +53,6 @@ def template_env(autoescape: bool):
     env.filters["kind"] = display_kind
     env.filters["pct"] = share_pct
     env.filters["cell"] = md_cell
+    env.filters["code"] = md_code  # a code span any name fits in (text_safety)
     env.globals["playbook_ref"] = playbook_ref
     return env

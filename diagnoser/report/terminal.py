@@ -27,7 +27,7 @@ def _console(width: int | None = None) -> Console:
     if width is None:
         width = min(MAX_WIDTH, shutil.get_terminal_size((100, 24)).columns)
     return Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=width,
-                   highlight=False, emoji=False, soft_wrap=False)
+                   highlight=False, emoji=False, soft_wrap=False, markup=False)  # `[bold]` in a name is text
 
 
 def _md(text: str) -> Markdown:

@@ -140,12 +140,50 @@ _OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
 
 
 def render_template(template: str, env: dict) -> str:
-    """Format with facts/params; an `[[ ... ]]` segment is dropped when a name inside it is absent."""
+    """Format with facts/params; an `[[ ... ]]` segment is dropped when a name inside it is absent.
+    What a value brings is made safe where it lands (_fill_in_context, docs/hostile_input.md)."""
     def optional(m):
         inner = m.group(1)
         return "" if any(f not in env for f in template_fields(inner)) else inner
     text = _OPTIONAL.sub(optional, template or "")
-    return absent_as_na(_SafeFormatter().format(text, **env))
+    return absent_as_na(_fill_in_context(text, env))
+
+
+def _fill_in_context(text: str, env: dict) -> str:
+    """str.format over a rule text (Markdown), each value placed for where it lands: on one line with
+    control characters escaped; in prose with a lone backtick escaped; inside a code span that is a
+    command line (text_safety.is_command) quoted so it stays one shell argument (inside `'...'` its
+    quotes escaped); a code span whose values bring backticks gets a longer delimiter (code_span)."""
+    from ..text_safety import code_span, is_command, open_quote, shell_fill, visible_line
+
+    fmt = _SafeFormatter()
+    out: list[str] = []
+    span: list[str] | None = None  # the open code span's text so far
+    for literal, field, spec, conversion in fmt.parse(text):
+        for i, part in enumerate(literal.split("`")):
+            if i:  # a backtick: opens or closes a code span
+                if span is None:
+                    span = []
+                else:
+                    out.append(code_span("".join(span)))
+                    span = None
+            (out if span is None else span).append(part)
+        if field is None:
+            continue
+        obj, _ = fmt.get_field(field, (), env)
+        if conversion:
+            obj = fmt.convert_field(obj, conversion)
+        value = fmt.format_field(obj, fmt.vformat(spec, (), env) if "{" in (spec or "") else spec)
+        if not isinstance(obj, _Missing):  # (absent: absent_as_na turns it into n/a)
+            value = visible_line(value)
+            if span is None and value.count("`") % 2:  # a name's lone backtick opens no code span
+                value = value.replace("`", "\\`")  # (a fact's own Markdown, `code` pairs, stays)
+            elif span is not None and is_command("".join(span)):
+                value = shell_fill(value, open_quote("".join(span)))
+        (out if span is None else span).append(value)
+    if span is not None:  # an unclosed backtick stays as written
+        out.append("`" + "".join(span))
+    return "".join(out)
 
 
 _ABSENT_UNIT = re.compile(_ABSENT + r"(?:%|x\b| ?(?:ns|us|ms|s|B|KiB|MiB|GiB|GB/s|TB/s)\b)?")

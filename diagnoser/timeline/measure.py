@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..source_files import program_identity
+from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence,
@@ -210,7 +211,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v["top_kernel_name"] = _kernel_short_name(str(by_name.index[0]))
         v["top_kernel_pct"] = 100.0 * float(by_name.iloc[0]) / total
         shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
-        v["ncu_kernel_regex"] = "|".join(re.escape(s) for s in shorts)
+        v["ncu_kernel_regex"] = regex_any_of(shorts)  # no backslash; the rule text shell-quotes it
         v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
     strip = step_strip(tv, kt, steps, *strip_gaps, tl.rank) if strip_gaps is not None else None
     kernels_chart = top_kernels(kt, steps, v["step_time_ms_mean"])
