@@ -135,8 +135,8 @@ def test_kernel_categories_match_nsys_stats_by_name(fixtures_dir, corpus_dir, na
 @pytest.mark.parametrize("name", RUNS)
 def test_busy_and_idle_classes_add_up_to_the_step(fixtures_dir, name, source):
     f = facts_of(load(fixtures_dir, name, source))
-    idle = sum(f[k] for k in ("idle_data_pct", "idle_sync_pct", "idle_launch_pct", "idle_comm_pct",
-                              "idle_unexplained_pct"))
+    idle = sum(f[k] for k in ("idle_data_pct", "idle_host_pct", "idle_sync_pct", "idle_alloc_pct", "idle_launch_pct",
+                              "idle_comm_pct", "idle_unexplained_pct"))
     assert f["gpu_busy_pct"] + idle == pytest.approx(100.0, abs=0.5)
 
 

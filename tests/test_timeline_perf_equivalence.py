@@ -17,7 +17,7 @@ import pytest
 from diagnoser.timeline.analysis import analyze_timeline
 from diagnoser.timeline.gaps import _cut
 from diagnoser.timeline.intervals import IntervalSet, searchsorted
-from diagnoser.timeline.kernels import ATTENTION_WINDOW_KERNELS, _unfused_blocks
+from diagnoser.timeline.attention import ATTENTION_MAX_KERNELS, _unfused_blocks
 from diagnoser.timeline.view import Names, first_rows, lookup
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 from diagnoser.ingest.torch_trace import read_torch_trace
@@ -54,20 +54,24 @@ def ref_cut(gs, ge, cuts, windows: IntervalSet):
     return edges[:-1][inside], edges[1:][inside], owner[inside]
 
 
-def ref_unfused(is_gemm, soft, dur) -> tuple[int, int]:
-    """Nearest GEMM before/after every kernel by running max/min over the whole stream."""
+def ref_unfused(is_gemm, is_delim, soft, dur) -> tuple[int, int]:
+    """Nearest GEMM before/after every softmax by walking the stream, stopping at a delimiter."""
     n = is_gemm.size
-    pos = np.arange(n)
-    prev = np.concatenate(([-1], np.maximum.accumulate(np.where(is_gemm, pos, -1))[:-1]))
-    nxt = np.minimum.accumulate(np.where(is_gemm, pos, n)[::-1])[::-1]
-    nxt = np.concatenate((nxt[1:], [n]))
-    w = ATTENTION_WINDOW_KERNELS.value
-    ok = (prev[soft] >= 0) & (soft - prev[soft] <= w) & (nxt[soft] < n) & (nxt[soft] - soft <= w)
-    soft = soft[ok]
-    edges = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(edges, prev[soft], 1)
-    np.add.at(edges, nxt[soft] + 1, -1)
-    return int(soft.size), int(dur[np.cumsum(edges[:-1]) > 0].sum())
+    cap = ATTENTION_MAX_KERNELS.value
+    covered = np.zeros(n, dtype=bool)
+    count = 0
+    for i in soft.tolist():
+        p = i - 1
+        while p >= 0 and not is_gemm[p] and not is_delim[p]:
+            p -= 1
+        q = i + 1
+        while q < n and not is_gemm[q] and not is_delim[q]:
+            q += 1
+        if p < 0 or q >= n or not is_gemm[p] or not is_gemm[q] or i - p > cap + 1 or q - i > cap + 1:
+            continue
+        count += 1
+        covered[p:q + 1] = True
+    return count, int(dur[covered].sum())
 
 
 # ---------------------------------------------------------------- joins and grouping
@@ -155,10 +159,11 @@ def test_gap_cutting_matches_sorting_all_edges(trial):
 @pytest.mark.parametrize("trial", range(10))
 def test_unfused_attention_search_matches_the_whole_stream_scan(trial):
     n = 3000
-    is_gemm = RNG.random(n) < (0.05 + 0.05 * trial)
-    soft = np.flatnonzero(~is_gemm & (RNG.random(n) < 0.1))
+    is_gemm = RNG.random(n) < (0.02 + 0.02 * trial)
+    is_delim = ~is_gemm & (RNG.random(n) < 0.01 * (trial % 3))
+    soft = np.flatnonzero(~is_gemm & ~is_delim & (RNG.random(n) < 0.1))
     dur = RNG.integers(0, 10**5, n)
-    assert _unfused_blocks(is_gemm, soft, dur) == ref_unfused(is_gemm, soft, dur)
+    assert _unfused_blocks(is_gemm, is_delim, soft, dur) == ref_unfused(is_gemm, is_delim, soft, dur)
 
 
 # ---------------------------------------------------------------- whole analysis

@@ -11,7 +11,7 @@ from .formatting import fmt_value, shorten
 
 MAX_STEPS = 60
 IDLE_LABELS = {
-    "data": "idle: waiting for data", "sync": "idle: host sync", "launch": "idle: launch overhead",
+    "data": "idle: waiting for data", "host": "idle: host computing", "sync": "idle: host sync", "launch": "idle: launch overhead",
     "communication": "idle: communication", "unexplained": "idle: unexplained",
 }
 

@@ -50,6 +50,10 @@ CATALOGUE: list[FactSpec] = [
     _n("gpu_idle_pct", "%", "share of steady step time with no compute or copy on the GPU"),
     _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
     _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
+    _n("idle_host_pct", "%", "share of step time the GPU idles while the host computes something that is not input: "
+       "inside an optimizer step range without CUDA calls (an optimizer on CPU tensors, ZeRO-offload style)", HOST),
+    _s("host_gap_ranges", "the host ranges (optimizer step, its CPU ops) covering the host-class idle gaps most, "
+       "with their ms per step", HOST),
     _n("setup_pct", "%", "share of the trace (first CUDA call or GPU activity to the end) spent in one-time start-up "
        "work: context creation, lazy module loading, first-call costs, compilation (timeline/setup.py)"),
     _n("setup_ms", "ms", "host time in one-time start-up work"),
@@ -57,6 +61,8 @@ CATALOGUE: list[FactSpec] = [
     _s("setup_calls", "the start-up calls that took the most time, with their time and count"),
     _n("alloc_calls_per_step", "count", "device malloc/free and pinned-host allocation calls per steady step"),
     _n("alloc_ms_per_step", "ms", "host time per steady step in device malloc/free calls"),
+    _n("alloc_steps_pct", "%", "share of the steady steps in which device malloc/free calls recur (start-up calls "
+       "such as the context-creating cudaFree(0) left out)"),
     _n("graph_kernel_pct", "%", "share of steady kernel time launched by graph replays (cudaGraphLaunch / hipGraphLaunch)"),
     _s("tensor_core_dtypes", "what the GPU's tensor cores take, from its compute capability: tf32,bf16,fp16 "
        "(8.0+) | fp16 (Volta/Turing 7.x) | none | unknown (the trace has no device properties)"),
@@ -75,7 +81,7 @@ CATALOGUE: list[FactSpec] = [
     _n("idle_comm_pct", "%", "share of step time the GPU only waits in communication (NCCL) or for a collective; "
        "in a multi-rank run only the collectives' transfer (waiting for peers is idle_peer_wait_pct)"),
     _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST),
-    _s("idle_top_class", "the idle class with the most time: data | sync | alloc | launch | communication | unexplained | none"),
+    _s("idle_top_class", "the idle class with the most time: data | host | sync | alloc | launch | communication | unexplained | none"),
     _n("comm_kernel_ms_per_step", "ms", "time per step in NCCL kernels (waiting for peers plus transfer)"),
     _n("comm_transfer_ms_per_step", "ms", "NCCL transfer time per step: for each collective, its shortest NCCL "
        "kernel over the ranks (the time all ranks spend once everyone has arrived), summed; mean over ranks", RANKS),
@@ -122,6 +128,8 @@ CATALOGUE: list[FactSpec] = [
     _n("unfused_attention_blocks_per_step", "count", "softmax kernels sandwiched between GEMMs (hand-written attention) per step"),
     _n("unfused_attention_pct", "%", "share of step time in hand-written attention (score GEMM through value GEMM)"),
     _n("unfused_attention_kernel_pct", "%", "share of GPU activity time in hand-written attention"),
+    _s("unfused_attention_evidence", "how the hand-written attention blocks were found: op tree (a softmax op between "
+       "two batched matmul ops on one thread) | kernel order (a softmax kernel between two GEMMs on one stream)"),
     _n("memory_bound_kernel_pct", "%", "share of GPU activity time in bandwidth-bound kernels (elementwise, copy, norm, softmax, reduction)"),
     _n("memory_bound_step_pct", "%", "share of step time in bandwidth-bound kernels"),
     # optimizer

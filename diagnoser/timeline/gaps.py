@@ -10,6 +10,9 @@ says why the GPU had nothing to do, judged from the host side, in this order (do
   data           the host is loading/preprocessing input: NVTX/annotation data ranges, DataLoader,
                  CPU operators that launch no GPU work, or a gap that ends with the host-to-device
                  copy of the next input while the host made (almost) no CUDA calls
+  host           the host computes something that is not input: it is inside an optimizer step range
+                 for most of the gap and makes (almost) no CUDA calls (an optimizer on CPU tensors,
+                 ZeRO-offload style); its CPU operators are not counted as data
   sync           (again, weaker) the gap began while the host was blocked in a sync: the sync drained
                  the queue and the host must launch anew (`.item()` in a loop)
   launch         short gaps, or gaps the host spends launching: the GPU waits for the next launch
@@ -26,11 +29,11 @@ import pandas as pd
 
 from .. import settings
 from .intervals import IntervalSet
-from .names import COMM_KERNEL, name_mask
+from .names import COMM_KERNEL, name_mask, optimizer_ranges
 from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
 from .view import Names, TimelineView, is_sorted
 
-IDLE_CLASSES = ("data", "sync", "alloc", "launch", "communication", "unexplained")
+IDLE_CLASSES = ("data", "host", "sync", "alloc", "launch", "communication", "unexplained")
 
 # ops that read a value back to the host; they sync only when they copy (the API calls say so),
 # so they are never counted as CPU-side data work
@@ -56,6 +59,7 @@ class HostActivity:
     input_copy: np.ndarray      # sorted GPU start times of host-to-device copies
     input_copy_bytes: np.ndarray  # their sizes, in the same order
     sync_rows: np.ndarray       # host rows of the synchronizing calls (for naming them)
+    host: IntervalSet | None = None  # host work that is not input: optimizer step ranges
 
 
 def _top_level_ops(ops: pd.DataFrame) -> pd.DataFrame:
@@ -107,6 +111,14 @@ def host_activity(tv: TimelineView) -> HostActivity:
     calls_inside = _calls_inside(top, tv, tl.host["thread"].to_numpy()) if len(top) else np.zeros(0, np.int64)
     cpu_only = top[calls_inside == 0] if len(top) else top
     cpu_only = cpu_only[~name_mask(cpu_only["name"], SYNC_OPS)]
+    # host work that is not input: an optimizer step's CPU operators (ops on CPU tensors) where the trace
+    # has an op tree, else the optimizer step ranges themselves (the gap must also be free of CUDA calls)
+    opt = optimizer_ranges(tl)
+    host = IntervalSet.of(opt["start_ns"], opt["end_ns"])
+    if len(ops) and len(host):
+        in_opt = host.contains(cpu_only["start_ns"].to_numpy(np.int64)) if len(cpu_only) else np.zeros(0, bool)
+        host = IntervalSet.of(cpu_only["start_ns"][in_opt], cpu_only["end_ns"][in_opt])
+        cpu_only = cpu_only[~in_opt]
     data = IntervalSet.of(np.concatenate((marked_data["start_ns"], cpu_only["start_ns"])),
                           np.concatenate((marked_data["end_ns"], cpu_only["end_ns"])))
 
@@ -126,7 +138,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     htod = htod[np.argsort(tv.gpu_start[htod], kind="stable")]
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
                         IntervalSet.of(hs, he), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
-                        np.flatnonzero(sync_mask))
+                        np.flatnonzero(sync_mask), host)
 
 
 @dataclass
@@ -178,8 +190,8 @@ class Gaps:
         return {c: int(dur[self.cls == i].sum()) for i, c in enumerate(IDLE_CLASSES)}
 
 
-DATA, SYNC, ALLOC, LAUNCH, COMM, UNEXPLAINED = (IDLE_CLASSES.index(c) for c in
-                                                ("data", "sync", "alloc", "launch", "communication", "unexplained"))
+DATA, HOST, SYNC, ALLOC, LAUNCH, COMM, UNEXPLAINED = (
+    IDLE_CLASSES.index(c) for c in ("data", "host", "sync", "alloc", "launch", "communication", "unexplained"))
 INPUT_COPY_WINDOW_NS = settings.register("timeline.input_copy_window_ns", 50_000, "ns", "a gap ends in the next input's host-to-device copy when the copy starts this close to its end")
 
 
@@ -238,6 +250,11 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     cuda = _share([act.cuda], starts, ends, dur)
     quiet = np.ones(starts.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
     cls[~short & quiet & host_held & (_input_copy_at(ends, act) >= 0)] = DATA
+    # the host computes in an optimizer step without CUDA calls (the optimizer runs on CPU tensors); the
+    # copies of weights back to the device that end such a gap are not the next input
+    host = _share([act.host], starts, ends, dur) if act.host is not None and len(act.host) else None
+    if host is not None:
+        cls[~short & quiet & host_held & (host >= MAJORITY.value) & (cls != LAUNCH)] = HOST
     if len(act.alloc):
         cls[(_share([act.alloc], starts, ends, dur) >= MAJORITY.value) & host_held] = ALLOC
     if sync_share is not None:  # blocked in a sync for most of the gap: nothing else explains it
@@ -314,6 +331,36 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
             for k, i in enumerate(idx[:limit].tolist())]
 
 
+def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int) -> dict:
+    """What the host computed in the host-class gaps: the ranges that cover them most
+    (`Optimizer.step#AdamW.step`, the CPU operators inside it). Per steady step."""
+    sel = gaps.cls == HOST
+    if not sel.any():
+        return {}
+    text = _covering_ranges(tv, gaps.start[sel], gaps.end[sel], steps)
+    return {"host_gap_ranges": text} if text else {}
+
+
+def _covering_ranges(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: int) -> str:
+    """`name T ms, name T ms`: the two host ranges (NVTX, annotations, ops; not steps) that cover the
+    gaps most, per steady step."""
+    r = tv.tl.ranges
+    r = r[r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP)
+          & ~name_mask(r["name"], NVTX_STEP)]  # a step range covers every gap: it names nothing
+    if not len(r):
+        return ""
+    rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    hit = (rs < ge.max()) & (re_ > gs.min())
+    names = r["name"].to_numpy()[hit]
+    rs, re_ = rs[hit], re_[hit]
+    cover = IntervalSet.of(gs, ge).overlap(rs, re_)
+    by: dict[str, int] = {}
+    for n, c in zip(names[cover > 0].tolist(), cover[cover > 0].tolist()):
+        by[str(n)] = by.get(str(n), 0) + int(c)
+    top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    return ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms" for n, ns in top)
+
+
 def data_gap_evidence(tv: TimelineView, gaps: Gaps, act: HostActivity, steps: int) -> dict:
     """What the host did in the data-class gaps, for the finding's evidence: the host ranges that
     cover them most (DataLoader `__next__`, an NVTX `data` range, CPU ops) and how many of them end
@@ -323,22 +370,9 @@ def data_gap_evidence(tv: TimelineView, gaps: Gaps, act: HostActivity, steps: in
         return {}
     gs, ge = gaps.start[sel], gaps.end[sel]
     out: dict = {}
-    r = tv.tl.ranges
-    r = r[r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP)
-          & ~name_mask(r["name"], NVTX_STEP)]  # a step range covers every gap: it names nothing
-    if len(r):
-        rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
-        hit = (rs < ge.max()) & (re_ > gs.min())
-        names = r["name"].to_numpy()[hit]
-        rs, re_ = rs[hit], re_[hit]
-        gap_set = IntervalSet.of(gs, ge)
-        cover = gap_set.overlap(rs, re_)
-        by: dict[str, int] = {}
-        for n, c in zip(names[cover > 0].tolist(), cover[cover > 0].tolist()):
-            by[str(n)] = by.get(str(n), 0) + int(c)
-        top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
-        if top:
-            out["data_gap_ranges"] = ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms" for n, ns in top)
+    text = _covering_ranges(tv, gs, ge, steps)
+    if text:
+        out["data_gap_ranges"] = text
     py = tv.tl.ranges
     py = py[(py["kind"] == "python").to_numpy()]
     if len(py):  # the innermost Python frame that spans most of the data gaps: where the host spent them

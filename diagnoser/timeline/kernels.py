@@ -15,7 +15,8 @@ from .tables import Timeline
 from .intervals import IntervalSet
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
 from .steps import Steps
-from .view import Names, TimelineView, codes_of, is_sorted
+from .attention import unfused_attention
+from .view import Names, TimelineView, codes_of
 
 KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
                      "communication", "optimizer", "other")
@@ -57,15 +58,10 @@ TENSOR_CORE = re.compile(r"nvjet|hmma|wgmma|wmma|tensorop|s16816|s161616|bf16|f1
                          r"_hsh_|_tst_|_hss_|e4m3|e5m2|"
                          r"_MI\d+x\d+x\d+|_(?:BBS|HHS|BSS|HSS|BBH|F8)_|mfma|xdl", re.I)  # AMD matrix cores (MFMA)
 
-# A softmax between two GEMMs is hand-written attention; log-softmax is the loss, not attention.
-LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|Backward|backward|"
-                         # PyTorch's warp softmax serves log_softmax too: its 5th template argument
-                         r"softmax_warp_forward<(?:[^,<>]+,\s*){4}(?:true|\(bool\)1)", re.I)
 # Kernels that read or write a paged KV cache (a block pool the server preallocates and hands out per
 # token): vLLM's cache writes and paged attention, SGLang's KV store and FlashInfer's paged decode.
 PAGED_KV = re.compile(r"reshape_and_cache|paged_attention|PagedKV|paged_kv|store_kvcache|kv_indices|"
                       r"BatchDecodeWithPaged|BatchPrefillWithPaged|block_table", re.I)
-ATTENTION_WINDOW_KERNELS = settings.register("timeline.attention_window_kernels", 8, "kernels", "how far (in kernels on the stream) a GEMM may sit from a softmax for the three to be hand-written attention")
 
 # dgrad alone is no evidence: a ConvTranspose2d forward runs cuDNN dgrad kernels
 BACKWARD_KERNEL = re.compile(r"backward|bprop|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
@@ -113,6 +109,8 @@ CATEGORY_CODE = {c: i for i, c in enumerate(KERNEL_CATEGORIES)}
 GEMM, ATTENTION, SOFTMAX, COPY, COMMUNICATION, OPTIMIZER = (
     CATEGORY_CODE[c] for c in ("gemm", "attention", "softmax", "copy", "communication", "optimizer"))
 MEMORY_BOUND = [CATEGORY_CODE[c] for c in ("elementwise", "copy", "normalization", "softmax", "reduction")]
+# what hand-written attention runs between its score and value GEMMs: scale, mask, casts, softmax, dropout
+BETWEEN_SCORE_AND_VALUE = [CATEGORY_CODE[c] for c in ("elementwise", "copy", "softmax")]
 
 
 class KernelTable:
@@ -219,54 +217,22 @@ def tensor_core_stats(kt: KernelTable) -> dict:
     return out
 
 
-def _unfused_blocks(is_gemm: np.ndarray, soft: np.ndarray, dur: np.ndarray) -> tuple[int, int]:
-    """Softmax kernels with a GEMM close before and after on one stream (kernels in time order):
-    how many, and the time of the kernels from each score GEMM to its value GEMM."""
-    n, w = is_gemm.size, ATTENTION_WINDOW_KERNELS.value
-    prev = np.full(soft.size, -1, dtype=np.int64)  # nearest GEMM before / after each softmax, if close
-    nxt = np.full(soft.size, n, dtype=np.int64)
-    for d in range(w, 0, -1):  # farthest first: the nearest overwrites
-        p = soft - d
-        hit = (p >= 0) & is_gemm[np.maximum(p, 0)]
-        prev[hit] = p[hit]
-        p = soft + d
-        hit = (p < n) & is_gemm[np.minimum(p, n - 1)]
-        nxt[hit] = p[hit]
-    ok = (prev >= 0) & (nxt < n)
-    if not ok.any():
-        return 0, 0
-    prev, nxt = prev[ok], nxt[ok]
-    covered = np.zeros(n, dtype=bool)  # kernels from the score GEMM to the value GEMM
-    for d in range(2 * w + 1):
-        p = prev + d
-        covered[p[p <= nxt]] = True
-    return int(prev.size), int(dur[covered].sum())
-
-
-def attention_stats(kt: KernelTable) -> dict[str, float]:
-    """Fused attention kernel time, and softmax-between-GEMMs (hand-written) attention blocks."""
+def attention_stats(kt: KernelTable, steps: Steps | None = None) -> dict[str, float]:
+    """Fused attention kernel time, and softmax-between-GEMMs (hand-written) attention blocks
+    (timeline/attention.py: from the op tree where there is one, else from the kernels' order)."""
     k = kt.is_kernel
     kernel_total = max(float(kt.dur_ns.sum()), 1.0)
     out: dict[str, float] = {}
     out["fused_attention_pct"] = 100.0 * float(kt.dur_ns[k & (kt.category == ATTENTION)].sum()) / kernel_total
-    blocks, block_ns = 0, 0
-    softmax = k & (kt.category == SOFTMAX)
-    if softmax.any():
-        softmax &= ~kt.names.mask(LOG_SOFTMAX)
-    if softmax.any():
-        # each (device, stream) holding a softmax: its kernels in time order
-        device, stream_of, start_ns = kt.column("device"), kt.column("stream"), kt.start_ns
-        for dev, stream in sorted(set(zip(device[softmax].tolist(), stream_of[softmax].tolist()))):
-            rows = np.flatnonzero(k & (device == dev) & (stream_of == stream))
-            start = start_ns[rows]
-            if not is_sorted(start):
-                rows = rows[np.argsort(start, kind="stable")]
-            b, ns = _unfused_blocks(kt.category[rows] == GEMM, np.flatnonzero(softmax[rows]), kt.dur_ns[rows])
-            blocks += b
-            block_ns += ns
+    step_of = (np.searchsorted(steps.start, kt.start_ns, side="right") - 1 if steps is not None
+               else np.zeros(len(kt), dtype=np.int64))
+    delim = ~np.isin(kt.category, BETWEEN_SCORE_AND_VALUE) & (kt.category != GEMM)
+    blocks, block_ns, how = unfused_attention(kt, step_of, SOFTMAX, GEMM, delim)
     out["unfused_attention_blocks_per_step"] = blocks / max(kt.steady_steps, 1)
     out["unfused_attention_pct"] = 100.0 * block_ns / max(kt.steady_ns, 1)
     out["unfused_attention_kernel_pct"] = 100.0 * block_ns / kernel_total
+    if blocks:
+        out["unfused_attention_evidence"] = how
     out["kv_cache_paged"] = bool((k & kt.names.mask(PAGED_KV)).any())
     return out
 

@@ -12,9 +12,9 @@ from ..source_files import program_identity
 from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
-                            data_gap_evidence,
+                            data_gap_evidence, host_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
-from .intervals import IntervalSet
+from .intervals import IntervalSet, subtract
 from .kv_cache import kv_cache_stats
 from .ops import ncu_window, op_distribution, op_facts, top_kernels
 from .kernels import CATEGORY_PATTERNS
@@ -31,7 +31,7 @@ from .view import TimelineView
 
 GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
-IDLE_FACT = {"data": "idle_data_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
+IDLE_FACT = {"data": "idle_data_pct", "host": "idle_host_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
              "communication": "idle_comm_pct", "unexplained": "idle_unexplained_pct"}
 
 
@@ -151,6 +151,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
     v.update(data_gap_evidence(tv, gaps, act, max(steps.steady.size, 1)))
+    v.update(host_gap_evidence(tv, gaps, max(steps.steady.size, 1)))
     comm_gaps = gaps.cls == COMM
     gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
     comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
@@ -187,6 +188,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
         v[f"phase_{phase}_ms"] = ms
 
     act = host_activity(tv)
+    if len(setup.intervals) and len(act.alloc):  # start-up allocations (context creation) are not churn
+        act = replace(act, alloc=subtract(act.alloc, setup.intervals))
     util = _utilization(tv, steps, act, v, notes)
     if util is None:
         notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
@@ -224,10 +227,10 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(ls)
     v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
     v.update(memcpy_stats(tv, steps, act))
-    v.update(alloc_stats(tv, steps))
+    v.update(alloc_stats(tv, steps, setup.intervals))
     v.update(sync_calls(tv, steps, act))
     v.update(tensor_core_stats(kt))
-    att = attention_stats(kt)
+    att = attention_stats(kt, steps)
     v.update(att)
     v.update(memory_bound_stats(kt))
     v.update(optimizer_stats(tl, kt, steps))

@@ -24,5 +24,7 @@ def optimizer_ranges(tl: Timeline) -> pd.DataFrame:
     """Host ranges of optimizer steps: torch's `Optimizer.step#...` annotations or NVTX `optimizer`."""
     r = tl.ranges
     ann = (r["kind"] == "annotation").to_numpy() & name_mask(r["name"], OPTIMIZER_ANNOTATION)
-    nvtx = (r["kind"] == "nvtx").to_numpy() & name_mask(r["name"], OPTIMIZER_NVTX)
+    nvtx = (r["kind"] == "nvtx").to_numpy() & (name_mask(r["name"], OPTIMIZER_NVTX)  # NVTX `optimizer`, or
+                                                # torch's annotation as NVTX (autograd.profiler.emit_nvtx)
+                                                | name_mask(r["name"], OPTIMIZER_ANNOTATION))
     return r[ann | nvtx]

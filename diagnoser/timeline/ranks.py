@@ -26,7 +26,7 @@ import numpy as np
 
 # GPU idle a rank's own host causes by doing something other than launching the common work; launch
 # gaps (the same launches, issued more slowly) and NCCL waits are not the rank's own work
-OWN_IDLE_CLASSES = ("data", "sync", "alloc", "unexplained")
+OWN_IDLE_CLASSES = ("data", "host", "sync", "alloc", "unexplained")
 
 
 @dataclass

@@ -84,16 +84,23 @@ def _calls_text(tv: TimelineView, steps: Steps, rows: np.ndarray) -> str:
     return ", ".join(f"{uniq[i]} {_per_step(calls[i] / n)} calls {ns[i] / 1e6 / n:.1f} ms" for i in order)
 
 
-def alloc_stats(tv: TimelineView, steps: Steps) -> dict:
+def alloc_stats(tv: TimelineView, steps: Steps, setup: IntervalSet | None = None) -> dict:
     """Device malloc/free (and pinned host allocation) calls made inside the steady steps: a caching
-    allocator makes none there; many mean no pool, `empty_cache()` in the loop, or memory pressure."""
+    allocator makes none there; many mean no pool, `empty_cache()` in the loop, or memory pressure.
+    Calls that are one-time start-up work (`setup`: the context-creating `cudaFree(0)`) are not
+    counted; `alloc_steps_pct` says in how many steady steps the calls recur."""
     idx = steps.steady
     n = max(idx.size, 1)
     rows = np.flatnonzero(tv.host_is("malloc", "free", "host_alloc"))
     inside = IntervalSet.of(steps.host_start[idx], steps.host_end[idx]).contains(tv.host_start[rows])
+    if setup is not None and len(setup):
+        inside &= ~setup.contains(tv.host_start[rows])
     rows = rows[inside]
     dur = tv.host_end[rows] - tv.host_start[rows]
-    out: dict = {"alloc_calls_per_step": rows.size / n, "alloc_ms_per_step": float(dur.sum()) / 1e6 / n}
+    step_of = np.searchsorted(steps.host_start[idx], tv.host_start[rows], side="right") - 1
+    with_calls = np.unique(step_of[step_of >= 0]).size
+    out: dict = {"alloc_calls_per_step": rows.size / n, "alloc_ms_per_step": float(dur.sum()) / 1e6 / n,
+                 "alloc_steps_pct": 100.0 * with_calls / n if idx.size else 0.0}
     text = _calls_text(tv, steps, rows)
     if text:
         out["alloc_calls"] = text

@@ -1,0 +1,153 @@
+"""Hand-written (unfused) attention on a timeline: a softmax between the score and the value matmul.
+
+Decided from the op tree where the trace has one (a PyTorch trace): on each host thread, a softmax op
+(`aten::softmax`, `aten::_softmax_backward_data`, ...) whose nearest batched matmul before and after
+(`aten::bmm` / `aten::baddbmm`, what `matmul`, `einsum` and the SDPA math path run) is not separated
+from it by a projection or a normalization (`aten::linear`, `aten::addmm`, `aten::mm`, layer norm,
+...). The block is the host span from the first matmul to the second; its GPU time is that of the
+kernels launched inside the span, however many launches PyTorch split its elementwise ops into (an
+fp32 score tensor over 2^31 bytes is processed in several launches).
+
+Without an op tree (an Nsight Systems export), by the kernels' order on each stream: a softmax kernel
+whose nearest GEMM kernel before and after lies in the same step with only elementwise, copy and
+softmax kernels between them (scale, mask, dtype casts, dropout): any other kernel (a normalization,
+a reduction such as a router's top-k, a fused attention or optimizer kernel) ends the search.
+ATTENTION_MAX_KERNELS only bounds degenerate streams. Log-softmax (the loss) is never attention.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .. import settings
+from .intervals import IntervalSet
+from .names import name_mask
+from .view import is_sorted
+
+ATTENTION_MAX_KERNELS = settings.register(
+    "timeline.attention_max_kernels", 64, "kernels",
+    "at most this many kernels may lie between a softmax and the GEMM before or after it for the three to be "
+    "hand-written attention (a bound for degenerate streams: what lies between decides)")
+# PyTorch's warp softmax serves log_softmax too: its 5th template argument says which
+LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|softmax_warp_(?:forward|backward)<(?:[^,<>]+,\s*){4}(?:true|\(bool\)1)", re.I)
+SOFTMAX_OP = re.compile(r"^aten::(?:_?softmax|_safe_softmax|_softmax_backward_data)$")
+BATCHED_MATMUL_OP = re.compile(r"^aten::(?:bmm|baddbmm)$")
+# ops that end the search: projections, normalizations, convolutions, embeddings, fused attention
+DELIMITER_OP = re.compile(r"^aten::(?:linear|addmm|mm|_addmm_activation|layer_norm|native_layer_norm|"
+                          r"native_layer_norm_backward|rms_norm|_fused_rms_norm|group_norm|native_group_norm|"
+                          r"batch_norm|native_batch_norm|cudnn_batch_norm|convolution|_convolution|embedding|"
+                          r"_scaled_dot_product_\w*(?:flash|efficient|cudnn)\w*|_flash_attention\w*|"
+                          r"_efficient_attention\w*)$")
+
+
+def _nearest(is_gemm: np.ndarray, is_delim: np.ndarray, soft: np.ndarray, step: np.ndarray | None):
+    """For each softmax position, the nearest GEMM before and after (-1 / n where a delimiter, a step
+    boundary or more than ATTENTION_MAX_KERNELS kernels come first)."""
+    n = is_gemm.size
+    pos = np.arange(n)
+    last_g = np.maximum.accumulate(np.where(is_gemm, pos, -1))
+    last_d = np.maximum.accumulate(np.where(is_delim, pos, -1))
+    next_g = np.minimum.accumulate(np.where(is_gemm, pos, n)[::-1])[::-1]
+    next_d = np.minimum.accumulate(np.where(is_delim, pos, n)[::-1])[::-1]
+    prev = last_g[soft]
+    nxt = next_g[soft]
+    cap = ATTENTION_MAX_KERNELS.value
+    ok = (prev >= 0) & (prev > last_d[soft]) & (soft - prev <= cap + 1)
+    ok &= (nxt < n) & (nxt < next_d[soft]) & (nxt - soft <= cap + 1)
+    if step is not None:
+        ok &= (step[np.maximum(prev, 0)] == step[soft]) & (step[np.minimum(nxt, n - 1)] == step[soft])
+    return prev[ok], nxt[ok]
+
+
+def _unfused_blocks(is_gemm: np.ndarray, is_delim: np.ndarray, soft: np.ndarray, dur: np.ndarray,
+                    step: np.ndarray | None = None) -> tuple[int, int]:
+    """Kernels of one stream in time order: how many softmax kernels sit between a score GEMM and a value
+    GEMM (see module doc), and the time of the kernels from each score GEMM to its value GEMM."""
+    n = is_gemm.size
+    if soft.size == 0 or n == 0:
+        return 0, 0
+    prev, nxt = _nearest(is_gemm, is_delim, soft, step)
+    if prev.size == 0:
+        return 0, 0
+    edges = np.zeros(n + 1, dtype=np.int64)  # coverage of [prev, nxt] spans, counted once
+    np.add.at(edges, prev, 1)
+    np.add.at(edges, nxt + 1, -1)
+    return int(prev.size), int(dur[np.cumsum(edges[:-1]) > 0].sum())
+
+
+def op_tree_spans(ranges) -> tuple[IntervalSet, dict, int] | None:
+    """From a trace's op tree: the host spans of hand-written attention blocks per thread, and how many
+    blocks (distinct matmul pairs). None when the trace has no ops (then kernel order decides)."""
+    ops = ranges[(ranges["kind"] == "op").to_numpy()] if len(ranges) else ranges
+    if not len(ops):
+        return None
+    soft = name_mask(ops["name"], SOFTMAX_OP)
+    mm = name_mask(ops["name"], BATCHED_MATMUL_OP)
+    delim = name_mask(ops["name"], DELIMITER_OP)
+    spans: dict = {}
+    blocks = 0
+    if not soft.any():
+        return IntervalSet.of([], []), spans, 0
+    marked = ops[soft | mm | delim]
+    kind = np.where(name_mask(marked["name"], SOFTMAX_OP), 0, np.where(name_mask(marked["name"], BATCHED_MATMUL_OP), 1, 2))
+    for thread in sorted(set(marked["thread"].tolist()), key=str):
+        sel = (marked["thread"] == thread).to_numpy()
+        s = marked["start_ns"].to_numpy(np.int64)[sel]
+        e = marked["end_ns"].to_numpy(np.int64)[sel]
+        k = kind[sel]
+        if not is_sorted(s):
+            order = np.argsort(s, kind="stable")
+            s, e, k = s[order], e[order], k[order]
+        idx = np.flatnonzero(k == 0)
+        if idx.size == 0:
+            continue
+        prev, nxt = _nearest(k == 1, k == 2, idx, None)
+        pairs = sorted(set(zip(prev.tolist(), nxt.tolist())))
+        if not pairs:
+            continue
+        blocks += len(pairs)
+        p = np.array(pairs, dtype=np.int64)
+        spans[thread] = IntervalSet.of(s[p[:, 0]], e[p[:, 1]])
+    starts = [iv.starts for iv in spans.values()]
+    ends = [iv.ends for iv in spans.values()]
+    all_spans = IntervalSet.of(np.concatenate(starts), np.concatenate(ends)) if starts else IntervalSet.of([], [])
+    return all_spans, spans, blocks
+
+
+def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, delim: np.ndarray) -> tuple[int, int, str]:
+    """(blocks, GPU ns of the blocks, how it was decided) over the kernel table `kt`."""
+    k = kt.is_kernel
+    tree = op_tree_spans(kt.tv.tl.ranges)
+    if tree is not None:
+        _, spans, blocks = tree
+        if not spans:
+            return 0, 0, "op tree"
+        launch_row = kt.launch_row
+        thread_of = kt.tv.tl.host["thread"].to_numpy()
+        launched = kt.tv.launch_ns[kt.rows]
+        hit = np.zeros(k.size, dtype=bool)
+        known = k & (launch_row >= 0)
+        threads = np.full(k.size, None, dtype=object)
+        threads[known] = thread_of[launch_row[known]]
+        for thread, iv in spans.items():
+            sel = known & (threads == thread)
+            hit[sel] = iv.contains(launched[sel])
+        return blocks, int(kt.dur_ns[hit].sum()), "op tree"
+    softmax = k & (kt.category == softmax_cat)
+    if softmax.any():
+        softmax &= ~kt.names.mask(LOG_SOFTMAX)
+    if not softmax.any():
+        return 0, 0, "kernel order"
+    blocks, block_ns = 0, 0
+    device, stream_of, start_ns = kt.column("device"), kt.column("stream"), kt.start_ns
+    for dev, stream in sorted(set(zip(device[softmax].tolist(), stream_of[softmax].tolist()))):
+        rows = np.flatnonzero(k & (device == dev) & (stream_of == stream))
+        start = start_ns[rows]
+        if not is_sorted(start):
+            rows = rows[np.argsort(start, kind="stable")]
+        b, ns = _unfused_blocks(kt.category[rows] == gemm_cat, delim[rows], np.flatnonzero(softmax[rows]),
+                                kt.dur_ns[rows], step_of[rows])
+        blocks += b
+        block_ns += ns
+    return blocks, block_ns, "kernel order"
