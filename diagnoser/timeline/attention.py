@@ -76,9 +76,10 @@ def _unfused_blocks(is_gemm: np.ndarray, is_delim: np.ndarray, soft: np.ndarray,
     return int(prev.size), int(dur[np.cumsum(edges[:-1]) > 0].sum())
 
 
-def op_tree_spans(ranges) -> tuple[IntervalSet, dict, int] | None:
+def op_tree_spans(ranges, within: IntervalSet | None = None) -> tuple[IntervalSet, dict, int] | None:
     """From a trace's op tree: the host spans of hand-written attention blocks per thread, and how many
-    blocks (distinct matmul pairs). None when the trace has no ops (then kernel order decides)."""
+    blocks (distinct matmul pairs) start `within` the given host windows (all, when None). None when the
+    trace has no ops (then kernel order decides)."""
     ops = ranges[(ranges["kind"] == "op").to_numpy()] if len(ranges) else ranges
     if not len(ops):
         return None
@@ -106,8 +107,8 @@ def op_tree_spans(ranges) -> tuple[IntervalSet, dict, int] | None:
         pairs = sorted(set(zip(prev.tolist(), nxt.tolist())))
         if not pairs:
             continue
-        blocks += len(pairs)
         p = np.array(pairs, dtype=np.int64)
+        blocks += int(within.contains(s[p[:, 0]]).sum()) if within is not None else len(pairs)
         spans[thread] = IntervalSet.of(s[p[:, 0]], e[p[:, 1]])
     starts = [iv.starts for iv in spans.values()]
     ends = [iv.ends for iv in spans.values()]
@@ -115,10 +116,12 @@ def op_tree_spans(ranges) -> tuple[IntervalSet, dict, int] | None:
     return all_spans, spans, blocks
 
 
-def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, delim: np.ndarray) -> tuple[int, int, str]:
-    """(blocks, GPU ns of the blocks, how it was decided) over the kernel table `kt`."""
+def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, delim: np.ndarray,
+                      host_windows: IntervalSet | None = None) -> tuple[int, int, str]:
+    """(blocks, GPU ns of the blocks, how it was decided) over the kernel table `kt` (its steady
+    kernels; `host_windows`: the steady steps on the host clock, where op-tree blocks are counted)."""
     k = kt.is_kernel
-    tree = op_tree_spans(kt.tv.tl.ranges)
+    tree = op_tree_spans(kt.tv.tl.ranges, host_windows)
     if tree is not None:
         _, spans, blocks = tree
         if not spans:

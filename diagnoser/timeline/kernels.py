@@ -227,7 +227,8 @@ def attention_stats(kt: KernelTable, steps: Steps | None = None) -> dict[str, fl
     step_of = (np.searchsorted(steps.start, kt.start_ns, side="right") - 1 if steps is not None
                else np.zeros(len(kt), dtype=np.int64))
     delim = ~np.isin(kt.category, BETWEEN_SCORE_AND_VALUE) & (kt.category != GEMM)
-    blocks, block_ns, how = unfused_attention(kt, step_of, SOFTMAX, GEMM, delim)
+    host = IntervalSet.of(steps.host_start[steps.steady], steps.host_end[steps.steady]) if steps is not None else None
+    blocks, block_ns, how = unfused_attention(kt, step_of, SOFTMAX, GEMM, delim, host)
     out["unfused_attention_blocks_per_step"] = blocks / max(kt.steady_steps, 1)
     out["unfused_attention_pct"] = 100.0 * block_ns / max(kt.steady_ns, 1)
     out["unfused_attention_kernel_pct"] = 100.0 * block_ns / kernel_total
