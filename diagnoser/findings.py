@@ -23,6 +23,18 @@ WARNING_MIN_GAIN_PCT = settings.register(
     "findings.warning_min_gain_pct", 1.0, "%",
     "a finding whose estimated gain is under this share of a time (step, GPU or kernel time) is info, "
     "never warning or critical, so a CI gate (--fail-on) does not trip on noise")
+TIE_POINTS = settings.register(
+    "findings.tie_points", 5.0, "points",
+    "the first warning-or-critical finding and the next one of another category are of one size when their "
+    "estimated gains (of the same time) differ by less than this many percentage points: both are the first fix, "
+    "in CAUSE_ORDER, in every source of the run")
+# The one tie-break every source shares, for two causes of one size: the cause whose fix the other's
+# needs first. Long host-side stalls (syncs, allocations, input, host compute, communication) come
+# before launch overhead, whose fix (CUDA graphs, torch.compile) needs a step free of them; timeline
+# causes before kernel-level ones.
+CAUSE_ORDER = ("host_sync", "allocator_churn", "input_pipeline", "host_compute", "straggler", "communication_wait",
+               "one_time_setup", "launch_overhead", "small_batch", "pageable_memcpy", "unexplained_idle",
+               "unfused_attention", "fp32_no_tensor_cores", "single_tensor_optimizer", "memory_bound_kernels")
 KERNEL_ROWS = 8  # per-kernel rows a grouped finding shows in text reports (JSON lists them all)
 
 
@@ -49,6 +61,7 @@ class Finding:
     gain_known: bool = False  # the expression could be evaluated (all its names present)
     rule_severity: str = ""  # the rule's severity before the gain floor ("" = unchanged)
     marginal_gain: float | None = None  # the gain not already explained by a higher-ranked finding
+    tied_first: str = ""  # the rule of the other first fix when two causes are of one size (tie_first)
     overlaps: list[str] = field(default_factory=list)  # higher-ranked rules that explain the same time
     gain_together: float | None = None  # with its overlaps: the gain of them all, each part counted once
     launches: list["Finding"] = field(default_factory=list, repr=False)  # per-launch findings merged here
@@ -76,6 +89,8 @@ class Finding:
                 out["gain_together"] = round(self.gain_together, 4)
         if self.rule_severity:
             out["rule_severity"] = self.rule_severity
+        if self.tied_first:
+            out["tied_first"] = self.tied_first
         if self.kernels:
             out["kernels"] = [{"subject": k.subject.to_json() if k.subject else None, "count": k.count,
                                "estimated_gain": round(k.estimated_gain, 4), "message": k.message,
@@ -133,7 +148,34 @@ def arrange(findings: list[Finding], run_values: dict | None = None) -> list[Fin
     """The engine's findings as the report lists them (see the module docstring); `run_values`: the
     run's facts (its run-level record), which size the parts of step time the gains claim."""
     grouped = group_across_kernels(dedupe(group_kernel_launches(findings)))
-    return rank_counting_once([apply_gain_floor(f) for f in grouped], run_values)
+    return tie_first(rank_counting_once([apply_gain_floor(f) for f in grouped], run_values))
+
+
+def _cause_rank(f: Finding) -> int:
+    return CAUSE_ORDER.index(f.category) if f.category in CAUSE_ORDER else len(CAUSE_ORDER)
+
+
+def tie_first(ranked: list[Finding]) -> list[Finding]:
+    """Two causes of one size are both the first fix: when the first warning-or-critical finding and the
+    next one of another category (gain of the same time) are within TIE_POINTS, both get `tied_first`
+    and they lead in CAUSE_ORDER, whichever a source measured a point larger. Per run (findings of
+    several separate runs are tied within their run)."""
+    out = list(ranked)
+    for run in dict.fromkeys(f.run for f in out):
+        serious = [f for f in out if f.run == run and f.severity != "info"]
+        if len(serious) < 2:
+            continue
+        a = serious[0]
+        b = next((f for f in serious[1:] if f.category != a.category), None)
+        if b is None or b.gain_of != a.gain_of or not is_time_gain(a) \
+                or 100.0 * abs(a.estimated_gain - b.estimated_gain) >= float(TIE_POINTS.value):
+            continue
+        first, second = sorted((a, b), key=lambda f: (_cause_rank(f), -f.estimated_gain, f.rule))
+        first.tied_first, second.tied_first = second.rule, first.rule
+        at = next(i for i, f in enumerate(out) if f is a)
+        rest = [f for f in out if f is not a and f is not b]
+        out = rest[:at] + [first, second] + rest[at:]
+    return out
 
 
 def group_kernel_launches(findings: list[Finding]) -> list[Finding]:

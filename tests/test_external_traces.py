@@ -62,15 +62,16 @@ def test_dec2020_tutorial_trace_reports_the_data_wait_beside_a_slower_host():
     """The same tutorial workload in the Dec 2020 format (a bare JSON array), from a run whose host was
     slower: 25% of each step waits in DataLoader __next__ (one block per step) and 27% sits in launch
     gaps (1,470 kernels a step, median 2 us, the forward's ops and zero_grad on a slow CPU; the Jan
-    2021 run of the same code has 8%). Both are critical; ranked by what each fix would win, the
-    launch gaps come first by two points. The README labels this row input_pipeline (the tutorial's
-    storyline); we report it second, with its number, rather than rank by the label."""
+    2021 run of the same code has 8%). Both are critical and two points apart: two causes of one size,
+    both the first fix (findings.tie_first), led by the shared cause order (the data wait before the
+    launch gaps, whose fix needs a step free of host stalls) - whichever a source measures larger."""
     report = diagnose([external("kineto/dec2020/resnet50_num_workers_0/worker0.pt.trace.json.gz")])
     cats = [f.category for f in serious(report)]
-    assert cats[:2] == ["launch_overhead", "input_pipeline"]
+    assert cats[:2] == ["input_pipeline", "launch_overhead"]
+    assert serious(report)[0].tied_first == serious(report)[1].rule
     assert fact(report, "idle_data_pct") == pytest.approx(24.6, abs=1.5)
     assert fact(report, "step_detection") == "profiler_step"
-    data = serious(report)[1]
+    data = serious(report)[0]
     assert "enumerate(DataLoader)" in data.message  # the range that decided it
 
 

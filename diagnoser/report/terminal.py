@@ -103,6 +103,14 @@ def _first_fix(con: Console, findings: list[dict]) -> None:
         if top.estimated_gain > 0:
             first.append(f", up to {share_pct(top.estimated_gain)} of {top.gain_of}", style="green")
         first.append(")")
+        if top.tied_first and len(findings) > 1 and findings[1]["f"].rule == top.tied_first:
+            other = findings[1]["f"]  # two causes of one size: both are the first fix
+            first.append(" and, of the same size, ")
+            first.append(other.title, style="bold")
+            first.append(f" ({other.category}")
+            if other.estimated_gain > 0:
+                first.append(f", up to {share_pct(other.estimated_gain)} of {other.gain_of}", style="green")
+            first.append(")")
         con.print(first)
     elif findings:
         con.print("No warning or critical finding: nothing here is holding this workload back by our rules.")
