@@ -8,7 +8,10 @@ from it by a projection or a normalization (`aten::linear`, `aten::addmm`, `aten
 kernels launched inside the span, however many launches PyTorch split its elementwise ops into (an
 fp32 score tensor over 2^31 bytes is processed in several launches).
 
-Without an op tree (an Nsight Systems export), by the kernels' order on each stream: a softmax kernel
+Without an op tree (an Nsight Systems export), by NVTX ranges that name attention (`attention`,
+`self_attn`, `mha`, ...) where the export has them: such a range whose kernels include a softmax (and
+no fused attention kernel) is a block, its kernels' time the block's. Else by the kernels' order on
+each stream: a softmax kernel
 whose nearest GEMM kernel before and after lies in the same step with only elementwise, copy and
 softmax kernels between them (scale, mask, dtype casts, dropout): any other kernel (a normalization,
 a reduction such as a router's top-k, a fused attention or optimizer kernel) ends the search.
@@ -31,8 +34,10 @@ ATTENTION_MAX_KERNELS = settings.register(
     "hand-written attention (a bound for degenerate streams: what lies between decides)")
 # PyTorch's warp softmax serves log_softmax too: its 5th template argument says which
 LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|softmax_warp_(?:forward|backward)<(?:[^,<>]+,\s*){4}(?:true|\(bool\)1)", re.I)
+ATTENTION_RANGE = re.compile(r"attention|attn|(?<![a-z])mha(?![a-z])|(?<![a-z])sdpa(?![a-z])", re.I)
 SOFTMAX_OP = re.compile(r"^aten::(?:_?softmax|_safe_softmax|_softmax_backward_data)$")
 BATCHED_MATMUL_OP = re.compile(r"^aten::(?:bmm|baddbmm)$")
+FUSED_ATTENTION_KERNEL = re.compile(r"flash|fmha|cutlassF|cutlassB|attn_fwd|attn_bwd|mha_fwd|mha_bwd", re.I)
 # ops that end the search: projections, normalizations, convolutions, embeddings, fused attention
 DELIMITER_OP = re.compile(r"^aten::(?:linear|addmm|mm|_addmm_activation|layer_norm|native_layer_norm|"
                           r"native_layer_norm_backward|rms_norm|_fused_rms_norm|group_norm|native_group_norm|"
@@ -142,6 +147,9 @@ def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, 
         softmax &= ~kt.names.mask(LOG_SOFTMAX)
     if not softmax.any():
         return 0, 0, "kernel order"
+    ranged = _nvtx_blocks(kt, softmax, host_windows)
+    if ranged is not None:
+        return ranged
     blocks, block_ns = 0, 0
     device, stream_of, start_ns = kt.column("device"), kt.column("stream"), kt.start_ns
     for dev, stream in sorted(set(zip(device[softmax].tolist(), stream_of[softmax].tolist()))):
@@ -154,3 +162,33 @@ def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, 
         blocks += b
         block_ns += ns
     return blocks, block_ns, "kernel order"
+
+
+def _nvtx_blocks(kt, softmax: np.ndarray, host_windows: IntervalSet | None) -> tuple[int, int, str] | None:
+    """Blocks from NVTX ranges that name attention: innermost such ranges that launched a softmax kernel
+    and no fused attention kernel. None when the export has no such range with a softmax in it."""
+    r = kt.tv.tl.ranges
+    if not len(r):
+        return None
+    r = r[(r["kind"] == "nvtx").to_numpy() & name_mask(r["name"], ATTENTION_RANGE)]
+    if not len(r):
+        return None
+    rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    launched = kt.tv.launch_ns[kt.rows]
+    k = kt.is_kernel & (kt.launch_row >= 0)
+    order = np.argsort(launched[k], kind="stable")
+    rows = np.flatnonzero(k)[order]
+    t = launched[rows]
+    lo, hi = np.searchsorted(t, rs, side="left"), np.searchsorted(t, re_, side="right")
+    soft_cum = np.concatenate(([0], np.cumsum(softmax[rows])))
+    fused = kt.names.mask(FUSED_ATTENTION_KERNEL)
+    fused_cum = np.concatenate(([0], np.cumsum(fused[rows])))
+    with_soft = (soft_cum[hi] - soft_cum[lo] > 0) & (fused_cum[hi] - fused_cum[lo] == 0)
+    if not with_soft.any():
+        return None
+    spans = IntervalSet.of(rs[with_soft], re_[with_soft])
+    hit = np.zeros(k.size, dtype=bool)
+    hit[rows] = spans.contains(t)
+    starts = rs[with_soft]
+    blocks = int(host_windows.contains(starts).sum()) if host_windows is not None else int(starts.size)
+    return blocks, int(kt.dur_ns[hit].sum()), "nvtx ranges"
