@@ -11,17 +11,14 @@ from diagnoser.pipeline import diagnose
 
 SOURCES = {"torch": "torch/{}.pt.trace.json.gz", "nsys": "nsys/{}.sqlite.gz"}
 
-# name -> (sources shipped, the first fix: one category, or two tied ones)
+# name -> (sources shipped, the first fix: one category, or the two tied ones)
 EXPECTED = {
     "t_train_long_attention": (("torch", "nsys"), {"unfused_attention"}),
-    "t_train_long_sdpa": (("torch",), {"none"}),
     "t_infer_long_attention": (("torch", "nsys"), {"unfused_attention"}),
     "t_train_logits_readback": (("torch", "nsys"), {"host_sync"}),
-    "t_train_logits_on_gpu": (("torch",), {"none"}),
-    "t_train_cpu_adamw": (("torch", "nsys"), {"host_compute"}),
-    "t_train_gpu_adamw": (("torch",), {"none"}),
-    "t_train_moe_nonzero": (("torch", "nsys"), {"host_sync", "launch_overhead"}),
-    "t_setup_short_infer": (("torch", "nsys"), {"one_time_setup"}),
+    "t_train_cpu_adamw": (("torch",), {"host_compute"}),
+    "t_train_moe_nonzero": (("torch", "nsys"), {"host_sync", "launch_overhead", "unexplained_idle"}),
+    "t_setup_short_infer": (("torch",), {"one_time_setup"}),
 }
 
 
@@ -67,12 +64,74 @@ def test_first_fix_is_the_cause_built_in(fixtures_dir, name, source):
     got = first_fix(report_of(fixtures_dir, name, source))
     if len(want) == 1:
         assert got == want
-    else:  # two causes of one size: both named, or the larger one alone when they are apart
-        assert got & want and got <= want
+    else:  # two causes of one size: the lead one and the one tied to it, among those built in
+        assert serious(report_of(fixtures_dir, name, source))[0].category == "host_sync"
+        assert got <= want and len(got) == 2
 
 
 @pytest.mark.parametrize("name", sorted(n for n, (s, _) in EXPECTED.items() if len(s) == 2))
-def test_two_sources_of_one_run_name_the_same_first_fix(fixtures_dir, name):
-    torch_fix = first_fix(report_of(fixtures_dir, name, "torch"))
-    nsys_fix = first_fix(report_of(fixtures_dir, name, "nsys"))
-    assert torch_fix == nsys_fix, (torch_fix, nsys_fix)
+def test_two_sources_of_one_run_lead_with_the_same_first_fix(fixtures_dir, name):
+    torch_first = serious(report_of(fixtures_dir, name, "torch"))[0]
+    nsys_first = serious(report_of(fixtures_dir, name, "nsys"))[0]
+    assert (torch_first.category, torch_first.rule) == (nsys_first.category, nsys_first.rule)
+
+
+@pytest.mark.parametrize("source", ["torch", "nsys"])
+def test_long_sequence_attention_is_found_however_many_launches_its_elementwise_ops_take(fixtures_dir, source):
+    # 1 x 8192 tokens, 16 heads: each fp32 score tensor is 4.3 GB, so PyTorch splits the cast, scale and
+    # mask add into several launches (up to 12 kernels between the score GEMM and the softmax): the old
+    # 8-kernel window missed it and the step read as memory-bound kernels. Op tree (torch) and kernel
+    # order (nsys) measure the same 88.9% of the step, a forward and a backward block per layer.
+    f = facts(report_of(fixtures_dir, "t_train_long_attention", source))
+    assert f["unfused_attention_pct"] == pytest.approx(88.9, abs=1.0)
+    assert f["unfused_attention_blocks_per_step"] == pytest.approx(4)
+    assert f["unfused_attention_evidence"] == {"torch": "op tree", "nsys": "kernel order"}[source]
+    assert f["memory_bound_step_pct"] > 80  # true as well, but ranked after the cause
+    assert [x.category for x in serious(report_of(fixtures_dir, "t_train_long_attention", source))][:2] == \
+        ["unfused_attention", "memory_bound_kernels"]
+
+
+def test_attention_in_an_nsys_export_is_read_from_its_nvtx_ranges(fixtures_dir):
+    nsys = facts(report_of(fixtures_dir, "t_infer_long_attention", "nsys"))
+    torch = facts(report_of(fixtures_dir, "t_infer_long_attention", "torch"))
+    assert nsys["unfused_attention_evidence"] == "nvtx ranges" and torch["unfused_attention_evidence"] == "op tree"
+    assert nsys["unfused_attention_pct"] == pytest.approx(torch["unfused_attention_pct"], abs=1.5)  # 91.5 / 90.6
+
+
+@pytest.mark.parametrize("source", ["torch", "nsys"])
+def test_read_back_every_micro_batch_is_host_sync_not_pageable_copies(fixtures_dir, source):
+    # GPU busy 76% / 78%, just under the old 80% gate; 12 device-to-host copies of 8 KB a step
+    report = report_of(fixtures_dir, "t_train_logits_readback", source)
+    f = facts(report)
+    assert 70 < f["gpu_busy_pct"] < 85
+    assert f["syncs_per_step"] == pytest.approx(12) and f["dtoh_memcpy_per_step"] == pytest.approx(12)
+    rules = {x.rule for x in serious(report)}
+    assert "TRAIN002" in rules and "TRAIN007" not in rules  # the wait in a read-back is the sync, not a copy cost
+
+
+def test_adamw_on_cpu_tensors_is_host_compute_with_its_copies_ranked_apart(fixtures_dir):
+    report = report_of(fixtures_dir, "t_train_cpu_adamw", "torch")
+    f = facts(report)
+    assert f["idle_host_pct"] == pytest.approx(26.3, abs=2)
+    assert f["host_gap_ranges"].startswith("Optimizer.step#AdamW.step")
+    assert f["idle_data_pct"] < 1  # the CPU operators of the optimizer are not input work
+    cats = [x.category for x in serious(report)]
+    assert cats[0] == "host_compute" and "pageable_memcpy" in cats and "input_pipeline" not in cats
+
+
+def test_moe_routing_by_nonzero_names_syncs_and_launches_as_one_size_in_the_torch_trace(fixtures_dir):
+    report = report_of(fixtures_dir, "t_train_moe_nonzero", "torch")
+    first, second = serious(report)[:2]
+    assert (first.category, second.category) == ("host_sync", "launch_overhead")
+    assert first.tied_first == second.rule and second.tied_first == first.rule
+    for source in ("torch", "nsys"):
+        assert facts(report_of(fixtures_dir, "t_train_moe_nonzero", source))["syncs_per_step"] == pytest.approx(12)
+
+
+def test_a_short_program_profiled_from_its_start_is_start_up_not_churn(fixtures_dir):
+    # the first .to('cuda') creates the context (cudaDeviceGetStreamPriorityRange 111 ms), the first conv
+    # and linear set up cuDNN / cuBLAS (105 / 71 ms in the op, no CUDA call): start-up work by first calls
+    report = report_of(fixtures_dir, "t_setup_short_infer", "torch")
+    assert serious(report)[0].category == "one_time_setup"
+    assert facts(report)["setup_pct"] > 80
+    assert not any(x.category == "allocator_churn" for x in report.findings)

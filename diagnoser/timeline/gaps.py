@@ -40,6 +40,8 @@ IDLE_CLASSES = ("data", "host", "sync", "alloc", "launch", "communication", "une
 SYNC_OPS = re.compile(r"^aten::(?:item|_local_scalar_dense|is_nonzero|nonzero)$")
 COMM_RANGES = re.compile(r"^nccl:|ProcessGroupNCCL|^c10d::|record_param_comms", re.I)
 DATA_RANGE = PHASE_PATTERNS["data"]
+# torch.autograd.profiler.emit_nvtx names each range `op, seq = N, op_id = M, sizes = [...]`
+EMIT_NVTX_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids)\s*=.*$")
 
 LAUNCH_GAP_MAX_NS = settings.register("timeline.launch_gap_max_ns", 100_000, "ns", "an idle gap this short is launch overhead (the GPU waits for the next launch); longer ones are classified by the host evidence")
 MAJORITY = settings.register("timeline.gap_majority", 0.5, "share", "share of an idle gap a host activity (sync, malloc/free, data ranges, launches) must cover to explain it")
@@ -53,7 +55,7 @@ class HostActivity:
     sync: IntervalSet
     launch: IntervalSet
     comm: IntervalSet
-    pageable_copy: IntervalSet  # host calls that copied from/to pageable memory
+    pageable_copy: IntervalSet  # host calls that copied from pageable memory to the device
     alloc: IntervalSet          # device malloc/free and pinned host allocation calls
     cuda: IntervalSet           # every host API call (to tell a host busy without CUDA calls)
     input_copy: np.ndarray      # sorted GPU start times of host-to-device copies
@@ -99,7 +101,9 @@ def host_activity(tv: TimelineView) -> HostActivity:
     pageable = tl.gpu["pageable"].to_numpy()[copies]
     dtoh = Names.of(tl.gpu["copy_kind"].iloc[copies]).equals("DtoH")
     blocking_corr = tv.gpu_corr[copies][dtoh | pageable]
-    pageable_corr = tv.gpu_corr[copies][pageable]
+    # the host time of a pageable copy call is its cost only towards the device: a device-to-host copy
+    # blocks until the queued work is done (a sync, counted as one); its own cost is the copy's GPU time
+    pageable_corr = tv.gpu_corr[copies][pageable & ~dtoh]
     hs, he = tv.host_start, tv.host_end
     is_copy_call = tv.host_is("copy_async", "copy_sync")
     sync_mask = tv.host_is("sync", "copy_sync") | _calls_with_corr(tv, is_copy_call, blocking_corr)
@@ -356,7 +360,8 @@ def _covering_ranges(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: in
     cover = IntervalSet.of(gs, ge).overlap(rs, re_)
     by: dict[str, int] = {}
     for n, c in zip(names[cover > 0].tolist(), cover[cover > 0].tolist()):
-        by[str(n)] = by.get(str(n), 0) + int(c)
+        n = EMIT_NVTX_SUFFIX.sub("", str(n))  # one name per op, not per call
+        by[n] = by.get(n, 0) + int(c)
     top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
     return ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms" for n, ns in top)
 

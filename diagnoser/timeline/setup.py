@@ -16,7 +16,9 @@ A host API call is start-up work when
     with more than SETUP_MAX_REPEATS such calls keeps paying: that is steady-state behaviour (an
     allocator that frees on every step), not start-up. Long launches are lazy loading or JIT of
     each kernel's first launch: no limit.
-Compilation ranges (torch.compile / Inductor / Triton autotuning) count as start-up work too.
+Compilation ranges (torch.compile / Inductor / Triton autotuning) count as start-up work too, and so
+does the first call of an operator (a PyTorch trace's op tree) that paid a one-time cost with the GPU
+idle (cuDNN / cuBLAS initialisation, lazy loading): see _first_call_ops.
 """
 from __future__ import annotations
 
@@ -103,15 +105,48 @@ def find_setup(tv: TimelineView) -> Setup:
     rows = np.flatnonzero(one_time)
     comp = r[name_mask(r["name"], COMPILE_RANGE) & r["kind"].isin(["python", "annotation", "nvtx"]).to_numpy()] \
         if len(r) else r
-    starts = np.concatenate((hs[rows], comp["start_ns"].to_numpy(np.int64)))
-    ends = np.concatenate((he[rows], comp["end_ns"].to_numpy(np.int64)))
+    first = _first_call_ops(tv)
+    starts = np.concatenate((hs[rows], comp["start_ns"].to_numpy(np.int64), first["start_ns"].to_numpy(np.int64)))
+    ends = np.concatenate((he[rows], comp["end_ns"].to_numpy(np.int64), first["end_ns"].to_numpy(np.int64)))
     intervals = IntervalSet.of(starts, ends)
-    top = _top_items(tv, rows, dur, comp)
+    top = _top_items(tv, rows, dur, comp, first)
     return Setup(intervals, int(ends.max()) if ends.size else -1, span, top)
 
 
-def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.DataFrame) -> list[tuple[str, int, int]]:
-    """What the start-up time went to, by API name (plus compilation), biggest first."""
+def _first_call_ops(tv: TimelineView) -> pd.DataFrame:
+    """Operators (a PyTorch trace's op tree, outermost ops) whose FIRST call paid a one-time cost: at least
+    SETUP_CALL_MIN_NS with the GPU (almost) idle, and SETUP_OUTLIER_RATIO times the median call of the
+    name (or a name called at most twice): cuDNN / cuBLAS handles and plans, lazy kernel loading, the
+    context created inside the first `.to('cuda')`. Only a name's first call counts: the same op slow
+    in the steady state is steady-state work."""
+    r = tv.tl.ranges
+    ops = r[(r["kind"] == "op").to_numpy()] if len(r) else r
+    if not len(ops):
+        return ops
+    s, e = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    d = e - s
+    names = ops["name"].astype(str).to_numpy()
+    uniq, codes = np.unique(names, return_inverse=True)
+    counts = np.bincount(codes, minlength=uniq.size)
+    median = _median_by_name(codes, d, uniq.size)
+    order = np.lexsort((s, codes))
+    firsts = order[np.concatenate(([True], codes[order][1:] != codes[order][:-1]))] if order.size else order
+    c = codes[firsts]
+    long = d[firsts] >= SETUP_CALL_MIN_NS.value
+    outlier = (counts[c] <= 2) | (d[firsts] >= SETUP_OUTLIER_RATIO.value * median[c])
+    gpu = IntervalSet.of(tv.gpu_start, tv.gpu_end)
+    busy = gpu.overlap(s[firsts], e[firsts]) / np.maximum(d[firsts], 1)
+    # an op that spends its time waiting for the device (a sync, a blocking copy, a collective inside
+    # it) waits for work, however idle the GPU looks: never start-up work
+    w = tv.host_is("sync", "copy_sync", "copy_async", "memset", "nccl")
+    waiting = IntervalSet.of(tv.host_start[w], tv.host_end[w]).overlap(s[firsts], e[firsts]) / np.maximum(d[firsts], 1)
+    hit = firsts[long & outlier & (busy <= SETUP_GPU_BUSY_MAX.value) & (waiting <= SETUP_GPU_BUSY_MAX.value)]
+    return ops.iloc[np.sort(hit)]
+
+
+def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.DataFrame,
+               first: pd.DataFrame | None = None) -> list[tuple[str, int, int]]:
+    """What the start-up time went to, by API name (plus compilation and first op calls), biggest first."""
     items: dict[str, list[int]] = {}
     names = tv.tl.host["name"].to_numpy()
     for i in rows.tolist():
@@ -120,6 +155,9 @@ def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.Dat
         it[1] += int(dur[i])
     if len(comp):
         items["compilation (torch.compile / Inductor)"] = [len(comp), IntervalSet.of(comp["start_ns"], comp["end_ns"]).total]
+    if first is not None and len(first):
+        items["first calls of ops (cuDNN/cuBLAS set-up, lazy loading)"] = [
+            len(first), IntervalSet.of(first["start_ns"], first["end_ns"]).total]
     return sorted(((k, v[0], v[1]) for k, v in items.items()), key=lambda t: (-t[2], t[0]))
 
 

@@ -19,14 +19,14 @@ Workloads (category built for; "twin" = the same code with the cause removed):
   t_train_long_sdpa        (twin)              the same model with F.scaled_dot_product_attention(is_causal=True)
   t_infer_long_attention   unfused_attention   fp16 encoder inference, 4 x 4096 tokens, 32 heads; plain mode marks each
                                                attention with an NVTX range `attention` (torch.cuda.nvtx.range)
-  t_train_logits_readback  host_sync           residual-MLP token tagger, 12 micro-batches a step; every
-                                               micro-batch copies its predictions and labels to the host (24 DtoH a step)
+  t_train_logits_readback  host_sync           residual-MLP token tagger, 6 micro-batches a step; every
+                                               micro-batch copies its predictions and labels to the host (12 DtoH a step)
   t_train_logits_on_gpu    (twin)              the same, accuracy counted on the GPU and read once a step
   t_train_cpu_adamw        host_optimizer      MLP on the GPU, fp32 master weights and AdamW state on the CPU
                                                (ZeRO-offload by hand): gradients down, AdamW.step on CPU tensors,
                                                weights back up, every step (pageable copies)
   t_train_gpu_adamw        (twin)              the same model with fused AdamW on the GPU
-  t_train_moe_nonzero      host_sync + launch  3 MoE layers, 12 experts, top-1 routing by `nonzero` per expert
+  t_train_moe_nonzero      host_sync + launch  2 MoE layers, 6 experts, top-1 routing by `nonzero` per expert
                                                (one sync per expert per layer) and boolean-index gathers/scatters
   t_setup_short_infer      one_time_setup      a short program profiled from its start: CUDA init, a small conv net,
                                                3 inferences at batch 8, exit
@@ -170,8 +170,8 @@ class Tagger(nn.Module):
 
 def tagger_train(s, on_gpu):
     """Tagger (d=3072, 2 blocks, 512 tags) on 1024 tokens per micro-batch, bf16 autocast, fused AdamW;
-    12 micro-batches per step (gradient accumulation)."""
-    d, blocks, rows, tags, micro = size((3072, 2, 1024, 512, 12), (32, 2, 16, 10, 4))
+    6 micro-batches per step (gradient accumulation)."""
+    d, blocks, rows, tags, micro = size((3072, 2, 1024, 512, 6), (32, 2, 16, 10, 4))
     model = Tagger(d, blocks, tags).to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=CUDA)
     xs = torch.randn(micro, rows, d, device=DEV)
@@ -296,8 +296,8 @@ class NonzeroMoE(nn.Module):
 
 
 def w_t_train_moe_nonzero(s):
-    """3 MoE layers (d=512, 12 experts of 512 -> 1024 -> 512), 4096 tokens, bf16 autocast, fused AdamW."""
-    d, hid, experts, layers, tokens = size((512, 1024, 12, 3, 4096), (16, 32, 4, 2, 64))
+    """2 MoE layers (d=512, 6 experts of 512 -> 1024 -> 512), 4096 tokens, bf16 autocast, fused AdamW."""
+    d, hid, experts, layers, tokens = size((512, 1024, 6, 2, 4096), (16, 32, 4, 2, 64))
     model = nn.Sequential(*[NonzeroMoE(d, hid, experts) for _ in range(layers)], nn.Linear(d, 100)).to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=CUDA)
     x = torch.randn(tokens, d, device=DEV)
