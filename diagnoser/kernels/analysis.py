@@ -19,6 +19,7 @@ from .shared_memory import shared_conflict_facts
 from .sm_balance import sm_balance_facts
 
 from .catalogue import CATALOGUE, COLLECT, COLLECT_FULL, READER  # noqa: F401 (re-exported)
+from .names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
 
 SOL_HIGH_PCT = 60.0  # only for the chart's colouring; rules use their own params
 
@@ -218,6 +219,30 @@ def sol_class(sm: float | None, mem: float | None, high: float = SOL_HIGH_PCT) -
     return "latency_bound"
 
 
+def report_program(rep) -> dict[str, str]:
+    """framework and gpu_arch of a report, with their evidence: the device attributes (compute
+    capability), else the kernel names; the kernel names say who wrote the kernels."""
+    names = [launch.name for launch in rep.launches]
+    by_names = framework_from_kernel_names(names)
+    framework, evidence = by_names if by_names else ("unknown", "library kernels only (cuBLAS/cuDNN...): "
+                                                                 "nothing in the report names the program")
+    out = {"framework": framework, "framework_evidence": evidence}
+    for dev, attrs in sorted(rep.devices.items()):
+        major = _num(attrs, "device__attribute_compute_capability_major")
+        minor = _num(attrs, "device__attribute_compute_capability_minor")
+        cc = f"{major:.0f}.{minor:.0f}" if major is not None and minor is not None else ""
+        name = str(attrs.get("device__attribute_display_name") or rep.device_names.get(dev, ""))
+        arch = arch_of_device(name, cc)
+        if arch:
+            out.update(gpu_arch=arch, gpu_arch_evidence=f"device attributes: {name or 'device ' + str(dev)}"
+                                                        f"{', compute capability ' + cc if cc else ''}")
+            return out
+    arch = arch_from_kernel_names(names)
+    out["gpu_arch"], out["gpu_arch_evidence"] = arch if arch else ("unknown", "no device attributes and no "
+                                                                   "generation-specific kernel names")
+    return out
+
+
 def kernel_analysis(reports: list) -> AnalysisResult:
     """Facts for every launch of every report, run-level totals, and `charts["kernel_sol"]`.
 
@@ -242,6 +267,7 @@ def kernel_analysis(reports: list) -> AnalysisResult:
                "kernel_distinct_count": float(len({launch.name for launch in rep.launches})),
                "kernel_gpu_time_total_ms": total_ns / 1e6 if total_ns else None,
                "device_sm_count": sm_count}
+        run.update(report_program(rep))
         for name, value in run.items():
             if value is not None:
                 result.facts.append(Fact(name, value, UNITS[name], source))

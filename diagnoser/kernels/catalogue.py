@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..facts import FactSpec
 from .units import PIPE_WORK
+from ..program_kinds import FRAMEWORKS, GPU_ARCHS
 
 READER = "ncu"
 COLLECT_FULL = "ncu --set full -o report <app>   (these metrics are not in --set basic)"
@@ -26,6 +27,11 @@ CATALOGUE: list[FactSpec] = [
     _r("kernel_distinct_count", "number", "count", "distinct kernels (by demangled name) in the report"),
     _r("kernel_gpu_time_total_ms", "number", "ms", "sum of the profiled launches' durations"),
     _r("device_sm_count", "number", "count", "streaming multiprocessors on the profiled GPU"),
+    _r("framework", "string", "", "who wrote the kernels, by their names: " + " | ".join(FRAMEWORKS)),
+    _r("framework_evidence", "string", "", "what decided `framework`"),
+    _r("gpu_arch", "string", "", "the GPU generation, from the device attributes (compute capability), else "
+       "the kernel names: " + " | ".join(GPU_ARCHS)),
+    _r("gpu_arch_evidence", "string", "", "what decided `gpu_arch`"),
     _k("kernel_name", "string", "", "demangled kernel name"),
     _k("kernel_base_name", "string", "", "function name without namespaces/templates; groups launches"),
     _k("is_library_kernel", "bool", "", "kernel comes from cuBLAS/cuDNN/CUTLASS/flash-attention/NCCL/CUB"),

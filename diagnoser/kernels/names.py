@@ -14,3 +14,95 @@ def without_parameters(name: str) -> str:
         elif ch == "(" and depth == 0 and i > 0:
             return name[:i]
     return name
+
+
+# ---------------------------------------------------------------- the GPU generation and the program, by name
+
+import re  # noqa: E402
+
+from ..program_kinds import GPU_ARCHS  # noqa: E402
+
+# compute capability major (minor) -> NVIDIA generation
+_CC_ARCH = {3: "kepler", 5: "maxwell", 6: "pascal", 8: "ampere", 9: "hopper", 10: "blackwell", 11: "blackwell",
+            12: "blackwell"}
+_AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|\bMI\d{3}|Radeon|gfx\d", re.I)
+
+
+def arch_of_device(name: str, cc: str) -> str | None:
+    """The generation of a device from its properties (name, compute capability 'M.m'); None when they
+    do not say. An AMD Instinct GPU (ROCm reports its gfx version, e.g. 9.4 for gfx942) is cdna."""
+    name, cc = str(name or ""), str(cc or "")
+    m = re.match(r"^\s*(\d+)\.(\d+)", cc)
+    if _AMD_DEVICE.search(name) or (m and m.group(1) == "9" and m.group(2) != "0"):  # NVIDIA has no 9.x but 9.0
+        return None if re.search(r"Radeon", name, re.I) else "cdna"  # RDNA (Radeon): no generation named here
+    if not m:
+        return None
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major == 7:
+        return "turing" if minor >= 5 else "volta"
+    if major == 8 and minor == 9:
+        return "ada"
+    return _CC_ARCH.get(major)
+
+
+# kernel names that are built for (and picked by the library for) one generation: the newest one a trace
+# names is a lower bound of its GPU (a kernel built for sm_75 also runs on sm_90; the reverse never)
+ARCH_NAME_PATTERNS = (
+    ("volta", re.compile(r"(^|[^a-z0-9])volta_|(^|_)sm_?70_|cutlass_70_", re.I)),
+    ("turing", re.compile(r"(^|[^a-z0-9])turing_|(^|_)sm_?75_|cutlass_75_", re.I)),
+    ("ampere", re.compile(r"(^|[^a-z0-9])ampere_|(^|_)sm_?8[06]_|cutlass_8[06]_", re.I)),
+    ("ada", re.compile(r"(^|_)sm_?89_|cutlass_89_", re.I)),
+    ("hopper", re.compile(r"(^|_)sm_?90a?_|nvjet_sm90|cutlass_90_|cutlass3x_sm90", re.I)),
+    ("blackwell", re.compile(r"(^|_)sm_?1[02]0a?_|nvjet_sm1[02]0|cutlass3x_sm1[02]0", re.I)),
+    ("cdna", re.compile(r"^Cijk_|gfx9\d[\da-z]|_MFMA_|(^|_)mfma_|igemm_\w*gtcx", re.I)),
+)
+
+
+def arch_from_kernel_names(names) -> tuple[str, str] | None:
+    """(generation, evidence) from kernel names: the newest generation any name is built for, with an
+    example name; None when no name is generation-specific."""
+    best, example = None, ""
+    rank = {a: i for i, a in enumerate(GPU_ARCHS)}
+    for name in names:
+        s = str(name)
+        for arch, pattern in ARCH_NAME_PATTERNS:
+            if pattern.search(s) and (best is None or rank[arch] > rank[best]):
+                best, example = arch, s
+    if best is None:
+        return None
+    return best, f"kernel names built for {best} (e.g. {_short(example)}); the GPU is that generation or newer"
+
+
+def _short(name: str, limit: int = 60) -> str:
+    s = without_parameters(re.sub(r"^void\s+", "", name.strip()))
+    return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+
+
+# who wrote a kernel, by its name: the program facts' kernel-side evidence
+FRAMEWORK_KERNEL_PATTERNS = (
+    ("vllm", re.compile(r"\bvllm::|reshape_and_cache|paged_attention_v\d", re.I)),
+    ("sglang", re.compile(r"sgl_kernel|sglang", re.I)),
+    ("tensorrt-llm", re.compile(r"tensorrt_llm|trtllm|\bmmha\b", re.I)),
+    ("jax-xla", re.compile(r"^(\w+_)?fusion(_\d+)*$|^wrapped_\w+$|^(loop|input)_\w+_fusion")),
+    ("openacc-openmp", re.compile(r"^\w+_\d+_gpu(__red\w*)?$|__omp_offloading_|^nvkernel_\w+_F\d+L\d+")),
+    # at:: / c10:: kernels are PyTorch's own; triton_poi/red/per/tem_ kernels are torch.compile's (Inductor)
+    ("pytorch", re.compile(r"\bat::|\bat_cuda_detail::|\bc10::|^(void )?native::|^triton_(poi|red|per|tem)_")),
+)
+_LIBRARY = re.compile(r"cublas|cudnn|cutlass|nvjet|xmma|sgemm|hgemm|gemm|gemv|cub::|nccl|flash|fmha|cask|"
+                      r"^(volta|turing|ampere|sm\d+)_|^Cijk_|splitKreduce|scal_kernel|fft|curand|thrust", re.I)
+
+
+def framework_from_kernel_names(names) -> tuple[str, str] | None:
+    """(framework, evidence) from kernel names alone; None when they say nothing (library kernels only).
+    A program whose own kernels match no framework's naming is plain CUDA (or HIP) code."""
+    names = list(dict.fromkeys(str(n) for n in names))
+    for framework, pattern in FRAMEWORK_KERNEL_PATTERNS:
+        hits = [n for n in names if pattern.search(n)]
+        if hits:
+            note = (" (NVHPC's <function>_<line>_gpu naming of OpenACC/OpenMP compute regions)"
+                    if framework == "openacc-openmp" else "")
+            return framework, f"{len(hits)} kernel name(s) like {_short(hits[0])}{note}"
+    own = [n for n in names if not _LIBRARY.search(n)]
+    if own:
+        return "cuda", f"{len(own)} kernel(s) of the program's own (e.g. {_short(own[0])}) and no framework's"
+    return None

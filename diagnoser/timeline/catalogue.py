@@ -3,6 +3,7 @@ and how to collect the input that yields it (shown when a rule is "not evaluated
 from __future__ import annotations
 
 from ..facts import FactSpec
+from ..program_kinds import ATTENTION_KINDS, FRAMEWORKS, GPU_ARCHS
 from .decode_catalogue import CATALOGUE as DECODE_CATALOGUE
 
 SOURCES = ("nsys-sqlite", "nsys-rep", "torch-trace")
@@ -65,7 +66,18 @@ CATALOGUE: list[FactSpec] = [
        "such as the context-creating cudaFree(0) left out)"),
     _n("graph_kernel_pct", "%", "share of steady kernel time launched by graph replays (cudaGraphLaunch / hipGraphLaunch)"),
     _s("tensor_core_dtypes", "what the GPU's tensor cores take, from its compute capability: tf32,bf16,fp16 "
-       "(8.0+) | fp16 (Volta/Turing 7.x) | none | unknown (the trace has no device properties)"),
+       "(8.0+) | fp16 (Volta/Turing 7.x) | none | unknown (no device properties and no generation-specific "
+       "kernel names: gpu_arch unknown)"),
+    # the program (timeline/program.py): what the advice is written for
+    _s("framework", "who wrote the GPU work: " + " | ".join(FRAMEWORKS) + " (from Python files, operators, "
+       "annotations, kernel names and the API the host calls)"),
+    _s("framework_evidence", "what decided `framework`"),
+    _s("attention_kind", "where the trace shows attention: " + " | ".join(ATTENTION_KINDS) + " (triangular masks, "
+       "causal-mask code, KV caches, encoder or decoder modules, mask ops around the softmax)"),
+    _s("attention_evidence", "what decided `attention_kind`"),
+    _s("gpu_arch", "the GPU generation: " + " | ".join(GPU_ARCHS) + " (device properties, else the kernel names "
+       "built for one generation: a lower bound)"),
+    _s("gpu_arch_evidence", "what decided `gpu_arch`"),
     _s("data_gap_ranges", "the host ranges (DataLoader __next__, NVTX data, CPU ops) covering the data-class idle gaps "
        "most, with their ms per step", HOST),
     _s("data_gap_python", "the innermost Python function (with_stack traces) spanning most of the data-class idle "

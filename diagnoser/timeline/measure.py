@@ -16,6 +16,7 @@ from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, q
                             device_busy, host_activity, idle_gaps, per_step_breakdown)
 from .intervals import IntervalSet, subtract
 from .kv_cache import kv_cache_stats
+from .program import program_facts
 from .ops import ncu_window, op_distribution, op_facts, top_kernels
 from .kernels import CATEGORY_PATTERNS
 from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
@@ -236,7 +237,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     v.update(optimizer_stats(tl, kt, steps))
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
     v.update(kv_cache_stats(tl, steps))  # device memory over the steps (allocator events), when the trace has them
-    v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices)
+    v.update(program_facts(tl, v))  # framework, attention_kind, gpu_arch: what the advice is written for
+    v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices, v["gpu_arch"])
     if tl.device_memory and "device_memory_total_gb" not in v:  # headroom can come from a snapshot of the run
         v["device_memory_total_gb"] = tl.device_memory / float(1 << 30)
     if v["workload_kind"] == "inference":  # measured: no optimizer work at all
@@ -249,12 +251,14 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip)
 
 
-def tensor_core_dtypes(devices: list[dict]) -> str:
+def tensor_core_dtypes(devices: list[dict], arch: str = "unknown") -> str:
     """What the GPU's tensor cores take, from its compute capability (the trace's device
-    properties): Ampere and later (8.0+) TF32, bf16 and fp16; Volta / Turing (7.x) fp16 only."""
+    properties): Ampere and later (8.0+) TF32, bf16 and fp16; Volta / Turing (7.x) fp16 only.
+    Without device properties, from the generation the kernel names are built for (`gpu_arch`)."""
     ccs = [d.get("cc", "") for d in devices if d.get("cc")]
     if not ccs:
-        return "unknown"
+        return {"volta": "fp16", "turing": "fp16", "ampere": "tf32,bf16,fp16", "ada": "tf32,bf16,fp16",
+                "hopper": "tf32,bf16,fp16", "blackwell": "tf32,bf16,fp16"}.get(arch, "unknown")
     try:
         major = min(int(str(cc).split(".")[0]) for cc in ccs)
     except ValueError:
