@@ -68,6 +68,7 @@ class Finding:
     kernels: list["Finding"] = field(default_factory=list, repr=False)  # per-kernel findings of a rule group
     evidence_sources: dict = field(default_factory=dict)  # evidence fact -> the source file (and reader) it came from
     run: int | None = None  # which of several separate runs among the inputs (pipeline.Report.runs), None: one run
+    variant: dict = field(default_factory=dict)  # the program facts that chose the rule's text variant ({}: its own)
 
     def to_json(self) -> dict:
         out = {
@@ -81,6 +82,8 @@ class Finding:
         }
         if self.run is not None:
             out["run"] = self.run
+        if self.variant:
+            out["variant"] = dict(self.variant)
         if self.marginal_gain is not None:
             out["marginal_gain"] = round(self.marginal_gain, 4)
         if self.overlaps:

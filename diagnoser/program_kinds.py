@@ -16,3 +16,7 @@ WORKLOAD_KINDS = ("training", "inference")
 # the facts a rule's text variant may select on, and the values each may take
 SELECTORS = {"framework": FRAMEWORKS, "workload_kind": WORKLOAD_KINDS, "attention_kind": ATTENTION_KINDS,
              "gpu_arch": GPU_ARCHS}
+
+# facts about the program that any input may carry (a kernel report as well as a timeline): they never
+# make a rule tree apply to an input by themselves (engine.evaluate.applicable)
+PROGRAM_FACTS = ("framework", "attention_kind", "gpu_arch")

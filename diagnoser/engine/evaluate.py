@@ -11,6 +11,7 @@ from typing import Callable, Iterable
 
 from ..absence import absent_reason
 from ..facts import FactSpec, short_name
+from ..program_kinds import PROGRAM_FACTS
 from ..findings import Finding, NotApplicable, NotEvaluated
 from ..rulespec.compile import compile_rule, finding_field
 from ..rulespec.expr import eval_expr, parse_expr, render_template
@@ -105,7 +106,7 @@ def applicable(rules: Iterable[Rule], records: list[Record], catalogue: dict[str
     todo, skipped = [], []
     for tree in sorted(by_tree):
         tree_rules = by_tree[tree]
-        tree_facts = set().union(*(set(r.requires) | r.when.facts() for r in tree_rules))
+        tree_facts = set().union(*(set(r.requires) | r.when.facts() for r in tree_rules)) - set(PROGRAM_FACTS)
         if not (tree_facts & all_present):
             continue
         for r in sorted(tree_rules, key=lambda r: r.id):
@@ -253,13 +254,14 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
     gain_env = {}
     if rule.estimated_gain is not None:
         gain_env = {n: env[n] for n in parse_expr(rule.estimated_gain) if n in env}
+    texts, variant = rule.texts(rec.values)  # the text for this program (framework, GPU...): docs/rules.md
     return Finding(
         rule=rule.id, name=rule.name, category=rule.category, tree=rule.tree, severity=rule.severity,
-        title=rule.title, message=render_template(rule.message, env), evidence=evidence,
-        estimated_gain=gain, gain_of=rule.gain_of, subject=rec.subject, fix=render_template(rule.fix, env),
-        verify=render_template(rule.verify, env), refs=rule.refs, sources=sorted(rec.sources),
+        title=texts["title"], message=render_template(texts["message"], env), evidence=evidence,
+        estimated_gain=gain, gain_of=rule.gain_of, subject=rec.subject, fix=render_template(texts["fix"], env),
+        verify=render_template(texts["verify"], env), refs=rule.refs, sources=sorted(rec.sources),
         gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known,
-        evidence_sources=evidence_sources,
+        evidence_sources=evidence_sources, variant=variant,
     )
 
 

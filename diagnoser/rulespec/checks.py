@@ -73,14 +73,17 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
         names |= set(known_facts)
     else:
         names |= rule.when.facts() | set(rule.requires) | set(rule.evidence)
-    for key in ("message", "verify", "fix"):
+    texts = [((key,), key, getattr(rule, key)) for key in ("message", "verify", "fix")]
+    texts += [(("variants", j, key), f"variant {j + 1} {key}", getattr(v, key))
+              for j, v in enumerate(rule.variants) for key in ("message", "verify", "fix") if getattr(v, key) is not None]
+    for where, label, text in texts:
         try:
-            fields = template_fields(getattr(rule, key))
+            fields = template_fields(text)
         except ValueError as e:
-            fail((key,), f"bad {key} template: {e}")
+            fail(where, f"bad {label} template: {e}")
         unknown = sorted(f for f in fields if f not in names)
         if unknown:
-            fail((key,), f"{key} uses unknown name(s) {', '.join(unknown)}; use facts, params or `subject`")
+            fail(where, f"{label} uses unknown name(s) {', '.join(unknown)}; use facts, params or `subject`")
     if rule.estimated_gain is not None:
         try:
             used = parse_expr(rule.estimated_gain)

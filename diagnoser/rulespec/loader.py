@@ -16,7 +16,7 @@ from ..engine.records import sanitize
 from ..errors import RuleError
 from . import cache
 from .checks import check_rule, line_for as _line_for
-from .model import Condition, Rule, RulePack
+from .model import Condition, Rule, RulePack, Variant
 
 # libyaml's C parser where PyYAML was built with it (5-10x faster), the pure-Python one otherwise
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -190,9 +190,15 @@ def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: di
         refs=tuple(raw.get("refs", ())), verify_check=tuple(_condition(c) for c in raw.get("verify_check", ())),
         not_applicable=None if "not_applicable" not in raw else (
             _condition(raw["not_applicable"]["when"], shared or {}, [], path, line), str(raw["not_applicable"]["reason"])),
+        variants=tuple(_variant(v) for v in raw.get("variants", ())),
         path=str(path), line=line or 0, shipped=shipped,
         extra={"conditions": list(dict.fromkeys(used))} if used else {},
     )
+
+
+def _variant(raw: dict) -> Variant:
+    select = tuple((fact, tuple(v) if isinstance(v, list) else (v,)) for fact, v in raw["for"].items())
+    return Variant(select, raw.get("title"), raw.get("message"), raw.get("fix"), raw.get("verify"))
 
 
 _BRANCH = {"fact": 0, "op": 0, "finding": 1, "all": 2, "any": 3, "none": 4, "condition": 5}

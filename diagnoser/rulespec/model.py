@@ -61,6 +61,27 @@ class Condition:
         return set().union(*(c.params() for c in self.items)) if self.items else set()
 
 
+@dataclass(frozen=True)
+class Variant:
+    """Text of a rule for some programs: used where every fact in `select` has one of its values
+    (`{framework: (cuda, openacc-openmp)}`); None texts fall back to the rule's own."""
+
+    select: tuple[tuple[str, tuple[str, ...]], ...]
+    title: str | None = None
+    message: str | None = None
+    fix: str | None = None
+    verify: str | None = None
+
+    def matches(self, values: dict) -> bool:
+        return all(values.get(fact) in allowed for fact, allowed in self.select)
+
+    def label(self) -> dict:
+        return {fact: list(allowed) for fact, allowed in self.select}
+
+
+TEXT_FIELDS = ("title", "message", "fix", "verify")
+
+
 @dataclass
 class Rule:
     id: str
@@ -85,6 +106,7 @@ class Rule:
     # (condition, reason): present facts showing what the rule is about is absent from the inputs
     # (no attention kernels, so no KV cache): a rule that lacks facts is then "not applicable", not "not evaluated"
     not_applicable: tuple | None = None
+    variants: tuple[Variant, ...] = ()  # texts for some programs (framework, GPU...), first match per field
     path: str = ""
     line: int = 0
     shipped: bool = True
@@ -95,6 +117,21 @@ class Rule:
         merged = dict(self.params)
         merged.update(overrides)
         return replace(self, params=merged)
+
+    def texts(self, values: dict) -> tuple[dict[str, str], dict]:
+        """The title, message, fix and verify for a record's values: per field, the first variant that matches
+        and sets it, else the rule's own; and the selectors of the variants used ({} for none)."""
+        out = {k: getattr(self, k) for k in TEXT_FIELDS}
+        used: dict = {}
+        for field_name in TEXT_FIELDS:
+            for v in self.variants:
+                text = getattr(v, field_name)
+                if text is not None and v.matches(values):
+                    out[field_name] = text
+                    for fact, _ in v.select:
+                        used[fact] = values.get(fact)
+                    break
+        return out, used
 
     def missing(self, present) -> tuple[str, ...]:
         """What this rule needs and `present` lacks: its declared `requires`, then what `when` reads."""

@@ -1,6 +1,7 @@
 """JSON Schema of a rule file, and advice-style messages for what is wrong with one."""
 from __future__ import annotations
 
+from ..program_kinds import SELECTORS
 from .model import OPS, SCOPES, SEVERITIES, VERIFY_OPS
 
 _ID = r"^[A-Z][A-Z0-9]*[0-9]{3}$"
@@ -36,6 +37,26 @@ CONDITION = {
     ],
 }
 
+# a text variant: `for` selects it by program facts (docs/rules.md, Text variants), the texts replace the rule's
+VARIANT = {
+    "type": "object",
+    "required": ["for"],
+    "anyOf": [{"required": [k]} for k in ("title", "message", "fix", "verify")],
+    "properties": {
+        "for": {
+            "type": "object", "minProperties": 1, "additionalProperties": False,
+            "properties": {name: {"oneOf": [{"enum": list(values)},
+                                            {"type": "array", "minItems": 1, "items": {"enum": list(values)}}]}
+                           for name, values in SELECTORS.items()},
+        },
+        "title": {"type": "string", "minLength": 3},
+        "message": {"type": "string"},
+        "fix": {"type": "string"},
+        "verify": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
 RULE = {
     "type": "object",
     "required": ["id", "name", "title", "category", "severity", "when", "message", "fix", "verify"],
@@ -69,6 +90,7 @@ RULE = {
         "not_applicable": {
             "type": "object", "required": ["when", "reason"], "additionalProperties": False,
             "properties": {"when": {"$ref": "#/$defs/condition"}, "reason": {"type": "string", "minLength": 3}}},
+        "variants": {"type": "array", "minItems": 1, "items": VARIANT},
     },
     "additionalProperties": False,
 }
@@ -121,6 +143,8 @@ FIELD_ADVICE = {
                       "{when: {fact: gemm_time_pct, op: eq, value: 0}, reason: 'no GEMM kernels run'}",
     "op": "an op, one of: " + ", ".join(OPS),
     "rules": "a list of rules under `rules:`",
+    "for": "the program facts that select the variant, e.g. {framework: [cuda, openacc-openmp]} (keys: "
+           + ", ".join(SELECTORS) + ")",
 }
 
 
