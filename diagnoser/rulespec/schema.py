@@ -158,6 +158,8 @@ def advice(error) -> str:
     """Turn a jsonschema ValidationError into a sentence that says what to add or change."""
     v = error.validator
     where = ".".join(str(p) for p in error.absolute_path) or "top level"
+    if v == "anyOf" and error.absolute_path and isinstance(error.instance, dict) and "for" in error.instance:
+        return f"{where}: a variant needs a text: add `title`, `message`, `fix` or `verify` (missing: all four)"
     if v == "anyOf" and not error.absolute_path:
         return "top level: missing `rules`; add a list of rules under `rules:` (or shared `conditions:`)"
     if v == "required":
@@ -179,6 +181,10 @@ def advice(error) -> str:
     if v == "pattern":
         key = str(error.absolute_path[-1]) if error.absolute_path else ""
         return f"{where}: `{error.instance}` is not well-formed; expected {FIELD_ADVICE.get(key, 'pattern ' + error.validator_value)}"
+    if v == "oneOf" and len(error.absolute_path) >= 2 and error.absolute_path[-2] == "for":
+        fact = str(error.absolute_path[-1])
+        return (f"{where}: `{error.instance}` is not allowed for {fact}; use one of: {', '.join(SELECTORS[fact])} "
+                f"(or a list of them)")
     if v == "oneOf":
         inst = error.instance
         if isinstance(inst, dict) and "op" in inst and inst.get("op") not in OPS:

@@ -257,7 +257,7 @@ def tensor_core_dtypes(devices: list[dict], arch: str = "unknown") -> str:
     Without device properties, from the generation the kernel names are built for (`gpu_arch`)."""
     ccs = [d.get("cc", "") for d in devices if d.get("cc")]
     if not ccs:
-        return {"volta": "fp16", "turing": "fp16", "ampere": "tf32,bf16,fp16", "ada": "tf32,bf16,fp16",
+        return {"kepler": "none", "maxwell": "none", "pascal": "none", "volta": "fp16", "turing": "fp16", "ampere": "tf32,bf16,fp16", "ada": "tf32,bf16,fp16",
                 "hopper": "tf32,bf16,fp16", "blackwell": "tf32,bf16,fp16"}.get(arch, "unknown")
     try:
         major = min(int(str(cc).split(".")[0]) for cc in ccs)
