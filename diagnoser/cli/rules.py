@@ -51,6 +51,10 @@ def rules_show(rule_id, user_rules):
     click.echo(f"  when (compiled): {json.dumps(compile_rule(r).predicate)}")
     click.echo(f"  message: {r.message}\n  estimated_gain: {r.estimated_gain} of {r.gain_of}")
     click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")
+    for v in r.variants:  # texts for some programs (docs/rules.md, Text variants), first match per field
+        sel = ", ".join(f"{fact}: {'|'.join(allowed)}" for fact, allowed in v.select)
+        click.echo(f"  variant for {sel}:" + "".join(f"\n    {k}: {getattr(v, k)}" for k in ("title", "message", "fix", "verify")
+                                                     if getattr(v, k) is not None))
     if r.verify_check:  # the Verify step as `diagnose compare` checks it (issue 12)
         click.echo("  verify_check: " + "; ".join(f"{c.fact} {c.op}" + (f" {c.param}={r.params.get(c.param)}" if c.param else
                                                    "" if c.value is None else f" {c.value}") for c in r.verify_check))
