@@ -102,7 +102,8 @@ def framework_from_kernel_names(names) -> tuple[str, str] | None:
             note = (" (NVHPC's <function>_<line>_gpu naming of OpenACC/OpenMP compute regions)"
                     if framework == "openacc-openmp" else "")
             return framework, f"{len(hits)} kernel name(s) like {_short(hits[0])}{note}"
-    own = [n for n in names if not _LIBRARY.search(n)]
+    from .units import kernel_origin  # the library a kernel belongs to, as the kernel analysis judges it
+    own = [n for n in names if not _LIBRARY.search(n) and kernel_origin(n) == "user code"]
     if own:
         return "cuda", f"{len(own)} kernel(s) of the program's own (e.g. {_short(own[0])}) and no framework's"
     return None
