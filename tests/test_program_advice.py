@@ -228,3 +228,43 @@ def test_the_json_finding_names_its_variant(tmp_path):
     f = make_finding(pack.rules["TEAM001"], Record("run", None, {"framework": "cuda", "step_time_ms_p50": 200.0}))
     assert f.fix == "native" and json.loads(json.dumps(f.to_json()))["variant"] == {"framework": "cuda"}
     assert "variant" not in make_finding(pack.rules["TEAM001"], Record("run", None, {"step_time_ms_p50": 200.0})).to_json()
+
+
+# ------------------------------------------------------------------------------ synthetic names (edge cases)
+
+@pytest.mark.parametrize("names, framework", [
+    (["fusion_12", "loop_add_fusion", "wrapped_concatenate"], "jax-xla"),              # synthetic XLA names
+    (["triton_poi_fused_add_0", "triton_red_fused_sum_1"], "pytorch"),                # torch.compile (Inductor)
+    (["compute_tendencies_x_279_gpu", "reductions_939_gpu__red"], "openacc-openmp"),  # NVHPC regions
+    (["__omp_offloading_fd00_1a2b_main_l42"], "openacc-openmp"),                      # synthetic OpenMP offload
+    (["vllm::reshape_and_cache_kernel<float>"], "vllm"),
+    (["myKernel(float*, int)"], "cuda"),
+    (["ampere_sgemm_128x64_nn", "void cudnn::bn_fw_tr_1C11_singleread<float>"], None),  # libraries only
+])
+def test_framework_from_kernel_names(names, framework):
+    from diagnoser.kernels.names import framework_from_kernel_names
+    got = framework_from_kernel_names(names)
+    assert (got[0] if got else None) == framework
+
+
+@pytest.mark.parametrize("names, arch", [
+    (["volta_sgemm_128x64_nt", "void at::native::f()"], "volta"),
+    (["cutlass_75_tensorop_s1688gemm", "sm90_xmma_gemm_bf16bf16"], "hopper"),  # the newest wins: a lower bound
+    (["nvjet_sm100_tst_256x128"], "blackwell"),
+    (["Cijk_Alik_Bljk_HHS_BH_MT128x128"], "cdna"),
+    (["void at::native::vectorized_elementwise_kernel<4>"], None),
+])
+def test_arch_from_kernel_names(names, arch):
+    from diagnoser.kernels.names import arch_from_kernel_names
+    got = arch_from_kernel_names(names)
+    assert (got[0] if got else None) == arch
+
+
+@pytest.mark.parametrize("name, cc, arch", [
+    ("Tesla V100-SXM2-32GB", "7.0", "volta"), ("Tesla T4", "7.5", "turing"), ("NVIDIA A10G", "8.6", "ampere"),
+    ("NVIDIA L4", "8.9", "ada"), ("NVIDIA H100 80GB HBM3", "9.0", "hopper"), ("NVIDIA B200", "10.0", "blackwell"),
+    ("AMD Instinct MI300X", "9.4", "cdna"), ("", "9.4", "cdna"), ("", "", None),
+])
+def test_arch_of_device(name, cc, arch):
+    from diagnoser.kernels.names import arch_of_device
+    assert arch_of_device(name, cc) == arch
