@@ -69,6 +69,7 @@ class Finding:
     evidence_sources: dict = field(default_factory=dict)  # evidence fact -> the source file (and reader) it came from
     run: int | None = None  # which of several separate runs among the inputs (pipeline.Report.runs), None: one run
     variant: dict = field(default_factory=dict)  # the program facts that chose the rule's text variant ({}: its own)
+    own_fix: bool = True  # the fix is the rule's own text (its playbook's Fix section is written for it)
 
     def to_json(self) -> dict:
         out = {

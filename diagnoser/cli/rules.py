@@ -53,7 +53,7 @@ def rules_show(rule_id, user_rules):
     click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")
     for v in r.variants:  # texts for some programs (docs/rules.md, Text variants), first match per field
         sel = ", ".join(f"{fact}: {'|'.join(allowed)}" for fact, allowed in v.select)
-        click.echo(f"  variant for {sel}:" + "".join(f"\n    {k}: {getattr(v, k)}" for k in ("title", "message", "fix", "verify")
+        click.echo(f"  variant for {sel}:" + "".join(f"\n    {k}: {getattr(v, k)}" for k in ("title", "message", "fix", "verify", "refs")
                                                      if getattr(v, k) is not None))
     if r.verify_check:  # the Verify step as `diagnose compare` checks it (issue 12)
         click.echo("  verify_check: " + "; ".join(f"{c.fact} {c.op}" + (f" {c.param}={r.params.get(c.param)}" if c.param else

@@ -259,9 +259,9 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
         rule=rule.id, name=rule.name, category=rule.category, tree=rule.tree, severity=rule.severity,
         title=texts["title"], message=render_template(texts["message"], env), evidence=evidence,
         estimated_gain=gain, gain_of=rule.gain_of, subject=rec.subject, fix=render_template(texts["fix"], env),
-        verify=render_template(texts["verify"], env), refs=rule.refs, sources=sorted(rec.sources),
+        verify=render_template(texts["verify"], env), refs=tuple(texts["refs"]), sources=sorted(rec.sources),
         gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known,
-        evidence_sources=evidence_sources, variant=variant,
+        evidence_sources=evidence_sources, variant=variant, own_fix=texts["fix"] == rule.fix,
     )
 
 

@@ -122,7 +122,7 @@ def finding_view(index: int, f, library: PlaybookLibrary, meanings: dict[str, st
         subject_short=short_subject_name(name) if name else "",
         evidence=_evidence(f, meanings),
         fix=render_inline(f.fix or "", links=False), verify=render_inline(f.verify or "", links=False),
-        meaning=part("meaning"), fix_detail=part("fix"), verify_detail=part("verify"),
+        meaning=part("meaning"), fix_detail=part("fix") if f.own_fix else None, verify_detail=part("verify"),
         refs=[(r, safe_href(r)) for r in f.refs], playbook_ref=playbook_ref(f, report),
         kernels=kernel_table(f),
         severity_note=render_inline(severity_note(f), links=False) if severity_note(f) else None,

@@ -75,7 +75,7 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
         names |= rule.when.facts() | set(rule.requires) | set(rule.evidence)
     texts = [((key,), key, getattr(rule, key)) for key in ("message", "verify", "fix")]
     texts += [(("variants", j, key), f"variant {j + 1} {key}", getattr(v, key))
-              for j, v in enumerate(rule.variants) for key in ("message", "verify", "fix") if getattr(v, key) is not None]
+              for j, v in enumerate(rule.variants) for key in ("title", "message", "verify", "fix") if getattr(v, key) is not None]
     for where, label, text in texts:
         try:
             fields = template_fields(text)

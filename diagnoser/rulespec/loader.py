@@ -198,7 +198,8 @@ def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: di
 
 def _variant(raw: dict) -> Variant:
     select = tuple((fact, tuple(v) if isinstance(v, list) else (v,)) for fact, v in raw["for"].items())
-    return Variant(select, raw.get("title"), raw.get("message"), raw.get("fix"), raw.get("verify"))
+    return Variant(select, raw.get("title"), raw.get("message"), raw.get("fix"), raw.get("verify"),
+                   tuple(raw["refs"]) if "refs" in raw else None)
 
 
 _BRANCH = {"fact": 0, "op": 0, "finding": 1, "all": 2, "any": 3, "none": 4, "condition": 5}

@@ -71,6 +71,7 @@ class Variant:
     message: str | None = None
     fix: str | None = None
     verify: str | None = None
+    refs: tuple[str, ...] | None = None  # links for this program's fix (None: the rule's own)
 
     def matches(self, values: dict) -> bool:
         return all(values.get(fact) in allowed for fact, allowed in self.select)
@@ -79,7 +80,7 @@ class Variant:
         return {fact: list(allowed) for fact, allowed in self.select}
 
 
-TEXT_FIELDS = ("title", "message", "fix", "verify")
+TEXT_FIELDS = ("title", "message", "fix", "verify", "refs")
 
 
 @dataclass
@@ -119,8 +120,8 @@ class Rule:
         return replace(self, params=merged)
 
     def texts(self, values: dict) -> tuple[dict[str, str], dict]:
-        """The title, message, fix and verify for a record's values: per field, the first variant that matches
-        and sets it, else the rule's own; and the selectors of the variants used ({} for none)."""
+        """The title, message, fix, verify and refs for a record's values: per field, the first variant that
+        matches and sets it, else the rule's own; and the selectors of the variants used ({} for none)."""
         out = {k: getattr(self, k) for k in TEXT_FIELDS}
         used: dict = {}
         for field_name in TEXT_FIELDS:

@@ -41,7 +41,7 @@ CONDITION = {
 VARIANT = {
     "type": "object",
     "required": ["for"],
-    "anyOf": [{"required": [k]} for k in ("title", "message", "fix", "verify")],
+    "anyOf": [{"required": [k]} for k in ("title", "message", "fix", "verify", "refs")],
     "properties": {
         "for": {
             "type": "object", "minProperties": 1, "additionalProperties": False,
@@ -53,6 +53,7 @@ VARIANT = {
         "message": {"type": "string"},
         "fix": {"type": "string"},
         "verify": {"type": "string"},
+        "refs": {"type": "array", "items": {"type": "string"}},
     },
     "additionalProperties": False,
 }

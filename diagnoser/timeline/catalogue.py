@@ -110,7 +110,7 @@ CATALOGUE: list[FactSpec] = [
     _n("kernel_time_ms_per_step", "ms", "summed kernel time per step"),
     _n("launch_api_us_per_kernel", "us", "host time in the launch API call per kernel"),
     # syncs and copies
-    _n("syncs_per_step", "count", "host-device synchronizations per step (stream/device syncs, blocking copies, .item())"),
+    _n("syncs_per_step", "count", "host-device synchronizations per step (stream/device syncs, blocking copies, reads of a result)"),
     _n("sync_blocked_ms_per_step", "ms", "host time per step blocked in synchronizations"),
     _n("sync_blocked_pct", "%", "share of step time the host is blocked in synchronizations"),
     _n("kernels_per_sync", "count", "kernels launched between two synchronizations, on average"),
