@@ -48,14 +48,22 @@ def test_every_framework_has_its_forbidden_apis():
     assert set(FORBIDDEN) == set(FRAMEWORKS)
 
 
+PYTORCH_FAMILY = ("pytorch", "unknown") + SERVING_ENGINES
+ORIGINS_OUTSIDE_PYTORCH = ("user code", "cuBLAS", "cuDNN", "CUTLASS", "Triton")  # kernels of a non-PyTorch program
+
+
 def _combinations(rule):
-    """Every (values) a rule can see for the program facts, skipping those its `when` rules out."""
+    """Every (values) a rule can see for the program facts, skipping those its `when` rules out; a
+    program of another framework runs no PyTorch kernels (kernel_origin), a PyTorch one may run any."""
     for fw, att, arch, kind in itertools.product(FRAMEWORKS, ATTENTION_KINDS, GPU_ARCHS, SELECTORS["workload_kind"]):
-        values = {"framework": fw, "attention_kind": att, "gpu_arch": arch, "workload_kind": kind,
-                  "tensor_core_dtypes": tensor_core_dtypes([], arch)}
-        if _kleene(rule.when, values, rule.params) is False:
-            continue
-        yield values
+        for origin in (None,) if fw in PYTORCH_FAMILY else ORIGINS_OUTSIDE_PYTORCH:
+            values = {"framework": fw, "attention_kind": att, "gpu_arch": arch, "workload_kind": kind,
+                      "tensor_core_dtypes": tensor_core_dtypes([], arch)}
+            if origin is not None:
+                values["kernel_origin"] = origin
+            if _kleene(rule.when, values, rule.params) is False:
+                continue
+            yield values
 
 
 def test_walk_every_rule_by_framework_attention_kind_and_gpu():
