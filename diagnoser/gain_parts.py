@@ -4,10 +4,10 @@ A time-based finding's gain is a share of a unit (`gain_of`: step time, GPU time
 memory) times the part a fix recovers: `SHARE / 100 * FRACTION` (docs/rules.md). The unit is made
 of disjoint *parts* sized by the run's facts: one steady step of the rank that sets its pace is GPU
 busy per kernel category plus GPU idle per idle class (data, sync, alloc, launch, communication,
-waiting for peers, unexplained). A share fact is declared here as the parts it is made of:
+waiting for peers, host compute, unexplained). A share fact is declared here as the parts it is made of:
 `idle_unexplained_pct` is the unexplained idle; `memory_bound_step_pct` the busy time of the
 elementwise, copy, normalization, softmax and reduction kernels; a straggler rank's cost, when that
-rank sets the pace, its own work (busy plus its host's data, sync, alloc and unexplained idle).
+rank sets the pace, its own work (busy plus its host's data, host compute, sync, alloc and unexplained idle).
 
 Findings are counted in rank order on one `Ledger` per unit: each claims its share from its parts,
 spread over them in proportion to what is left of each; a later finding's gain counts only for
@@ -27,7 +27,7 @@ from .rulespec.expr import budget_names, eval_expr
 # Kernel categories of busy GPU time (timeline/kernels.py KERNEL_CATEGORIES less communication, which
 # is the idle classes `comm` and `peer_wait`: gpu_busy_pct excludes NCCL kernels).
 BUSY = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy", "optimizer", "other")
-IDLE = {"data": "idle_data_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
+IDLE = {"data": "idle_data_pct", "host": "idle_host_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
         "comm": "idle_comm_pct", "peer_wait": "idle_peer_wait_pct", "unexplained": "idle_unexplained_pct"}
 MEMORY_OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
 
@@ -42,7 +42,7 @@ def _idle(*classes: str) -> tuple[str, ...]:
 
 # A rank's own work (timeline catalogue, rank_own_work_pct): GPU busy plus the idle its host holds up
 # doing something other than launching or communicating.
-OWN_WORK = _busy(*BUSY) + _idle("data", "sync", "alloc", "unexplained")
+OWN_WORK = _busy(*BUSY) + _idle("data", "host", "sync", "alloc", "unexplained")
 
 
 def _pace_setter(values: dict, rank: str | None) -> bool:
