@@ -27,6 +27,7 @@ from .kineto_events import (
     KinetoEvent,
     annotation_names,
     as_int,
+    as_ints,
     copy_kind,
 )
 
@@ -42,19 +43,20 @@ class TraceColumns:
         self.gpu: dict[str, list[np.ndarray]] = {}
         self.host: dict[str, list[np.ndarray]] = {}
         self.ranges: dict[str, list[np.ndarray]] = {}
-        self.memory: list[tuple] = []  # (ts, bytes, total allocated, total reserved, device) per device event
+        self.memory: list[tuple] = []  # per batch: (ts, bytes, total allocated, total reserved, device) of device events
 
     def add(self, events: list[KinetoEvent]) -> None:
         buckets: list[list[KinetoEvent]] = [[] for _ in range(7)]
         get = BUCKET_OF_CAT.get
+        memory = []
         for e in events:
             b = get(e.cat)
             if b is not None:
                 buckets[b].append(e)
-            elif e.name == "[memory]" and e.args is not None and as_int(e.args.device_type) == 1:
-                a = e.args
-                self.memory.append((e.ts, as_int(a.mem_bytes, 0), as_int(a.total_allocated, 0),
-                                    as_int(a.total_reserved, 0), as_int(a.device_id)))
+            elif e.name == "[memory]" and e.args is not None:
+                memory.append(e)
+        if memory:
+            self._add_memory(memory)
         for b, evs in enumerate(buckets):
             if not evs:
                 continue
@@ -68,6 +70,16 @@ class TraceColumns:
                     cols["correlation"] = _int_array([e.args and e.args.correlation for e in evs])
             for name, values in cols.items():
                 table.setdefault(name, []).append(values)
+
+    def _add_memory(self, events: list[KinetoEvent]) -> None:
+        """The allocator instants of CUDA devices (Device Type 1)."""
+        args = [e.args for e in events]
+        device = as_ints([a.device_type for a in args]) == 1
+        if device.any():
+            self.memory.append(tuple(col[device] for col in (
+                np.array([e.ts for e in events], np.float64), as_ints([a.mem_bytes for a in args], 0),
+                as_ints([a.total_allocated for a in args], 0), as_ints([a.total_reserved for a in args], 0),
+                as_ints([a.device_id for a in args]))))
 
     def _common(self, bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
         code, names = self.names.setdefault, self.names
@@ -102,12 +114,10 @@ class TraceColumns:
     def memory_table(self, path) -> pd.DataFrame:
         if not self.memory:
             return empty_table(MEMORY_COLUMNS)
-        ts, nbytes, alloc, reserved, device = zip(*self.memory)
-        start, _ = _checked_ns(path, np.asarray(ts, np.float64), np.zeros(len(ts)))
-        return _frame(MEMORY_COLUMNS, start, {"start_ns": start, "bytes": np.asarray(nbytes, np.int64),
-                                              "total_allocated": np.asarray(alloc, np.int64),
-                                              "total_reserved": np.asarray(reserved, np.int64),
-                                              "device": np.asarray(device, np.int64)})
+        ts, nbytes, alloc, reserved, device = (np.concatenate(col) for col in zip(*self.memory))
+        start, _ = _checked_ns(path, ts, np.zeros(len(ts)))
+        return _frame(MEMORY_COLUMNS, start, {"start_ns": start, "bytes": nbytes, "total_allocated": alloc,
+                                              "total_reserved": reserved, "device": device})
 
 
 def _gpu_columns(bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
