@@ -112,7 +112,7 @@ def cases(work: Path, big: bool) -> list[tuple[str, Path, float | None]]:
     c.append(("kineto-nul 2 GiB sparse", sparse(work / "sparse.pt.trace.json", b'{"traceEvents": [', 2 << 30), None))
     c.append(("ncu-rep zero blocks 2 GiB", sparse(work / "sparse.ncu-rep", b"NVR\0" + struct.pack("<I", 2) + b"\x08\x01",
                                                  2 << 30), None))
-    c.append(("ncu-csv 2 GiB line", sparse(work / "sparse.csv", b'"ID","Process ID","Process Name"\n', 2 << 30), None))
+    c.append(("ncu-csv 2 GiB line", sparse(work / "sparse.csv", b'"ID","Process ID","Process Name","Kernel Name"\n', 2 << 30), None))
     if (HOSTILE / "sqlite-schema-error-multiline" / "schema.sqlite").exists():
         c.append(("sqlite schema damage", HOSTILE / "sqlite-schema-error-multiline" / "schema.sqlite", None))
     fifo = work / "pipe.json"
