@@ -175,8 +175,8 @@ def read_ncu_csv(path: str | os.PathLike, progress: bool = False) -> NcuReport:
     CSV exports are small (kilobytes per launch); `progress` is accepted for a uniform reader API.
     Rows are read one at a time, never the whole file as lists of cells.
     """
-    with open_input(path) as raw:
-        rows = _rows(path, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=""))
+    with open_input(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as text:
+        rows = _rows(path, text)
         header = next(rows)
         if "Metric Name" in header:
             return _read_details(path, header, rows)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..timeline.tables import GPU_COLUMNS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, empty_table
+from ..timeline.tables import GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, RANGE_KINDS, empty_table
 from .kineto_events import (
     ANNOTATION,
     BUCKET_OF_CAT,
@@ -91,12 +91,13 @@ class TraceColumns:
         }
 
     def tables(self, path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """The gpu, host and ranges frames. Names, kinds and copy kinds are Categoricals (as the Nsight Systems
+        reader gives them): a few thousand strings, not one per row, and codes the analyses group on."""
         uniques = np.empty(len(self.names), dtype=object)
         uniques[:] = list(self.names)
-        kinds = np.array([GPU_KIND.get(i, RANGE_KIND.get(i, "")) for i in range(7)], object)
         out = []
-        for parts, columns in ((self.gpu, GPU_COLUMNS), (self.host, HOST_COLUMNS),
-                               (self.ranges, RANGE_COLUMNS)):
+        for parts, columns, kinds in ((self.gpu, GPU_COLUMNS, GPU_KINDS), (self.host, HOST_COLUMNS, None),
+                                      (self.ranges, RANGE_COLUMNS, RANGE_KINDS)):
             if not parts:
                 out.append(empty_table(columns))
                 continue
@@ -105,10 +106,23 @@ class TraceColumns:
             codes, bucket = cols.pop("code"), cols.pop("bucket")
             if parts is self.ranges:
                 bucket = np.where((bucket == OP) & annotation_names(uniques)[codes], ANNOTATION, bucket)
-            cols.update(name=uniques[codes], kind=kinds[bucket], start_ns=start, end_ns=start + length)
+            present = np.flatnonzero(np.bincount(codes, minlength=len(uniques)))
+            by_text = present[np.argsort(uniques[present].astype(str), kind="stable")]
+            rank = np.zeros(len(uniques), np.int32)
+            rank[by_text] = np.arange(by_text.size, dtype=np.int32)
+            categories = {"name": list(uniques[by_text])}
+            cols.update(name=rank[codes], start_ns=start, end_ns=start + length)
+            if kinds is not None:  # every kind of the schema a category, as in the Nsight Systems reader
+                kind_names = sorted(kinds)
+                of_bucket = {**GPU_KIND, **RANGE_KIND}
+                cols["kind"] = np.array([kind_names.index(of_bucket[b]) if of_bucket.get(b) in kind_names else 0 for b in range(7)],
+                                        np.int8)[bucket]
+                categories["kind"] = kind_names
             if "copy_kind" in cols:
-                cols["copy_kind"] = np.array(COPY_KIND_CODES, object)[cols["copy_kind"]]
-            out.append(_frame(columns, start, cols))
+                copy_names = sorted(COPY_KIND_CODES)
+                cols["copy_kind"] = np.array([copy_names.index(k) for k in COPY_KIND_CODES], np.int8)[cols["copy_kind"]]
+                categories["copy_kind"] = copy_names
+            out.append(_frame(columns, start, cols, categories))
         return out[0], out[1], out[2]
 
     def memory_table(self, path) -> pd.DataFrame:
@@ -218,9 +232,14 @@ def _first(values: np.ndarray, bad: np.ndarray) -> str:
     return f"{float(values[np.flatnonzero(bad)[0]]):g}"
 
 
-def _frame(columns: dict[str, str], start: np.ndarray, data: dict[str, np.ndarray]) -> pd.DataFrame:
+def _frame(columns: dict[str, str], start: np.ndarray, data: dict[str, np.ndarray],
+           categories: dict[str, list] | None = None) -> pd.DataFrame:
+    """The columns in schema order, rows sorted by start (stable); a column in `categories` holds codes
+    into that sorted list and becomes a Categorical."""
     order = np.argsort(start, kind="stable")
-    return pd.DataFrame({c: pd.Series(data[c][order], dtype=t, copy=False)
+    categories = categories or {}
+    return pd.DataFrame({c: pd.Series(pd.Categorical.from_codes(data[c][order], categories=categories[c]))
+                         if c in categories else pd.Series(data[c][order], dtype=t, copy=False)
                          for c, t in columns.items()})
 
 
