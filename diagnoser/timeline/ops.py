@@ -107,6 +107,9 @@ def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     of ranges closing one after another would take a round per range, so past PARENT_JUMP_ROUNDS the
     (linear) stack walk finishes the job."""
     cand = np.arange(start.size, dtype=np.int64) - 1
+    # a range that starts after every earlier one has ended has no parent: settled at once (the top
+    # level of a long trace would otherwise take log n rounds of jumping along its siblings)
+    ended = np.maximum.accumulate(end) if end.size else end  # latest end among ranges 0..j
     todo = np.flatnonzero(cand >= 0)
     for _ in range(PARENT_JUMP_ROUNDS):
         if not todo.size:
@@ -114,8 +117,11 @@ def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         c = cand[todo]
         early = end[c] < start[todo]
         todo, c = todo[early], c[early]
-        cand[todo] = cand[c]
-        todo = todo[cand[todo] >= 0]
+        nxt = cand[c]
+        none_open = ended[c] < start[todo]  # every range up to c ended before this one starts
+        nxt[none_open] = -1
+        cand[todo] = nxt
+        todo = todo[nxt >= 0]
     return cand if not todo.size else _parents_by_stack(start, end)
 
 
@@ -157,10 +163,9 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
     rs, re_ = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
     in_win = (rs >= lo) & (rs < hi)
-    names = ops["name"].to_numpy(object)
-    # per op name (codes in first-seen order): calls and CPU time in the window, GPU time of its kernels;
-    # bincount adds in row order, so every sum is the one a loop over the rows gives
-    code, distinct = pd.factorize(names, sort=False, use_na_sentinel=False)
+    # per op name (codes into its distinct names): calls and CPU time in the window, GPU time of its
+    # kernels; bincount adds in row order, so every sum is the one a loop over the rows gives
+    code, distinct = _name_codes(ops["name"])
     n_names = len(distinct)
     calls = np.bincount(code[in_win], minlength=n_names)
     cpu_ms = np.bincount(code[in_win], weights=(re_ - rs)[in_win].astype(np.float64) / 1e6, minlength=n_names)
@@ -201,6 +206,13 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
                      "gpu_share_pct": 100.0 * float(gpu_ms[i]) / total if total else 0.0,
                      "cpu_ms_per_step": float(cpu_ms[i]) / n_steps})
     return rows
+
+
+def _name_codes(names) -> tuple[np.ndarray, np.ndarray]:
+    """Codes per row and the distinct names (a Categorical's own codes; else hashed, NaN a name too)."""
+    if isinstance(names.dtype, pd.CategoricalDtype) and not (names.cat.codes.to_numpy() < 0).any():
+        return names.cat.codes.to_numpy().astype(np.int64), np.asarray(names.cat.categories, dtype=object)
+    return pd.factorize(names.to_numpy(object), sort=False, use_na_sentinel=False)
 
 
 def op_facts(rows: list[dict]) -> dict:
