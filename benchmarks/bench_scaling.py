@@ -6,9 +6,10 @@ flow ids (benchmarks/bench_torch_trace.py's replication). Each size runs in a fr
 stages are timed by wrapping the functions the pipeline calls (inclusive CPU time, time.process_time,
 so other load on the machine does not count): read, every analysis of timeline/measure.py, the
 cross-rank analysis, the rules, and the render (Markdown and JSON). Printed: the seconds per stage and
-size, and the ratio per doubling: its mean from the first size where the stage takes 50 ms (the
-geometric mean over the doublings after it) and, in brackets, the worst single doubling. An O(n log n)
-stage stays near 2x; the target is <= 2.2x. Stages under 50 ms are listed, not judged (noise).
+size, and the ratio per doubling: its mean from the first size where the stage takes 10 ms (the
+geometric mean over the doublings after it) and, in brackets, the worst single doubling (noisy on a
+shared machine: other load, caches). An O(n log n) stage stays near 2x; the target is <= 2.2x. Stages
+under 50 ms at the largest size are listed, not judged.
 
     python benchmarks/bench_scaling.py [--max-copies 64] [--repeat 1] [--keep DIR]
 """
@@ -27,7 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "fixtures" / "torch" / "host_sync.pt.trace.json.gz"
 TARGET_RATIO = 2.2
-JUDGED_S = 0.05
+JUDGED_S = 0.05  # judged when the stage takes this long at the largest size
+SPAN_FROM_S = 0.01  # the mean ratio is taken from the first size where it takes this long
 
 CHILD = r"""
 import functools, json, sys, time
@@ -139,9 +141,9 @@ def main() -> int:
     worst_mean = 0.0
     for stage in sorted(results[-1], key=lambda s: -results[-1].get(s, 0)):
         t = [r.get(stage, 0.0) for r in results]
-        timed = [i for i, x in enumerate(t) if x >= JUDGED_S]  # sizes where the stage takes long enough to time
+        timed = [i for i, x in enumerate(t) if x >= SPAN_FROM_S]  # sizes where the stage takes long enough to time
         verdict = "(too small to judge)"
-        if len(timed) >= 2 and timed[-1] == len(t) - 1:
+        if len(timed) >= 2 and timed[-1] == len(t) - 1 and t[-1] >= JUDGED_S:
             first = timed[0]
             mean = (t[-1] / t[first]) ** (1 / (len(t) - 1 - first))
             worst = max(b / a for a, b in zip(t[first:], t[first + 1:]))
@@ -149,7 +151,7 @@ def main() -> int:
             if stage != "total (diagnose + render)":
                 worst_mean = max(worst_mean, mean)
         print(f"| {stage} | " + " | ".join(f"{x:.3f}" for x in t) + f" | {verdict} |")
-    print(f"\nthe steepest stage: {worst_mean:.2f}x per doubling on average from where it takes {JUDGED_S * 1e3:.0f} ms "
+    print(f"\nthe steepest stage: {worst_mean:.2f}x per doubling on average from where it takes {SPAN_FROM_S * 1e3:.0f} ms "
           f"(target <= {TARGET_RATIO}x; single doublings are noisier: other load, caches)")
     return 0 if worst_mean <= TARGET_RATIO else 1
 
