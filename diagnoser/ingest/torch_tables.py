@@ -7,6 +7,8 @@ values (ids written as text, grids as lists), checks the times and builds the so
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import pandas as pd
 
@@ -65,7 +67,7 @@ class TraceColumns:
             if b <= MEMSET:
                 cols.update(_gpu_columns(b, evs))
             else:
-                cols["thread"] = _int_array([e.tid for e in evs])
+                cols["thread"] = _int_array(list(map(_TID, evs)))
                 if b == RUNTIME:
                     cols["correlation"] = _int_array([e.args and e.args.correlation for e in evs])
             for name, values in cols.items():
@@ -85,8 +87,8 @@ class TraceColumns:
         code, names = self.names.setdefault, self.names
         return {
             "code": np.array([code(e.name, len(names)) for e in evs], np.int32),
-            "ts": np.array([e.ts for e in evs], np.float64),
-            "dur": np.array([e.dur for e in evs], np.float64),
+            "ts": np.fromiter(map(_TS, evs), np.float64, len(evs)),  # (map + attrgetter: half a listcomp's time)
+            "dur": np.fromiter(map(_DUR, evs), np.float64, len(evs)),
             "bucket": np.full(len(evs), bucket, np.int8),
         }
 
@@ -132,6 +134,9 @@ class TraceColumns:
         start, _ = _checked_ns(path, ts, np.zeros(len(ts)))
         return _frame(MEMORY_COLUMNS, start, {"start_ns": start, "bytes": nbytes, "total_allocated": alloc,
                                               "total_reserved": reserved, "device": device})
+
+
+_TS, _DUR, _TID = (operator.attrgetter(a) for a in ("ts", "dur", "tid"))
 
 
 def _gpu_columns(bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
