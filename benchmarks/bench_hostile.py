@@ -1,7 +1,7 @@
 """Time and peak RSS of `diagnose` on every hostile reproducer of ../shared/hostile/, at full size.
 
 The big cases are made here as their make.sh makes them (sparse files take no disk; the gzip bombs
-and the 3M-event trace take a few seconds to write). Target (issue 14): each case one line naming
+and the 3M-event trace take a few seconds to write). Target (issues 14, 22): each case one line naming
 the file, exit 1 (or a report, exit 0, for the valid 3M-event trace), in under 2 s, no temp file
 left, also after SIGTERM. Run: `python benchmarks/bench_hostile.py [--skip-big]`.
 """
@@ -13,6 +13,7 @@ import os
 import resource
 import shutil
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -112,7 +113,7 @@ def cases(work: Path, big: bool) -> list[tuple[str, Path, float | None]]:
     c.append(("kineto-nul 2 GiB sparse", sparse(work / "sparse.pt.trace.json", b'{"traceEvents": [', 2 << 30), None))
     c.append(("ncu-rep zero blocks 2 GiB", sparse(work / "sparse.ncu-rep", b"NVR\0" + struct.pack("<I", 2) + b"\x08\x01",
                                                  2 << 30), None))
-    c.append(("ncu-csv 2 GiB line", sparse(work / "sparse.csv", b'"ID","Process ID","Process Name"\n', 2 << 30), None))
+    c.append(("ncu-csv 2 GiB line", sparse(work / "sparse.csv", b'"ID","Process ID","Process Name","Kernel Name"\n', 2 << 30), None))
     if (HOSTILE / "sqlite-schema-error-multiline" / "schema.sqlite").exists():
         c.append(("sqlite schema damage", HOSTILE / "sqlite-schema-error-multiline" / "schema.sqlite", None))
     fifo = work / "pipe.json"
@@ -122,6 +123,27 @@ def cases(work: Path, big: bool) -> list[tuple[str, Path, float | None]]:
     loop.symlink_to(work / "loop2")
     (work / "loop2").symlink_to(loop)
     c.append(("symlink loop", loop, None))
+    members = work / "empty-members.pt.trace.json.gz"  # issue 22: members that inflate to nothing
+    members.write_bytes(gzip.compress(b"", mtime=0) * 2_000_000)
+    c.append(("gzip of 2M empty members (40 MB)", members, None))
+    spaces = work / "spaces.pt.trace.json"
+    spaces.write_bytes(b'{"schemaVersion": 1, "traceEvents": [' + b" " * (100 << 20))
+    c.append(("Kineto header + 100 MiB whitespace", spaces, None))
+    header = (REPO / "fixtures" / "ncu" / "small_kernels.raw.csv").read_bytes().split(b"\n")[0]
+    lines = work / "long-lines.raw.csv"
+    with open(lines, "wb") as f:
+        f.write(header + b"\n")
+        line = b"11," * ((15 << 20) // 3) + b"1\n"
+        for _ in range(13):
+            f.write(line)
+    c.append(("ncu-csv valid header + 13 x 15 MiB lines", lines, None))
+    nvtx = work / "nvtx-text.sqlite"
+    nvtx.write_bytes(gzip.decompress((REPO / "fixtures" / "nsys" / "sdpa_attention.sqlite.gz").read_bytes()))
+    conn = sqlite3.connect(nvtx)
+    conn.execute("UPDATE NVTX_EVENTS SET globalTid = 'text' WHERE rowid % 2 = 0")
+    conn.commit()
+    conn.close()
+    c.append(("nsys NVTX globalTid as text", nvtx, None))
     if big:
         c.append(("pickle EMPTY_LIST 4 GiB behind gzip", gz_bomb(work / "lists4G.snapshot.pickle.gz", b"\x80\x04", b"]",
                                                               4 << 30, b"."), None))

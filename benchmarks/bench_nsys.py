@@ -73,6 +73,9 @@ t = time.perf_counter()
 report = diagnose([sys.argv[1]])
 dt = time.perf_counter() - t
 print(dt, peak_rss(), len(report.findings), len(report.not_evaluated), 0)
+import resource
+me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"# CPU: client {me.ru_utime + me.ru_stime:.1f} s + reader workers {workers.ru_utime + workers.ru_stime:.1f} s")
 for f in report.findings[:5]:
     print("#", getattr(f, "rule", ""), getattr(f, "severity", ""), getattr(f, "category", ""))
 """

@@ -34,6 +34,11 @@ GZIP_MAX_RATIO = int(os.environ.get("DIAGNOSER_GZIP_MAX_RATIO", "64"))
 GZIP_FREE_BYTES = 32 << 20
 TMP_RESERVE_BYTES = 64 << 20  # unpacking stops while this much is still free in the temp folder
 _CHUNK = 1 << 20
+# gzip members: real files hold one (gzip, pigz) or one per 64 KiB (bgzip); a member that inflates to
+# almost nothing costs the same Python work as a big one, so past this many of them the file is refused
+GZIP_MAX_SMALL_MEMBERS = 4096
+GZIP_SMALL_MEMBER = 1024  # bytes of output below which a member counts as small
+_MEMBER_FEED = 1024  # compressed bytes first given to zlib for a new member (doubling while it lasts)
 DECLARED_SLACK = 16 << 20  # output allowed past the size a file's header declares
 
 
@@ -114,25 +119,33 @@ def gzip_limit(compressed_size: int) -> int:
 
 
 class _Inflater(io.RawIOBase):
-    """gzip members (concatenated ones too) inflated in bounded pieces, refused past `limit`."""
+    """gzip members (concatenated ones too) inflated in bounded pieces, refused past `limit`.
+
+    The compressed chunk is read through an offset, never sliced: zlib is fed a piece at a time (a
+    new member a little first, doubling while it lasts), so what it copies back (unused_data,
+    unconsumed_tail) is at most that piece, and many tiny members cost their own size, not a chunk
+    each. Members that inflate to almost nothing are counted and bounded (GZIP_MAX_SMALL_MEMBERS)."""
 
     def __init__(self, fileobj: BinaryIO, path, limit: int):
         self.fileobj, self.path, self.limit = fileobj, path, limit
         self.produced = 0
         self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self._pending = b""  # compressed bytes not yet given to zlib
+        self._pending = b""  # compressed bytes read, from self._pos on not yet given to zlib
+        self._pos = 0
         self._in_member = False
         self._done = False
+        self._member_out = 0  # output of the current member
+        self._small = 0  # members that inflated to less than GZIP_SMALL_MEMBER bytes
+        self._feed = _MEMBER_FEED
 
     def readable(self) -> bool:
         return True
 
     def _fill(self) -> bool:
-        if self._pending:
+        if self._pos < len(self._pending):
             return True
-        data = self.fileobj.read(_CHUNK)
-        self._pending = data
-        return bool(data)
+        self._pending, self._pos = self.fileobj.read(_CHUNK), 0
+        return bool(self._pending)
 
     def readinto(self, b) -> int:
         want = len(b)
@@ -143,26 +156,38 @@ class _Inflater(io.RawIOBase):
                 self._done = True
                 break
             if not self._in_member:
-                self._pending = self._pending.lstrip(b"\x00")  # gzip allows zero padding after a member
-                if not self._pending:
+                data = _NON_ZERO.search(self._pending, self._pos)  # gzip allows zero padding after a member
+                if data is None:
+                    self._pos = len(self._pending)
                     continue
-                if len(self._pending) < 2:
+                self._pos = data.start()
+                if len(self._pending) - self._pos < 2:
                     more = self.fileobj.read(_CHUNK)
                     if more:
-                        self._pending += more
+                        self._pending, self._pos = self._pending[self._pos:] + more, 0
                         continue
-                if self._pending[:2] != GZIP_MAGIC:
+                if self._pending[self._pos:self._pos + 2] != GZIP_MAGIC:
                     raise InputError(self.path, "corrupt gzip data (what follows the last member is not gzip)")
                 self._in_member = True
-            try:
-                out = self._z.decompress(self._pending, want)
-            except zlib.error as e:
-                raise InputError(self.path, f"truncated or corrupt gzip data ({e})") from None
-            self._pending = self._z.unconsumed_tail
+            with memoryview(self._pending) as view:
+                feed = view[self._pos:self._pos + self._feed]
+                try:
+                    out = self._z.decompress(feed, want)
+                except zlib.error as e:
+                    raise InputError(self.path, f"truncated or corrupt gzip data ({e})") from None
+                finally:
+                    fed = len(feed)
+                    feed.release()
             if self._z.eof:
-                self._pending = self._z.unused_data
+                self._pos += fed - len(self._z.unused_data)
                 self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 self._in_member = False
+                self._end_member(len(out))
+            else:
+                self._pos += fed - len(self._z.unconsumed_tail)
+                self._member_out += len(out)
+                if not self._z.unconsumed_tail:
+                    self._feed = min(self._feed * 2, _CHUNK)
             if out:
                 self.produced += len(out)
                 if self.produced > self.limit:
@@ -170,6 +195,19 @@ class _Inflater(io.RawIOBase):
                 b[:len(out)] = out
                 return len(out)
         return 0
+
+    def _end_member(self, last: int) -> None:
+        if self._member_out + last < GZIP_SMALL_MEMBER:
+            self._small += 1
+            if self._small > GZIP_MAX_SMALL_MEMBERS:
+                raise InputError(self.path, f"more than {GZIP_MAX_SMALL_MEMBERS:,} gzip members that hold (almost) "
+                                            "nothing: not a compressed profile")
+        self._member_out = 0
+        self._feed = _MEMBER_FEED
+
+
+_NON_ZERO = re.compile(rb"[^\x00]")
+
 
 def _bomb_message(raw, limit: int) -> str:
     try:

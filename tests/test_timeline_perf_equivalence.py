@@ -227,3 +227,77 @@ def test_kernels_without_a_name_do_not_anchor_kernel_pattern_steps(categorical):
     host = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in HOST_COLUMNS.items()})
     ranges = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in RANGE_COLUMNS.items()})
     assert analyze_timeline(Timeline("t", "torch", gpu, host, ranges)).values["step_detection"] == "none"
+
+
+# ---------------------------------------------------------------- issue 22: linear forms of quadratic loops
+
+def ref_steady_cv(d: np.ndarray) -> float:
+    """The direct minimum over every warm-up cut (what steps._steady_cv replaced: a std per cut)."""
+    best = float("inf")
+    for k in range(0, d.size // 4 + 1):
+        rest = d[k:]
+        if rest.size >= 2 and rest.mean() > 0:
+            best = min(best, float(rest.std() / rest.mean()))
+    return best
+
+
+def test_steady_cv_from_running_sums_is_the_direct_minimum():
+    from diagnoser.timeline.steps import _steady_cv
+    rng = np.random.default_rng(22)
+    for trial in range(1200):
+        n = int(rng.integers(0, 300))
+        kind = trial % 6
+        if kind == 0:
+            d = rng.integers(0, 10, n)
+        elif kind == 1:
+            d = rng.normal(1e6, 1e4, n).astype(np.int64).clip(0)
+        elif kind == 2:
+            d = np.full(n, 42, dtype=np.int64)
+        elif kind == 3:  # slow warm-up intervals first
+            d = rng.integers(900, 1100, n)
+            d[: n // 5] *= 50
+        elif kind == 4:  # an alternating period (MiniWeather's 0.37 / 1 ms)
+            d = np.where(np.arange(n) % 2, 370_000, 1_000_000).astype(np.int64)
+        else:
+            d = (rng.pareto(1.5, n) * 1e9).astype(np.int64)
+        assert _steady_cv(d) == ref_steady_cv(d), (kind, n)
+
+
+def test_grouping_rows_matches_unique_rows():
+    from diagnoser.timeline.ops import _group_rows
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.integers(1, 3000))
+        code = rng.integers(-1, 30, n)  # -1: a kernel without a name
+        grid = rng.integers(0, 6, n) * (1 if trial % 3 else 1 << 40)  # wide spans take the sort path
+        block = rng.integers(0, 4, n) * (1 if trial % 4 else -(1 << 40))
+        uniq, inv = np.unique(np.stack([code, grid, block], axis=1), axis=0, return_inverse=True)
+        got_uniq, got_inv = _group_rows(code, grid, block)
+        assert np.array_equal(uniq, got_uniq) and np.array_equal(inv.reshape(-1), got_inv)
+
+
+def ref_parents(start, end) -> np.ndarray:
+    parent = np.full(start.size, -1, dtype=np.int64)
+    stack: list[int] = []
+    for i in range(start.size):
+        while stack and end[stack[-1]] < start[i]:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+@pytest.mark.parametrize("shape", ["nested", "touching", "flat", "closing_chain"])
+def test_parents_by_pointer_jumping_are_the_stack_walk(shape):
+    from diagnoser.timeline.ops import _parents
+    rng = np.random.default_rng(9)
+    for _ in range(40):
+        n = int(rng.integers(0, 400))
+        if shape == "closing_chain":  # a deep nest that closes before a sibling: past the jump rounds
+            s = np.r_[np.arange(n), 3 * n]
+            e = np.r_[2 * n - np.arange(n), 3 * n + 1]
+        else:
+            s = np.sort(rng.integers(0, 1000, n))
+            e = s + rng.integers(0, {"nested": 200, "touching": 3, "flat": 1}[shape], n)
+        assert np.array_equal(_parents(s, e), ref_parents(s, e))

@@ -95,6 +95,16 @@ def as_int(v, default: int = -1) -> int:
     return v if -_INT64 <= v < _INT64 else default
 
 
+def as_ints(values: list, default: int = -1) -> np.ndarray:
+    """`[as_int(v, default) for v in values]` as int64, in one numpy call when every value is a plain int."""
+    if set(map(type, values)) <= {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:  # beyond int64: as_int gives the default
+            pass
+    return np.array([as_int(v, default) for v in values], dtype=np.int64)
+
+
 def annotation_names(uniques: np.ndarray) -> np.ndarray:
     """Per name, whether it is one of the profiler's own annotations (whatever its `cat`)."""
     return np.array([bool(_ANNOTATION_NAME.match(n)) for n in uniques], dtype=bool)

@@ -151,47 +151,50 @@ def _lines(path, text: io.TextIOBase):
         yield line
 
 
-def _rows(path) -> list[list[str]]:
+def _rows(path, text: io.TextIOBase):
+    """The CSV's rows from its header ("ID" first) on, one at a time (blank lines left out): the header
+    and units rows are checked before the rest is read, so a bad file costs one row, not the file."""
     try:
-        with open_input(path) as raw:
-            text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
-            rows = [row for row in csv.reader(_lines(path, text)) if row]  # blank lines: not kept
+        rows = (row for row in csv.reader(_lines(path, text)) if row)
+        for row in rows:  # ncu prints "==PROF==" lines and blank lines before the table in some versions
+            if row[0] == "ID":
+                yield row
+                break
+        else:
+            raise InputError(path, "no Nsight Compute CSV header (expected a first column \"ID\")")
+        yield from rows
     except (EOFError, zlib.error) as e:
         raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
     except csv.Error as e:
         raise InputError(path, f"malformed CSV: {e}") from None
-    # ncu prints "==PROF==" lines and blank lines before the table in some versions
-    while rows and (not rows[0] or rows[0][0] != "ID"):
-        rows.pop(0)
-    if not rows:
-        raise InputError(path, "no Nsight Compute CSV header (expected a first column \"ID\")")
-    return rows
 
 
 def read_ncu_csv(path: str | os.PathLike, progress: bool = False) -> NcuReport:
     """Read either CSV page, deciding by its header (details pages have a "Metric Name" column).
 
     CSV exports are small (kilobytes per launch); `progress` is accepted for a uniform reader API.
+    Rows are read one at a time, never the whole file as lists of cells.
     """
-    rows = _rows(path)
-    if "Metric Name" in rows[0]:
-        return _read_details(path, rows)
-    return _read_raw(path, rows)
+    with open_input(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as text:
+        rows = _rows(path, text)
+        header = next(rows)
+        if "Metric Name" in header:
+            return _read_details(path, header, rows)
+        return _read_raw(path, header, rows)
 
 
-def _read_raw(path, rows: list[list[str]]) -> NcuReport:
-    header = rows[0]
+def _read_raw(path, header: list[str], rows) -> NcuReport:
     missing = [c for c in ("ID", "Kernel Name") if c not in header]
     if missing:
         raise InputError(path, f"not an Nsight Compute raw CSV: missing column(s) {', '.join(missing)}")
-    if len(rows) < 2:
+    units = next(rows, None)
+    if units is None:
         raise InputError(path, "Nsight Compute raw CSV without its units row")
-    units = rows[1]
     if units and units[0].strip() not in ("",):
         raise InputError(path, "second row should hold units (export with `ncu --import R --csv --page raw`)")
     report = NcuReport(path=str(path), kind="ncu-csv-raw")
     metric_cols = [(i, h) for i, h in enumerate(header) if h not in IDENTITY]
-    for lineno, row in enumerate(rows[2:], start=3):
+    for lineno, row in enumerate(rows, start=3):
         if not row or all(not c for c in row):
             continue
         if len(row) != len(header):
@@ -213,8 +216,7 @@ def _read_raw(path, rows: list[list[str]]) -> NcuReport:
     return report
 
 
-def _read_details(path, rows: list[list[str]]) -> NcuReport:
-    header = rows[0]
+def _read_details(path, header: list[str], rows) -> NcuReport:
     need = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value")
     missing = [c for c in need if c not in header]
     if missing:
@@ -222,7 +224,7 @@ def _read_details(path, rows: list[list[str]]) -> NcuReport:
     report = NcuReport(path=str(path), kind="ncu-csv-details")
     min_cols = header.index("Metric Value") + 1
     by_id: dict[int, NcuLaunch] = {}
-    for lineno, row in enumerate(rows[1:], start=2):
+    for lineno, row in enumerate(rows, start=2):
         if not row or all(not c for c in row):
             continue
         if len(row) < min_cols or len(row) > len(header):  # metric rows omit empty rule columns

@@ -61,6 +61,26 @@ class CorruptExport(Exception):
     misaligned or non-integer columns raise sqlite_columns.CorruptColumnError."""
 
 
+def _integer(table: str, column: str, value) -> int:
+    if type(value) is not int:
+        raise CorruptExport(f"{table}.{column} holds {_what(value)} where the schema has an integer")
+    return value
+
+
+def _integers(table: str, column: str, values: list) -> np.ndarray:
+    """An integer column read row by row, as int64; text, blobs or reals in it make the export corrupt."""
+    if not set(map(type, values)) <= {int}:
+        _integer(table, column, next(v for v in values if type(v) is not int))
+    try:
+        return np.array(values, np.int64) if values else np.zeros(0, np.int64)
+    except OverflowError:
+        raise CorruptExport(f"{table}.{column} holds an integer beyond 64 bits") from None
+
+
+def _what(value) -> str:
+    return {bytes: "text", str: "text", float: "a real number"}.get(type(value), type(value).__name__)
+
+
 class ExportReader:
     """Per-table-family readers over one open export (each table is optional)."""
 
@@ -236,20 +256,23 @@ class ExportReader:
                     f"SELECT {tid}, {domain}, {text} FROM {t} n WHERE n.eventType = ?",
                     (NVTX_DOMAIN_CREATE,)):
                 if name is not None:
-                    domains[(gtid // TID_MOD, dom)] = sqlite_text(name)
-        names = []
-        for _, _, gtid, name, dom in rows:
-            name = sqlite_text(name)
-            prefix = domains.get((gtid // TID_MOD, dom)) if dom else None
-            names.append(f"{prefix}:{name}" if prefix else name)
+                    domains[(_integer(t, "globalTid", gtid) // TID_MOD, dom)] = sqlite_text(name)
         n = len(rows)
+        start = _integers(t, "start", [r[0] for r in rows])
+        end = _integers(t, "end", [r[1] for r in rows])
+        gtids = _integers(t, "globalTid", [r[2] for r in rows])
+        names = []
+        for (_, _, gtid, name, dom), g in zip(rows, gtids.tolist()):
+            name = sqlite_text(name)
+            prefix = domains.get((g // TID_MOD, dom)) if dom else None
+            names.append(f"{prefix}:{name}" if prefix else name)
         categories = sorted(set(names))
         position = {name: k for k, name in enumerate(categories)}
         data = {
             "name": np.array([position[name] for name in names], np.int32),
-            "start_ns": np.fromiter((r[0] for r in rows), np.int64, n),
-            "end_ns": np.fromiter((r[1] for r in rows), np.int64, n),
-            "thread": np.fromiter((r[2] % TID_MOD if r[2] >= 0 else -1 for r in rows), np.int64, n),
+            "start_ns": start,
+            "end_ns": end,
+            "thread": np.where(gtids >= 0, gtids % TID_MOD, -1) if n else np.zeros(0, np.int64),
             "kind": RANGE_CATEGORIES.index("nvtx"),
         }
         return categorical_frame([data], RANGE_COLUMNS, {"name": categories, "kind": RANGE_CATEGORIES})

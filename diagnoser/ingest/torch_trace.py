@@ -49,6 +49,8 @@ _EMPTY_HELP = "expected a PyTorch profiler trace (JSON with traceEvents)"
 # Bounds from the data: Kineto writes its header (device properties, ids) in a few KB before
 # traceEvents, and each event in well under a KB (a long Python stack: a few KB).
 MAX_HEADER_BYTES = 64 << 20
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
+_ENDS_ELEMENT = re.compile(rb"[}\]]")
 _TOKEN_TAIL = frozenset(b"0123456789+-.eEtrufalsn")  # bytes a number or true/false/null ends in
 MAX_EVENT_BYTES = 64 << 20
 
@@ -140,6 +142,19 @@ class _TraceStream:
             if not got:
                 break  # the rest, with whatever follows the array, is decoded whole below
             n += got
+            lead = _NON_SPACE.search(buf, 1, n)  # whitespace before the next event is dropped, never kept
+            if lead is None or lead.start() > 1:
+                start = n if lead is None else lead.start()
+                del lead
+                buf[1:n - start + 1] = buf[start:n]
+                n -= start - 1
+                if n == 1:
+                    continue
+            else:
+                del lead
+            if not _ENDS_ELEMENT.search(buf, max(1, n - got), n):
+                self._unfinished(buf, n)  # no } or ] read: no element can have ended
+                continue
             cut = self._cut(buf, n)
             if cut > 0:
                 buf[1:n - cut] = buf[cut + 1:n]  # keep the unfinished event, in place
@@ -169,14 +184,18 @@ class _TraceStream:
             if self._decode_batch(buf, cut, final=False):
                 return cut
         cut = _exact_cut(buf, n)
-        if cut < 0:  # no whole event yet: malformed bytes are refused now, not at the end of the file
-            self._check_partial(buf, n, "traceEvents")
-            if n > MAX_EVENT_BYTES:
-                raise InputError(self.path, f"a trace event longer than {MAX_EVENT_BYTES >> 20} MiB: "
-                                            "the traceEvents array is corrupt")
+        if cut < 0:
+            self._unfinished(buf, n)
             return -1
         self._decode_batch(buf, cut, final=True)
         return cut
+
+    def _unfinished(self, buf: bytearray, n: int) -> None:
+        """No whole event in buf[1:n] yet: malformed bytes are refused now, not at the end of the file."""
+        self._check_partial(buf, n, "traceEvents")
+        if n > MAX_EVENT_BYTES:
+            raise InputError(self.path, f"a trace event longer than {MAX_EVENT_BYTES >> 20} MiB: "
+                                        "the traceEvents array is corrupt")
 
     def _decode_batch(self, buf: bytearray, cut: int, final: bool) -> bool:
         buf[cut] = 0x5D  # "]"

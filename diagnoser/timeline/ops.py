@@ -9,6 +9,7 @@ the top kernels into `--launch-skip` / `--launch-count` that land in a steady st
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 TOP_KERNELS = 500  # rows kept in charts["top_kernels"] (the report shows the first 10; runs.py matches ncu launches on all)
 
@@ -24,9 +25,7 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[dic
     grid = kt.column("grid")[mask].astype(np.int64)
     block = kt.column("block")[mask].astype(np.int64)
     dur = kt.dur_ns[mask].astype(np.float64)
-    keys = np.stack([codes, grid, block], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, inv = _group_rows(codes.astype(np.int64), grid, block)
     tot = np.bincount(inv, weights=dur, minlength=len(uniq))
     cnt = np.bincount(inv, minlength=len(uniq))
     lo = np.full(len(uniq), np.inf)
@@ -43,6 +42,37 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[dic
                      "step_share_pct": 100.0 * ms / step_ms, "gpu_share_pct": 100.0 * float(tot[i]) / gpu_total,
                      "min_us": float(lo[i]) / 1e3, "max_us": float(hi[i]) / 1e3})
     return rows
+
+
+def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)` for int64 columns, in linear time:
+    the columns packed into one int64 key when their ranges fit, hashed (pandas.factorize), and only the
+    distinct keys sorted. Groups in lexicographic order of the columns, the inverse in row order."""
+    if cols[0].size == 0:
+        return np.zeros((0, len(cols)), np.int64), np.zeros(0, np.int64)
+    lows = [int(c.min()) for c in cols]
+    spans = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows)]
+    if int(np.prod([float(s) for s in spans])) >= 1 << 62:  # no room to pack: sort the rows
+        order = np.lexsort(cols[::-1])
+        rows = np.stack([c[order] for c in cols], axis=1)
+        new = np.r_[True, (rows[1:] != rows[:-1]).any(axis=1)]
+        inv = np.empty(order.size, np.int64)
+        inv[order] = np.cumsum(new) - 1
+        return rows[new], inv
+    key = np.zeros(cols[0].size, np.int64)
+    for c, lo, span in zip(cols, lows, spans):
+        key *= span
+        key += c - lo
+    labels, distinct = pd.factorize(key, sort=False)
+    order = np.argsort(distinct, kind="stable")
+    rank = np.empty(order.size, np.int64)
+    rank[order] = np.arange(order.size)
+    uniq = np.empty((order.size, len(cols)), np.int64)
+    rest = distinct[order].astype(np.int64)
+    for j in range(len(cols) - 1, -1, -1):
+        uniq[:, j] = rest % spans[j] + lows[j]
+        rest //= spans[j]
+    return uniq, rank[labels]
 
 
 def ncu_window(kt, steps, pattern) -> dict:
@@ -64,13 +94,43 @@ def ncu_window(kt, steps, pattern) -> dict:
 TOP_OPS = 15
 
 
+PARENT_JUMP_ROUNDS = 40  # pointer-jumping rounds before the stack walk takes over (a chain of ranges closing one by one)
+
+
 def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Index of each range's innermost enclosing range (ranges sorted by start, properly nested), -1 at top."""
+    """Index of each range's innermost enclosing range (ranges sorted by start, properly nested), -1 at top.
+
+    What a stack walk gives (pop while the top ended before this start) is the last earlier range that
+    has not ended by this start, max{j < i: end[j] >= start[i]}. Found by pointer jumping, vectorized:
+    a candidate that ended too early is replaced by its own candidate (every range between the two ended
+    before that one's start, so before this one's too). Real traces settle in a few rounds; a long chain
+    of ranges closing one after another would take a round per range, so past PARENT_JUMP_ROUNDS the
+    (linear) stack walk finishes the job."""
+    cand = np.arange(start.size, dtype=np.int64) - 1
+    # a range that starts after every earlier one has ended has no parent: settled at once (the top
+    # level of a long trace would otherwise take log n rounds of jumping along its siblings)
+    ended = np.maximum.accumulate(end) if end.size else end  # latest end among ranges 0..j
+    todo = np.flatnonzero(cand >= 0)
+    for _ in range(PARENT_JUMP_ROUNDS):
+        if not todo.size:
+            return cand
+        c = cand[todo]
+        early = end[c] < start[todo]
+        todo, c = todo[early], c[early]
+        nxt = cand[c]
+        none_open = ended[c] < start[todo]  # every range up to c ended before this one starts
+        nxt[none_open] = -1
+        cand[todo] = nxt
+        todo = todo[nxt >= 0]
+    return cand if not todo.size else _parents_by_stack(start, end)
+
+
+def _parents_by_stack(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     parent = np.full(start.size, -1, dtype=np.int64)
     stack: list[int] = []
-    for i in range(start.size):
-        s = start[i]
-        while stack and end[stack[-1]] < s:
+    ends = end.tolist()
+    for i, s in enumerate(start.tolist()):
+        while stack and ends[stack[-1]] < s:
             stack.pop()
         if stack:
             parent[i] = stack[-1]
@@ -103,13 +163,13 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
     rs, re_ = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
     in_win = (rs >= lo) & (rs < hi)
-    names = ops["name"].to_numpy(object)
-    gpu_ms: dict[str, float] = {}
-    calls: dict[str, int] = {}
-    cpu_ms: dict[str, float] = {}
-    for n, d in zip(names[in_win], (re_ - rs)[in_win]):
-        calls[n] = calls.get(n, 0) + 1
-        cpu_ms[n] = cpu_ms.get(n, 0.0) + float(d) / 1e6
+    # per op name (codes into its distinct names): calls and CPU time in the window, GPU time of its
+    # kernels; bincount adds in row order, so every sum is the one a loop over the rows gives
+    code, distinct = _name_codes(ops["name"])
+    n_names = len(distinct)
+    calls = np.bincount(code[in_win], minlength=n_names)
+    cpu_ms = np.bincount(code[in_win], weights=(re_ - rs)[in_win].astype(np.float64) / 1e6, minlength=n_names)
+    gpu_code, gpu_w = [], []
     launch = kt.launch_row
     known = kt.is_kernel & (launch >= 0)
     if known.any():
@@ -122,22 +182,37 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
             sel = op_thr == th
             if not sel.any():
                 continue
-            s, e, nm = rs[sel], re_[sel], names[sel]
+            s, e, nm = rs[sel], re_[sel], code[sel]
             order = np.argsort(s, kind="stable")
             s, e, nm = s[order], e[order], nm[order]
             j = _innermost(s, e, _parents(s, e), t[thr == th])
-            for k, d in zip(j, dur[thr == th]):
-                if k >= 0:
-                    gpu_ms[nm[k]] = gpu_ms.get(nm[k], 0.0) + d / 1e6
-    total = sum(gpu_ms.values())
-    order = sorted(set(calls) | set(gpu_ms), key=lambda n: (-gpu_ms.get(n, 0.0), -cpu_ms.get(n, 0.0), n))
+            inside = j >= 0
+            gpu_code.append(nm[j[inside]])
+            gpu_w.append(dur[thr == th][inside] / 1e6)
+    gpu_ms, total = np.zeros(n_names), 0
+    seen = calls > 0
+    if gpu_code:
+        gcode = np.concatenate(gpu_code)
+        gpu_ms = np.bincount(gcode, weights=np.concatenate(gpu_w), minlength=n_names)
+        hit, first = np.unique(gcode, return_index=True)
+        seen[hit] = True
+        total = sum(float(v) for v in gpu_ms[hit[np.argsort(first)]])  # added in the order names were first hit
+    keep = np.flatnonzero(seen)
+    order = sorted(keep.tolist(), key=lambda i: (-gpu_ms[i], -cpu_ms[i], distinct[i]))
     rows = []
-    for n in order[:limit]:
-        rows.append({"op": str(n), "calls_per_step": calls.get(n, 0) / n_steps,
-                     "gpu_ms_per_step": float(gpu_ms.get(n, 0.0)) / n_steps,
-                     "gpu_share_pct": 100.0 * float(gpu_ms.get(n, 0.0)) / total if total else 0.0,
-                     "cpu_ms_per_step": float(cpu_ms.get(n, 0.0)) / n_steps})
+    for i in order[:limit]:
+        rows.append({"op": str(distinct[i]), "calls_per_step": int(calls[i]) / n_steps,
+                     "gpu_ms_per_step": float(gpu_ms[i]) / n_steps,
+                     "gpu_share_pct": 100.0 * float(gpu_ms[i]) / total if total else 0.0,
+                     "cpu_ms_per_step": float(cpu_ms[i]) / n_steps})
     return rows
+
+
+def _name_codes(names) -> tuple[np.ndarray, np.ndarray]:
+    """Codes per row and the distinct names (a Categorical's own codes; else hashed, NaN a name too)."""
+    if isinstance(names.dtype, pd.CategoricalDtype) and not (names.cat.codes.to_numpy() < 0).any():
+        return names.cat.codes.to_numpy().astype(np.int64), np.asarray(names.cat.categories, dtype=object)
+    return pd.factorize(names.to_numpy(object), sort=False, use_na_sentinel=False)
 
 
 def op_facts(rows: list[dict]) -> dict:

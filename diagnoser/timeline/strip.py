@@ -182,7 +182,7 @@ def _idle_columns(gs: np.ndarray, ge: np.ndarray, cls: np.ndarray, s: int, e: in
     for c in np.unique(cls[keep]).tolist():
         sel = keep & (cls == c)
         out[c] = np.diff(_time_before(edges, gs[sel].astype(np.float64), ge[sel].astype(np.float64)))
-    width = (e - s) / IDLE_COLUMNS
+    width = max(e - s, 1) / IDLE_COLUMNS  # (a step of no length: every column 0, never 0 / 0)
     total = out.sum(axis=0)
     main = out.argmax(axis=0)
     return [[round(float(t / width), 2), IDLE_CLASSES[int(m)] if t > 0 else ""] for t, m in zip(total, main)]
