@@ -210,6 +210,8 @@ class ComparisonReport:
         return frame[ordered] if len(frame.columns) else frame
 
     def render(self, fmt: Literal["md", "json", "html"], fail_on_regression: float | None = None) -> str:
+        if fail_on_regression is not None:
+            fail_on_regression = float(fail_on_regression)  # as the command's --fail-on-regression gives it
         reasons = self.gate(fail_on_regression) if fail_on_regression is not None else None
         if fmt == "json":
             from .compare.render import render_json
