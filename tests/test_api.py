@@ -124,3 +124,21 @@ def test_diagnoser_compare_is_callable_whatever_was_imported_first():
     which answers the call as the function does."""
     import diagnoser.compare.core  # noqa: F401
     assert diagnoser.compare(BEFORE, AFTER).summary == diagnoser.api.compare(BEFORE, AFTER).summary
+
+
+def test_the_python_blocks_of_docs_api_run_and_print_what_the_page_shows(capsys, monkeypatch):
+    """docs/api.md: every ```python block runs, in order, from the repository root; the error example
+    prints the line the page shows."""
+    import re
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "api.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert len(blocks) >= 6
+    monkeypatch.chdir(root)
+    scope: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/api.md", "exec"), scope)  # noqa: S102 - the documented example
+    assert "rule TRAIN002 has no param nope" in capsys.readouterr().out
+    assert scope["findings"].loc[0, "rule"] == "TRAIN002"
+    assert "TRAIN002" not in {f.rule for f in scope["strict"].findings}
+    assert dict(zip(scope["c"].to_frame()["rule"], scope["c"].to_frame()["verdict"]))["TRAIN008"] == "fixed"
