@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .errors import DiagnoserError
-from .facts import Fact
-from .findings import Finding, NotEvaluated
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (only for the annotations: the command line imports this module at start-up)
     import pandas as pd
+
+    from .facts import Fact
+    from .findings import Finding, NotEvaluated
 
     from .pipeline import Report
     from .rulespec.model import Rule, RulePack

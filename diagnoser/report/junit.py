@@ -123,6 +123,6 @@ def render_junit(report, rules, fail_on: str | None = None) -> str:
         root.append(_suite(name, inputs, rules, evaluated, findings, not_evaluated, not_applicable, fail_on,
                            report.notes if i == 0 else []))
     for key in ("tests", "failures", "errors"):
-        root.set(key, str(sum(int(s.get(key)) for s in root)))
+        root.set(key, str(sum(int(s.get(key, "0")) for s in root)))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
