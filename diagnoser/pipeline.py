@@ -11,7 +11,7 @@ from . import inputs as inputs_mod
 from . import settings as settings_mod
 from .catalogue import catalogue
 from .errors import DiagnoserError, InputError
-from .engine.evaluate import durable_matcher, evaluate
+from .engine.evaluate import applicable, durable_matcher, evaluate
 from .engine.margins import close_calls
 from .engine.records import build_records
 from .facts import AnalysisResult, Fact
@@ -78,6 +78,9 @@ class Report:
     # each run's identity (AnalysisResult.identity: Unix-clock window, Python programs and files, device
     # memory), in run order: the evidence diagnoser.runs groups on, for `compare` to tell two programs apart
     identities: list[dict] = field(default_factory=list)
+    # per run (in order), the ids of the rules evaluated on it: applicable to its inputs, facts present
+    # (the JUnit report's test cases); a rule left out does not apply there, or is not_evaluated / not_applicable
+    evaluated: list[list[str]] = field(default_factory=list)
 
 
 def read_input(path, kind: str, progress: bool = False):
@@ -216,7 +219,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     from .runs.merge import restate_kernel_findings
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
-    per_run, runs, identities = [], [], []
+    per_run, runs, identities, evaluated = [], [], [], []
     for groups, result, matched in analyse_runs(paths, progress):
         identities.append(dict(result.identity or {}))
         runs.append({"run": len(runs) + 1, "inputs": [i["path"] for i in result.inputs], "charts": result.charts,
@@ -224,7 +227,9 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         all_inputs += result.inputs
         records, warnings = build_records(result.facts)
         notes += [n for g in groups for n in g.notes] + result.notes + warnings
-        got, missing = evaluate(pack.rules, records, cat, matcher, kinds=[i["kind"] for i in result.inputs])
+        kinds = [i["kind"] for i in result.inputs]
+        got, missing = evaluate(pack.rules, records, cat, matcher, kinds=kinds)
+        evaluated.append(_evaluated_rules(pack, records, cat, kinds, missing))
         got = restate_kernel_findings(got, matched)
         notes += close_calls(pack.rules, records, {f.rule for f in got})
         per_run.append((got, next((r.values for r in records if r.scope == "run"), {})))
@@ -245,7 +250,17 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
                      and (k not in fired_rules or skipped[k].subjects)]
     not_applicable = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotApplicable) and k not in fired_rules]
     return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [],
-                  not_applicable=not_applicable, identities=identities)
+                  not_applicable=not_applicable, identities=identities,
+                  evaluated=evaluated)
+
+
+def _evaluated_rules(pack: RulePack, records, cat, kinds, left_out) -> list[str]:
+    """The rules evaluated on a run: those the engine ran, and those the other findings decided
+    (a rule that lacks facts but needs a finding that did not fire); not those left out (not
+    evaluated, not applicable) nor the rules of trees that do not apply."""
+    todo, skipped = applicable(pack.rules.values(), records, cat, kinds)
+    out = {ne.rule for ne in skipped} - {ne.rule for ne in left_out}
+    return sorted(out | {r.id for r in todo})
 
 
 def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:

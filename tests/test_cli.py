@@ -97,6 +97,7 @@ def test_markdown_report_is_deterministic_and_input_untouched(tmp_path):
 
 def test_output_file_written_atomically(tmp_path):
     out = tmp_path / "sub" / "report.json"
+    out.parent.mkdir()  # -o never creates folders (tests/test_output_paths.py)
     result = run(HOST_SYNC_TRACE, "--format", "json", "-o", out)
     assert result.exit_code == 0 and result.output == ""
     assert json.loads(out.read_text())["schema"] == "diagnoser.report/1"

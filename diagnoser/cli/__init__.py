@@ -9,6 +9,7 @@ import sys
 import click
 
 from .. import __version__, limits
+from ..api import DEFAULT_TOP
 from ..errors import DiagnoserError
 from ..text_safety import visible_line
 from .compare import compare_cmd
@@ -18,10 +19,8 @@ from .output import EXTENSION_FORMATS, output_format, write_output  # noqa: F401
 from .playbook import playbook_cmd
 from .rules import rules_group
 
-FORMATS = ("md", "json", "html", "terminal")
-SEVERITY_GATE = {"warning": ("warning", "critical"), "critical": ("critical",)}
+FORMATS = ("md", "json", "html", "terminal", "junit")
 EXIT_GATE = 3
-DEFAULT_TOP = 10  # findings shown in full in a text report; the rest are summarized in one table
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -33,8 +32,9 @@ def cli():
     diagnose report.ncu-rep                       Nsight Compute report (or its CSV export)
     diagnose run.sqlite trace.pt.trace.json.gz    Nsight Systems export and/or PyTorch trace
     diagnose snapshot.pickle                      CUDA memory snapshot after an OOM
-    diagnose FILE -o report.html                  format from the extension (.md .json .html)
+    diagnose FILE -o report.html                  format from the extension (.md .json .html .xml)
     diagnose FILE --format json --fail-on warning the CI contract; exit 3 on a warning
+    diagnose FILE -o diagnosis.xml                JUnit XML for CI test reports (docs/ci.md)
 
     Reads what the profilers wrote, measures facts, walks the YAML rule trees and prints a
     ranked diagnosis: what is wrong, the numbers that prove it, the gain, the fix, how to verify.
@@ -55,7 +55,8 @@ def cli():
 @click.option("--param", "params", multiple=True, metavar="RULE.NAME=V", help="Override a rule threshold (repeatable).")
 @click.option("--set", "set_items", multiple=True, metavar="NAME=V",
               help="Override an analysis setting (repeatable; `diagnose facts --catalogue` lists them).")
-@click.option("--fail-on", type=click.Choice(["warning", "critical"]), help="Exit 3 if a finding at/above this severity exists.")
+@click.option("--fail-on", type=click.Choice(["warning", "critical"]),
+              help="Exit 3 if a finding at/above this severity exists (JUnit: those findings are the failures; default warning).")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
 @click.option("--max-memory", help="Memory ceiling, e.g. 8G (default: physical memory or DIAGNOSER_MAX_MEMORY; 0: none).")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0,
@@ -64,27 +65,23 @@ def cli():
               help="Measure rank traces on this Dask scheduler (tcp://HOST:8786; env DIAGNOSER_SCHEDULER).")
 def run_cmd(files, fmt, output, top, min_severity, user_rules, params, set_items, fail_on, progress, max_memory,
             jobs, scheduler):
-    from ..distributed import executing
-    from ..pipeline import diagnose
+    from ..api import diagnose  # the command is a thin layer over the library call (docs/api.md)
     if max_memory is not None:
         try:
             limits.apply_memory_limit(limits.parse_size(max_memory))
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--max-memory") from None
     from .. import settings
-    from ..report.render import render_report
 
-    set_values = settings.parse_assignments(set_items) if set_items else {}
+    if set_items:
+        settings.parse_assignments(set_items)  # a bad --set is an error before any input is read
     fmt = output_format(fmt, output, sys.stdout.isatty())
     if progress is None:
         progress = sys.stderr.isatty()
-    with executing(jobs, scheduler):
-        report = diagnose(files, user_rules, params, progress=progress, set_values=set_values)
-    if top is None and fmt in ("md", "terminal"):
-        top = DEFAULT_TOP
-    text = render_report(report, fmt, top=top, min_severity=min_severity)
+    report = diagnose(files, user_rules, params, set_items, progress=progress, jobs=jobs, scheduler=scheduler)
+    text = report.render(fmt, top=top, min_severity=min_severity, fail_on=fail_on)
     write_output(text, output, ansi=fmt == "terminal")
-    if fail_on and any(f.severity in SEVERITY_GATE[fail_on] for f in report.findings):
+    if fail_on and report.failed(fail_on):
         sys.exit(EXIT_GATE)
 
 

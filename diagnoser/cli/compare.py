@@ -7,7 +7,7 @@ import click
 
 from ..errors import DiagnoserError
 from ..text_safety import visible_line
-from .output import EXTENSION_FORMATS, write_output
+from .output import output_format, write_output
 
 FORMATS = ("md", "json", "html")
 EXIT_GATE = 3
@@ -73,11 +73,8 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     from ..pipeline import load_pack
     from ..compare.core import compare_runs, gate
     from ..compare.render import render_json, render_markdown
-    from pathlib import Path
 
-    if fmt is None:
-        fmt = EXTENSION_FORMATS.get(Path(output).suffix.lower(), "md") if output and output != "-" else "md"
-        fmt = fmt if fmt in FORMATS else "md"
+    fmt = output_format(fmt, output, False, FORMATS)  # an unknown -o extension or a missing folder: an error
     set_values = settings.parse_assignments(set_items) if set_items else {}
     pack = load_pack(user_rules, params)
     ids = [lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None][0]

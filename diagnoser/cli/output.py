@@ -10,16 +10,42 @@ import click
 
 from ..errors import DiagnoserError
 
-EXTENSION_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
+EXTENSION_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html",
+                     ".xml": "junit"}
 
 
-def output_format(fmt: str | None, output: str | None, stdout_is_tty: bool) -> str:
-    """--format, else the -o file's extension, else `terminal` for a terminal and `md` for a pipe."""
+def output_format(fmt: str | None, output: str | None, stdout_is_tty: bool,
+                  formats: tuple[str, ...] = ("md", "json", "html", "junit")) -> str:
+    """--format, else the -o file's extension (one of `formats`: else an error naming them), else
+    `terminal` for a terminal and `md` for a pipe. The destination is checked here too, before any
+    work is done for it (check_destination)."""
+    check_destination(output)
     if fmt:
         return fmt
     if output and output != "-":
-        return EXTENSION_FORMATS.get(Path(output).suffix.lower(), "md")
+        suffix = Path(output).suffix.lower()
+        known = {ext: f for ext, f in EXTENSION_FORMATS.items() if f in formats}
+        if suffix not in known:
+            exts = ", ".join(f"{ext} ({f})" for ext, f in known.items())
+            raise DiagnoserError(f"-o {output}: {'the extension ' + suffix if suffix else 'no extension'} names no "
+                                 f"report format; use one of {exts}, or say --format {'|'.join(formats)}")
+        return known[suffix]
     return "terminal" if stdout_is_tty else "md"
+
+
+def check_destination(output: str | None) -> None:
+    """-o names a file in a folder that exists (a missing folder is a typo more often than a wish:
+    it is an error, never created)."""
+    if not output or output == "-":
+        return
+    target = Path(output)
+    if target.is_dir() or str(output).endswith(("/", os.sep)):
+        raise DiagnoserError(f"-o {output}: is a directory; name a file, e.g. -o {Path(output) / 'report.md'}")
+    parent = target.parent
+    if not parent.exists():
+        raise DiagnoserError(f"-o {output}: no folder {parent}; create it first")
+    if not parent.is_dir():
+        raise DiagnoserError(f"-o {output}: cannot write there ({parent} is not a folder)")
 
 
 def write_output(text: str, output: str | None, ansi: bool = False) -> None:
@@ -29,10 +55,8 @@ def write_output(text: str, output: str | None, ansi: bool = False) -> None:
         click.echo(text, nl=False, color=True if ansi else None)
         return
     target = Path(output)
-    if target.is_dir() or str(output).endswith(("/", os.sep)):
-        raise DiagnoserError(f"-o {output}: is a directory; name a file, e.g. -o {Path(output) / 'report.md'}")
+    check_destination(output)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
     except OSError as e:
         raise DiagnoserError(f"-o {output}: cannot write there ({e.strerror or e})") from None

@@ -86,7 +86,8 @@ def rules_test(paths, user_rules):
     from ..rulespec.testing import rule_files_under_test, run_tests
     extra = list(user_rules) + [str(p) for p in rule_files_under_test(paths)]  # a test file: NAME.yaml beside it
     pack = pack_of(extra)
-    results, coverage, synthetic_only = run_tests([Path(p) for p in paths], pack, catalogue())
+    run = run_tests([Path(p) for p in paths], pack, catalogue())
+    results, coverage, synthetic_only = run.results, run.coverage, run.synthetic_only
     failed = [r for r in results if not r.ok]
     skipped = [r for r in results if r.skipped]
     for r in results:
@@ -96,6 +97,8 @@ def rules_test(paths, user_rules):
             click.echo(f"      {p}")
     for c in coverage:
         click.echo(f"COVERAGE  {c}")
+    for c in run.unchecked:
+        click.echo(f"SKIP  coverage: {c}")
     if synthetic_only:
         click.echo(f"note: fire only in synthetic cases (no real trace yet): {', '.join(synthetic_only)}")
     click.echo(f"{len(results) - len(failed) - len(skipped)} passed, {len(failed) + len(coverage)} failed"

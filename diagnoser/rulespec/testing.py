@@ -242,10 +242,21 @@ def read_cases(test_file: Path, rule_ids) -> list[dict]:
     return cases
 
 
-def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[CaseResult], list[str], list[str]]:
-    """Run every case; return results, coverage problems (a rule file of the pack under test
-    without its test file; a rule without a passing firing or silent case), and the rules whose
-    firing cases are all synthetic (no real trace shows them yet).
+@dataclass
+class RuleTestRun:
+    """What `diagnose rules test` found."""
+
+    results: list[CaseResult]
+    coverage: list[str]  # failures: a rule file without its test file; a rule without a passing firing or silent case
+    synthetic_only: list[str]  # rules whose passing firing cases are all synthetic (no real trace shows them yet)
+    # a rule whose firing or silent cases are all skipped here (their files absent): neither passed nor
+    # failed; checked where the files are (docs/rules.md: such cases are skipped, not failed)
+    unchecked: list[str] = field(default_factory=list)
+
+
+def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> RuleTestRun:
+    """Run every case; return the results, coverage problems, rules that fire only in synthetic
+    cases and rules whose coverage rests on cases skipped here (RuleTestRun).
 
     The pack under test (`rule_files_under_test`) is every rule file of a folder given, a rule file
     given, or the one beside a test file given; every test file is checked before any case runs."""
@@ -262,16 +273,22 @@ def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[
     fires_cov: set[str] = set()
     silent_cov: set[str] = set()
     real_fires: set[str] = set()
+    skipped_fires: set[str] = set()
+    skipped_silent: set[str] = set()
     for tf, cases in checked:
         for case in cases:
             r = run_case(case, tf, pack, catalogue)
             results.append(r)
-            if r.ok and not r.skipped:
+            if r.skipped:
+                skipped_fires.update(case.get("fires") or [])
+                skipped_silent.update(case.get("silent") or [])
+            elif r.ok:
                 fires_cov.update(case.get("fires") or [])
                 silent_cov.update(case.get("silent") or [])
                 if "input" in case:
                     real_fires.update(case.get("fires") or [])
     coverage: list[str] = []
+    unchecked: list[str] = []
     tested: list[str] = []
     for rule_file in rule_files_under_test(paths):
         ids = sorted(raw["id"] for raw, _, _ in file_data(rule_file)["rules"])
@@ -282,10 +299,13 @@ def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> tuple[list[
                             f"{', '.join(ids)}; give each rule a case where it fires and one where it stays silent")
             continue
         for rid in ids:
-            if rid not in fires_cov:
-                coverage.append(f"{rid} ({rule_file}): no passing case where it fires")
-            if rid not in silent_cov:
-                coverage.append(f"{rid} ({rule_file}): no passing case where it stays silent")
+            for covered, skipped, what in ((fires_cov, skipped_fires, "fires"), (silent_cov, skipped_silent, "stays silent")):
+                if rid in covered:
+                    continue
+                if rid in skipped:
+                    unchecked.append(f"{rid} ({rule_file}): every case where it {what} was skipped here (its files are absent)")
+                else:
+                    coverage.append(f"{rid} ({rule_file}): no passing case where it {what}")
         tested += ids
     synthetic_only = sorted(rid for rid in set(tested) if rid in fires_cov and rid not in real_fires)
-    return results, coverage, synthetic_only
+    return RuleTestRun(results, coverage, synthetic_only, unchecked)

@@ -1,0 +1,32 @@
+"""The one dependency pyproject.toml cannot name: durable-rules 2.0.28 from the copy vendored in
+vendor/ (patched to build on Python 3.13; vendor/README.md). A PEP 508 reference must be an absolute
+URL, so it is made here, from where this clone lies; the other dependencies are listed beside it."""
+import re
+from pathlib import Path
+
+from setuptools import setup
+
+HERE = Path(__file__).resolve().parent
+DURABLE_RULES_VERSION = "2.0.28"  # the pin: the vendored copy must be exactly this release
+VENDORED = HERE / "vendor" / f"durable_rules-{DURABLE_RULES_VERSION}"
+
+
+def vendored_durable_rules() -> str:
+    found = re.search(r"version\s*=\s*'([^']+)'", (VENDORED / "setup.py").read_text())
+    if not found or found.group(1) != DURABLE_RULES_VERSION:
+        raise SystemExit(f"{VENDORED}: expected durable-rules {DURABLE_RULES_VERSION}, found "
+                         f"{found.group(1) if found else 'no version'}")
+    return f"durable-rules @ {VENDORED.as_uri()}"
+
+
+DEPENDENCIES = [
+    "pyyaml>=6",        # rule files
+    "pandas>=2.0",      # timeline tables
+    "click>=8.1",       # the command line
+    "jinja2>=3.1",      # report templates
+    "jsonschema>=4.18", # rule-file validation with line-precise advice
+    "msgspec>=0.18",    # fast typed JSON decoding of multi-GB PyTorch traces
+    "rich>=13",         # the report drawn for a terminal
+]
+
+setup(install_requires=[vendored_durable_rules(), *DEPENDENCIES])
