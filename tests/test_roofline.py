@@ -1,0 +1,89 @@
+"""Per-op roofline (diagnoser/timeline/roofline.py, device_peaks.py) on real torch traces.
+
+Real files: ../shared/corpus/torch/fp32_matmul (H200, fp32 GEMMs, record_shapes=True),
+../shared/external/tracelens/h100 timesformer (bf16, attention written as matmul + softmax),
+fixtures/torch/m_train_convnet_bf16 (no shapes recorded). Skipped when ../shared is absent."""
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from diagnoser.ingest.torch_trace import read_torch_trace
+from diagnoser.timeline import device_peaks
+from diagnoser.timeline.measure import analyze_timeline
+from diagnoser.timeline.roofline import _outermost
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+FP32 = SHARED / "corpus" / "torch" / "fp32_matmul.pt.trace.json.gz"
+TIMESFORMER = SHARED / "external" / "tracelens" / "h100" / "facebook_timesformer-base-finetuned-k400__1016002.json.gz"
+need = pytest.mark.skipif(not FP32.exists() or not TIMESFORMER.exists(), reason="../shared traces absent")
+
+
+@pytest.fixture(scope="module")
+def fp32():
+    return analyze_timeline(read_torch_trace(FP32))
+
+
+@need
+def test_fp32_gemms_are_compute_bound_on_the_fp32_roof(fp32):
+    mm = [r for r in fp32.roofline_chart if r["op"] == "aten::mm" and r["shapes"] == "8192x32000, 32000x1024"]
+    assert len(mm) == 1
+    r = mm[0]
+    assert (r["dtype"], r["bound"]) == ("fp32", "compute")
+    # achieved = 2MNK per call / measured time; the roof is the H200's 67 TFLOP/s FP32
+    flops = 2.0 * 8192 * 32000 * 1024 * r["calls_per_step"]
+    assert r["tflops"] == pytest.approx(flops / (r["gpu_ms_per_step"] * 1e-3) / 1e12, rel=1e-9)
+    assert r["roof_pct"] == pytest.approx(100 * r["tflops"] / 67.0, rel=1e-9)
+    assert 30 < r["roof_pct"] <= 100
+    assert fp32.values["roofline_device_known"] is True
+    assert fp32.values["roofline_saved_ms_per_step"] > 0
+
+
+@need
+def test_bf16_trace_softmax_is_memory_bound_linear_compute_bound():
+    m = analyze_timeline(read_torch_trace(TIMESFORMER))
+    rows = m.roofline_chart
+    soft = next(r for r in rows if r["op"] == "aten::softmax")
+    assert soft["bound"] == "memory" and soft["family"] == "softmax"
+    assert soft["roof_pct"] == pytest.approx(100 * soft["tbs"] / 3.35, rel=1e-9)  # H100 SXM HBM3
+    lin = max((r for r in rows if r["op"] == "aten::linear"), key=lambda r: r["gpu_ms_per_step"])
+    assert lin["bound"] == "compute" and lin["dtype"] == "bf16"
+    assert 0 < lin["roof_pct"] <= 100
+    assert all(r["roof_pct"] is None or r["roof_pct"] <= 110 for r in rows)  # no op beats its roof
+
+
+@need
+def test_unknown_device_gives_achieved_numbers_without_percentages():
+    tl = read_torch_trace(FP32)
+    tl = replace(tl, devices=[dict(tl.devices[0], name="Imaginary GPU 9000")])
+    m = analyze_timeline(tl)
+    assert m.roofline_chart and all(r["roof_pct"] is None and r["tflops"] > 0 for r in m.roofline_chart)
+    assert m.values["roofline_device_known"] is False
+    assert any("not in the peaks table" in n and "Imaginary GPU 9000" in n for n in m.notes)
+
+
+def test_trace_without_shapes_says_how_to_record_them():
+    m = analyze_timeline(read_torch_trace(ROOT / "fixtures" / "torch" / "m_train_convnet_bf16.pt.trace.json.gz"))
+    assert m.roofline_chart == []
+    assert m.values["roofline_shapes_recorded"] is False
+    assert any("record_shapes=True" in n for n in m.notes)
+
+
+def test_outermost_keeps_the_enclosing_op_only():
+    # synthetic ranges: linear [0, 10] holds addmm [1, 9]; mm [10, 20] starts where linear ends; mm [30, 40]
+    start, end = np.array([0, 1, 10, 30]), np.array([10, 9, 20, 40])
+    assert _outermost(start, end).tolist() == [True, False, True, True]
+
+
+def test_peaks_lookup_by_name():
+    assert device_peaks.lookup([{"name": "NVIDIA H100 80GB HBM3"}])["hbm_tbs"] == 3.35
+    assert device_peaks.lookup([{"name": "NVIDIA H200"}])["tensor"]["bf16"] == 989.0
+    assert device_peaks.lookup([{"name": "AMD Instinct MI300X"}])["label"] == "MI300X"
+    assert device_peaks.lookup([{"name": "NVIDIA A100-SXM4-40GB"}])["hbm_tbs"] == 1.555
+    assert device_peaks.lookup([{"name": "Some GPU"}]) is None and device_peaks.lookup([]) is None
+    h100 = device_peaks.lookup([{"name": "H100"}])
+    assert device_peaks.compute_roof(h100, "fp8", "gemm") == 1979.0
+    assert device_peaks.compute_roof(h100, "fp32", "gemm") == 67.0
+    assert device_peaks.compute_roof(h100, "bf16", "elementwise") == 67.0
