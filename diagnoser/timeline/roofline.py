@@ -108,13 +108,15 @@ def _row(name, shape, w, calls, ns, n_steps, peaks) -> dict:
     flops, nbytes = w.flops * calls, w.bytes * calls
     row = {"op": str(name), "shapes": shape, "dtype": w.dtype, "family": w.family, "calls_per_step": calls / n_steps,
            "gpu_ms_per_step": ns / 1e6 / n_steps, "tflops": flops / ns / 1e3, "tbs": nbytes / ns / 1e3,
-           "intensity": w.intensity, "bound": "", "roof_pct": None, "saved_ms_per_step": None}
+           "intensity": w.intensity, "bound": "", "roof_pct": None, "saved_ms_per_step": None,
+           "compute_roof_tflops": None, "memory_roof_tbs": None}
     if peaks is None:
         return row
     bandwidth_only = w.family in ("elementwise", "copy", "norm", "softmax", "reduction")
     p = device_peaks.compute_roof(peaks, w.dtype, w.family)
     bw = peaks["hbm_tbs"]
     memory_roof = w.intensity * bw  # TFLOP/s the bandwidth allows at this intensity
+    row["compute_roof_tflops"], row["memory_roof_tbs"] = p, bw
     if bandwidth_only or memory_roof < p:
         row["bound"], row["roof_pct"], ideal_s = "memory", 100.0 * row["tbs"] / bw, nbytes / (bw * 1e12)
     else:
