@@ -87,3 +87,14 @@ def test_peaks_lookup_by_name():
     assert device_peaks.compute_roof(h100, "fp8", "gemm") == 1979.0
     assert device_peaks.compute_roof(h100, "fp32", "gemm") == 67.0
     assert device_peaks.compute_roof(h100, "bf16", "elementwise") == 67.0
+
+
+GRAPH = SHARED / "external" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"
+
+
+@pytest.mark.skipif(not GRAPH.exists(), reason="../shared/external/tracelens absent")
+def test_cuda_graph_replays_are_reported_apart():
+    m = analyze_timeline(read_torch_trace(GRAPH))  # vLLM decode: every kernel replayed by cudaGraphLaunch
+    assert m.values["roofline_graph_kernel_pct"] == pytest.approx(100.0)
+    assert m.roofline_chart == []
+    assert any("replayed from CUDA graphs" in n for n in m.notes)

@@ -57,6 +57,7 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
     k_thr = kt.tv.tl.host["thread"].to_numpy(np.int64)[launch[known]] if known.any() else np.zeros(0, np.int64)
     k_dur = kt.dur_ns[known].astype(np.float64)
     op_ns = np.zeros(st.size)
+    graph_ns = float(k_dur[kt.tv.host_is("graph_launch")[launch[known]]].sum()) if known.any() else 0.0
     for th in np.unique(thread):
         idx = np.flatnonzero(thread == th)
         idx = idx[np.lexsort((-en[idx], st[idx]))]
@@ -86,14 +87,19 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
     rows = [_row(name, shape, w, calls, ns, n_steps, peaks) for (name, shape, _), (w, calls, ns) in groups.items()]
     rows.sort(key=lambda r: (-r["gpu_ms_per_step"], r["op"], r["shapes"]))
     facts = _facts(rows, kt, steps, peaks)
+    total = float(kt.dur_ns[kt.is_kernel].sum())
+    facts["roofline_graph_kernel_pct"] = 100.0 * graph_ns / total if total else 0.0
     notes = []
-    if peaks is None:
-        dev = tl.devices[0]["name"] if tl.devices else "not recorded"
+    if peaks is None and rows:
+        dev = (tl.devices[0].get("name") if tl.devices else "") or "not recorded"
         notes.append(f"per-op roofline without percentages: the device ({dev}) is not in the peaks table "
                      "(diagnoser/timeline/device_peaks.py)")
     if facts.get("roofline_unattributed_kernel_pct", 0.0) > 0:
         notes.append(f"{facts['roofline_unattributed_kernel_pct']:.0f}% of kernel time has no launching op "
-                     "(CUDA graph replays or kernels without launch correlation): not in the per-op roofline")
+                     "(no launch correlation on record): not in the per-op roofline")
+    if facts["roofline_graph_kernel_pct"] > 0:
+        notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
+                     "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
     return rows[:ROWS], facts, notes
 
 

@@ -16,8 +16,10 @@ CATALOGUE = [
     _f("roofline_shapes_recorded", "bool", "", "the trace's ops carry their input shapes (record_shapes=True)"),
     _f("roofline_device_known", "bool", "", "the device is in the peaks table (diagnoser/timeline/device_peaks.py), "
        "so the roofline gives % of roof"),
-    _f("roofline_unattributed_kernel_pct", "number", "%", "kernel time with no launching op (CUDA graph replays, "
-       "kernels without launch correlation): outside the per-op roofline"),
+    _f("roofline_unattributed_kernel_pct", "number", "%", "kernel time with no launch on record (no launch "
+       "correlation): outside the per-op roofline"),
+    _f("roofline_graph_kernel_pct", "number", "%", "kernel time replayed from CUDA graphs (cudaGraphLaunch): no op "
+       "range holds those kernels, so they are outside the per-op roofline"),
     _f("roofline_ops_measured", "number", "count", "(op, shapes, dtype) rows the per-op roofline measured"),
     _f("roofline_op_gpu_ms_per_step", "number", "ms", "GPU time per steady step of the ops the roofline measured "
        "(its top rows)"),
