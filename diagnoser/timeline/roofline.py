@@ -143,4 +143,12 @@ def _facts(rows, kt, steps, peaks) -> dict:
         f["roofline_op_gpu_ms_per_step"] = sum(r["gpu_ms_per_step"] for r in rows)
     if peaks is not None and rows:
         f["roofline_saved_ms_per_step"] = sum(r["saved_ms_per_step"] or 0.0 for r in rows)
+        for prefix, pick in (("roofline_compute", lambda r: r["bound"] == "compute"),
+                             ("roofline_memory", lambda r: r["bound"] == "memory")):
+            top = next((r for r in rows if pick(r)), None)  # rows are costliest first
+            if top is not None:
+                f.update({f"{prefix}_op": f"{top['op']} {top['shapes']} {top['dtype']}"[:190],
+                          f"{prefix}_roof_pct": top["roof_pct"], f"{prefix}_tflops": top["tflops"],
+                          f"{prefix}_tbs": top["tbs"], f"{prefix}_intensity": top["intensity"],
+                          f"{prefix}_ms_per_step": top["gpu_ms_per_step"]})
     return f

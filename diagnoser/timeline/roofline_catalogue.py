@@ -26,3 +26,13 @@ CATALOGUE = [
     _f("roofline_saved_ms_per_step", "number", "ms", "time per steady step the measured ops would save at "
        "roofline.target_efficiency_pct of the roof that bounds each"),
 ]
+for _bound in ("compute", "memory"):
+    _which = f"the costliest {_bound}-bound op of the per-op roofline"
+    CATALOGUE += [
+        _f(f"roofline_{_bound}_op", "string", "", f"{_which}: op, shapes and dtype"),
+        _f(f"roofline_{_bound}_roof_pct", "number", "%", f"{_which}: achieved share of its {_bound} roof"),
+        _f(f"roofline_{_bound}_tflops", "number", "TFLOP/s", f"{_which}: achieved TFLOP/s"),
+        _f(f"roofline_{_bound}_tbs", "number", "TB/s", f"{_which}: achieved TB/s (compulsory bytes)"),
+        _f(f"roofline_{_bound}_intensity", "number", "FLOP/byte", f"{_which}: arithmetic intensity"),
+        _f(f"roofline_{_bound}_ms_per_step", "number", "ms", f"{_which}: GPU time per steady step"),
+    ]
