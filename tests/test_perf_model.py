@@ -132,6 +132,14 @@ def test_bandwidth_families():
     assert red.bytes == 4 * 8192 * 32000 and red.family == "reduction"
 
 
+def test_elementwise_out_overload_writes_its_out_tensor():
+    # recorded in fixtures/torch/x_ddp_comm_wait: mul(self, 2.0, out=t), types [float, double, float]
+    w = work("aten::mul", [[32000, 4096], [], [32000, 4096]], [F32, "double", F32], ["", "", ""])
+    assert w.bytes == 4 * 32000 * 4096 * 2 + 8  # self read, out written (the 0-dim double: 8 bytes)
+    both = work("aten::mul", [[64, 64], [64, 64]], [F32, F32], ["", ""])
+    assert both.bytes == 4 * 64 * 64 * 3
+
+
 def test_unmodelled_and_odd_arguments():
     assert work("aten::view", [[4, 4], []], [F32, SL], ["", "[16]"]) is None
     assert not is_modeled("aten::empty_strided") and is_modeled("aten::addmm") and is_modeled("aten::mul_")

@@ -6,13 +6,11 @@ fixtures/torch/m_train_convnet_bf16 (no shapes recorded). Skipped when ../shared
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from diagnoser.ingest.torch_trace import read_torch_trace
 from diagnoser.timeline import device_peaks
 from diagnoser.timeline.measure import analyze_timeline
-from diagnoser.timeline.roofline import _outermost
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -45,10 +43,10 @@ def test_fp32_gemms_are_compute_bound_on_the_fp32_roof(fp32):
 def test_bf16_trace_softmax_is_memory_bound_linear_compute_bound():
     m = analyze_timeline(read_torch_trace(TIMESFORMER))
     rows = m.roofline_chart
-    soft = next(r for r in rows if r["op"] == "aten::softmax")
+    soft = next(r for r in rows if r["op"] == "aten::_softmax")  # softmax's kernel
     assert soft["bound"] == "memory" and soft["family"] == "softmax"
     assert soft["roof_pct"] == pytest.approx(100 * soft["tbs"] / 3.35, rel=1e-9)  # H100 SXM HBM3
-    lin = max((r for r in rows if r["op"] == "aten::linear"), key=lambda r: r["gpu_ms_per_step"])
+    lin = max((r for r in rows if r["op"] == "aten::addmm"), key=lambda r: r["gpu_ms_per_step"])  # linear's GEMM
     assert lin["bound"] == "compute" and lin["dtype"] == "bf16"
     assert 0 < lin["roof_pct"] <= 100
     assert all(r["roof_pct"] is None or r["roof_pct"] <= 110 for r in rows)  # no op beats its roof
@@ -71,10 +69,15 @@ def test_trace_without_shapes_says_how_to_record_them():
     assert any("record_shapes=True" in n for n in m.notes)
 
 
-def test_outermost_keeps_the_enclosing_op_only():
-    # synthetic ranges: linear [0, 10] holds addmm [1, 9]; mm [10, 20] starts where linear ends; mm [30, 40]
-    start, end = np.array([0, 1, 10, 30]), np.array([10, 9, 20, 40])
-    assert _outermost(start, end).tolist() == [True, False, True, True]
+AUTOCAST = ROOT / "fixtures" / "torch" / "x_ddp_comm_wait.rank0.pt.trace.json.gz"
+
+
+def test_autocast_gemm_gets_the_dtype_it_ran_in():
+    # autocast: aten::linear records fp32 inputs, the addmm inside it bf16; the GEMM kernel is the addmm's
+    m = analyze_timeline(read_torch_trace(AUTOCAST))
+    gemms = [r for r in m.roofline_chart if r["family"] == "gemm"]
+    assert gemms and all(r["dtype"] == "bf16" for r in gemms if r["op"] == "aten::addmm")
+    assert all(r["roof_pct"] is None or r["roof_pct"] <= 110 for r in m.roofline_chart)
 
 
 def test_peaks_lookup_by_name():

@@ -317,7 +317,8 @@ def bandwidth(name: str, a: Args) -> Work | None:
     """Bytes moved by the memory-bound families, each tensor argument read once and the output
     written once:
     - elementwise (add, mul, gelu, their backward ops, in-place forms): inputs + one output of
-      the broadcast shape (an in-place op writes its first input);
+      the broadcast shape (an in-place op writes its first input; a .out overload, its last
+      tensor after a scalar, is the output and is written, not read);
     - copies and casts (copy_, _to_copy, clone, contiguous, cat): source read and destination
       written (copy_'s destination is its first argument; a cast writes at the source's size
       unless the destination's dtype is recorded);
@@ -347,6 +348,9 @@ def bandwidth(name: str, a: Args) -> Work | None:
     if base in _REDUCTION:
         return Work(big, read, a.dtype(), "reduction")
     if base in _ELEMENTWISE:
+        out_arg = _out_argument(a, tensors)
+        if out_arg is not None:  # mul.out(self, 2.0, out=t): read self, write out
+            return Work(big, read, a.dtype(), "elementwise")
         shapes = [a.shape(i) for i in tensors]
         out = _broadcast(shapes)
         if out is None:
@@ -354,6 +358,16 @@ def bandwidth(name: str, a: Args) -> Work | None:
         written = float(math.prod(out)) * es
         return Work(float(math.prod(out)), read + written, a.dtype(), "elementwise")
     return None
+
+
+def _out_argument(a: Args, tensors: list[int]) -> int | None:
+    """The `out=` tensor of an elementwise op's .out overload: a last tensor argument with elements
+    that follows a scalar (an argument of no dims), as in mul.out(self, other: Scalar, out)."""
+    last = tensors[-1]
+    if last != len(a.dims) - 1 or not a.shape(last):
+        return None
+    before = [a.shape(i) for i in range(last)]
+    return last if any(s is None or s == [] for s in before) and len(tensors) >= 2 else None
 
 
 def _broadcast(shapes):

@@ -2,9 +2,11 @@
 its GPU time from the kernels it launched, and where that puts it against the device's roofs
 (device_peaks.py).
 
-Time per op: a kernel belongs to the outermost modelled op on its launching thread whose range
-holds its launch (aten::linear holds its addmm and the addmm's kernels; several kernels of one op
-sum). Kernels with no launch on record (replays of a CUDA graph: one cudaGraphLaunch, many
+Time per op: a kernel belongs to the innermost modelled op on its launching thread whose range
+holds its launch, as the profiler's self CUDA time but over modelled ops only: aten::linear's GEMM
+kernel goes to the addmm inside it (whose dtypes are the ones the GEMM ran in: under autocast
+linear's inputs are fp32 and the addmm's bf16), the autocast cast kernels to their copy_ ops
+(copies, as they are), and an op with several kernels sums them. Kernels with no launch on record (replays of a CUDA graph: one cudaGraphLaunch, many
 kernels) belong to no op and are counted apart. Rows group calls by (op, shapes, dtype) over the
 steady steps.
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from .. import settings
 from . import device_peaks
+from .ops import _innermost, _parents
 from .perf_model import work
 
 TARGET_EFFICIENCY_PCT = settings.register(
@@ -27,17 +30,6 @@ TARGET_EFFICIENCY_PCT = settings.register(
 ROWS = 20  # rows kept in the chart (costliest first)
 SHAPES_HOW = ("record the ops' shapes: torch.profiler.profile(..., record_shapes=True) (the per-op roofline needs "
               "each op's input shapes and dtypes)")
-
-
-def _outermost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Mask of the ranges (sorted by start, the longer first at equal starts) that start at or
-    after the end of the last range kept: the outermost ones."""
-    keep = np.zeros(start.size, bool)
-    cover = np.iinfo(np.int64).min
-    for i in range(start.size):
-        if start[i] >= cover:
-            keep[i], cover = True, end[i]
-    return keep
 
 
 def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
@@ -61,14 +53,13 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
     for th in np.unique(thread):
         idx = np.flatnonzero(thread == th)
         idx = idx[np.lexsort((-en[idx], st[idx]))]
-        idx = idx[_outermost(st[idx], en[idx])]
         sel = k_thr == th
         if not idx.size or not sel.any():
             continue
-        t, d = k_t[sel], k_dur[sel]
-        j = np.searchsorted(st[idx], t, side="right") - 1
-        inside = (j >= 0) & (t <= en[idx[np.maximum(j, 0)]])
-        np.add.at(op_ns, idx[j[inside]], d[inside])
+        s_, e_ = st[idx], en[idx]
+        j = _innermost(s_, e_, _parents(s_, e_), k_t[sel])
+        hit = j >= 0
+        np.add.at(op_ns, idx[j[hit]], k_dur[sel][hit])
     in_win = (st >= lo) & (st < hi) & (op_ns > 0)
     groups: dict[tuple, list] = {}
     names, dims, types, conc = (shapes[c].to_numpy(object) for c in ("name", "dims", "types", "concrete"))
@@ -85,7 +76,7 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
         g[2] += op_ns[i]
     peaks = device_peaks.lookup(tl.devices)
     rows = [_row(name, shape, w, calls, ns, n_steps, peaks) for (name, shape, _), (w, calls, ns) in groups.items()]
-    rows.sort(key=lambda r: (-r["gpu_ms_per_step"], r["op"], r["shapes"]))
+    rows.sort(key=lambda r: (-r["gpu_ms_per_step"], r["op"], r["shapes"], r["dtype"]))
     facts = _facts(rows, kt, steps, peaks)
     total = float(kt.dur_ns[kt.is_kernel].sum())
     facts["roofline_graph_kernel_pct"] = 100.0 * graph_ns / total if total else 0.0
