@@ -140,6 +140,13 @@ def test_elementwise_out_overload_writes_its_out_tensor():
     assert both.bytes == 4 * 64 * 64 * 3
 
 
+def test_index_select_moves_the_selected_rows_only():
+    # embedding lookup recorded in ../shared/corpus/torch/sdpa_attention: 16384 rows of a 32000x1024 fp16 table
+    w = work("aten::index_select", [[32000, 1024], [], [16384]], ["c10::Half", S, "long int"], ["", "0", ""])
+    assert w.bytes == 2 * 2 * 16384 * 1024 + 8 * 16384
+    assert is_modeled("aten::index_select")
+
+
 def test_unmodelled_and_odd_arguments():
     assert work("aten::view", [[4, 4], []], [F32, SL], ["", "[16]"]) is None
     assert not is_modeled("aten::empty_strided") and is_modeled("aten::addmm") and is_modeled("aten::mul_")

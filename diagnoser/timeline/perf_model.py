@@ -303,7 +303,7 @@ _ELEMENTWISE = frozenset(
     "threshold_backward gelu_backward silu_backward sigmoid_backward tanh_backward "
     "fill masked_fill zero dropout native_dropout mish hardtanh leaky_relu erf sin cos reciprocal "
     "addcmul addcdiv lerp _foreach_add _foreach_mul".split())
-_COPY = frozenset("copy_ _to_copy clone contiguous index_select cat stack".split())
+_COPY = frozenset("copy_ _to_copy clone contiguous cat stack".split())
 _NORM = {"aten::native_layer_norm": 1, "aten::native_batch_norm": 1, "aten::native_group_norm": 1,
          "aten::_fused_rms_norm": 1, "aten::rms_norm": 1, "aten::layer_norm": 1, "aten::batch_norm": 1,
          "aten::group_norm": 1, "aten::native_layer_norm_backward": 2, "aten::native_batch_norm_backward": 2,
@@ -321,7 +321,8 @@ def bandwidth(name: str, a: Args) -> Work | None:
       tensor after a scalar, is the output and is written, not read);
     - copies and casts (copy_, _to_copy, clone, contiguous, cat): source read and destination
       written (copy_'s destination is its first argument; a cast writes at the source's size
-      unless the destination's dtype is recorded);
+      unless the destination's dtype is recorded); index_select (embedding lookups) moves the
+      selected rows only, twice (read, write), and its index;
     - norms (layer / batch / group / RMS): every tensor argument read, one output of x's size
       written (forward: x, weight, bias in, y out; backward: grad_y, x, statistics, weight in,
       grad_x out; the small weight gradients left out);
@@ -341,6 +342,12 @@ def bandwidth(name: str, a: Args) -> Work | None:
         return Work(big, read + a.tbytes(0), a.dtype(), "norm")  # backward: its inputs + grad_x
     if name in _SOFTMAX:
         return Work(big, a.tbytes(0) * _SOFTMAX[name], a.dtype(), "softmax")
+    if op == "index_select":  # embedding lookup: the selected rows read and written, the index read
+        x, dim, idx = a.shape(0), a.value(1), a.shape(2)
+        if x is None or idx is None or not isinstance(dim, int) or not -len(x) <= dim < len(x) or not x[dim]:
+            return None
+        out = math.prod(x) // x[dim] * math.prod(idx)
+        return Work(float(out), 2.0 * out * es + a.tbytes(2), a.dtype(), "copy")
     if op in _COPY:
         if op == "copy_" and len(tensors) >= 2:
             return Work(big, a.tbytes(0) + a.tbytes(1), a.dtype(), "copy")
@@ -395,7 +402,7 @@ def is_modeled(name: str) -> bool:
         return False
     op = name[6:]
     base = op[:-1] if op.endswith("_") and op != "copy_" else op
-    return op in _COPY or base in _REDUCTION or base in _ELEMENTWISE
+    return op in _COPY or op == "index_select" or base in _REDUCTION or base in _ELEMENTWISE
 
 
 def work(name: str, dims, types, concrete) -> Work | None:
