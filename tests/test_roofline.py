@@ -101,3 +101,24 @@ def test_cuda_graph_replays_are_reported_apart():
     assert m.values["roofline_graph_kernel_pct"] == pytest.approx(100.0)
     assert m.roofline_chart == []
     assert any("replayed from CUDA graphs" in n for n in m.notes)
+
+
+SDPA = SHARED / "corpus" / "torch" / "sdpa_attention.pt.trace.json.gz"
+
+
+@pytest.mark.skipif(not SDPA.exists(), reason="../shared/corpus absent")
+def test_report_shows_the_table_the_chart_and_the_json_rows(tmp_path):
+    import json
+    import subprocess
+    import sys
+    run = [sys.executable, "-m", "diagnoser.cli", str(SDPA)]
+    md = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "## Per-op roofline" in md
+    assert "`aten::_scaled_dot_product_cudnn_attention`" in md.split("## Per-op roofline")[1]
+    html = tmp_path / "r.html"
+    subprocess.run(run + ["-o", str(html)], capture_output=True, text=True, check=True)
+    page = html.read_text()
+    assert "Roofline" in page and 'class="r-compute"' in page and 'class="line-allocated"' in page
+    js = json.loads(subprocess.run(run + ["--format", "json"], capture_output=True, text=True, check=True).stdout)
+    top = js["roofline"][0]
+    assert top["bound"] == "compute" and 0 < top["roof_pct"] <= 100

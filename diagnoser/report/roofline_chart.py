@@ -74,8 +74,8 @@ def roofline_chart(rows: list[dict]) -> Chart | None:
     for e in range(y0, y1 + 1):
         chart.lines.append({"x1": LEFT, "y1": py(10 ** e), "x2": W - RIGHT, "y2": py(10 ** e), "cls": "grid"})
         chart.texts.append({"x": LEFT - 6, "y": py(10 ** e) + 4, "text": f"1e{e}", "anchor": "end", "cls": "tick"})
-    chart.texts.append({"x": (LEFT + W - RIGHT) / 2, "y": H - 6, "text": "FLOP/byte", "anchor": "middle", "cls": "axis"})
-    chart.texts.append({"x": 8, "y": TOP - 6, "text": "TFLOP/s", "anchor": "start", "cls": "axis"})
+    chart.texts.append({"x": (LEFT + W - RIGHT) / 2, "y": H - 6, "text": "FLOP/byte", "anchor": "middle", "cls": "axis-label"})
+    chart.texts.append({"x": 8, "y": TOP - 6, "text": "TFLOP/s", "anchor": "start", "cls": "axis-label"})
     lo_x, hi_x = 10.0 ** x0, 10.0 ** x1
     for p in roofs:
         if bw:  # memory roof up to the ridge, then flat
@@ -83,17 +83,18 @@ def roofline_chart(rows: list[dict]) -> Chart | None:
             xa = min(max(lo_x, (10.0 ** y0) / bw), hi_x)
             xr = min(max(ridge, lo_x), hi_x)
             chart.polylines.append({"points": [(px(xa), py(max(xa * bw, 10.0 ** y0))), (px(xr), py(min(xr * bw, p))),
-                                               (px(hi_x), py(p))], "cls": "roof",
+                                               (px(hi_x), py(p))], "cls": "line-allocated",
                                     "tip": f"roof: {bw:g} TB/s, {p:g} TFLOP/s"})
         else:
-            chart.lines.append({"x1": LEFT, "y1": py(p), "x2": W - RIGHT, "y2": py(p), "cls": "roof"})
+            chart.lines.append({"x1": LEFT, "y1": py(p), "x2": W - RIGHT, "y2": py(p), "cls": "axis"})
     biggest = max(_num(r.get("gpu_ms_per_step")) for r in pts) or 1.0
     for r in pts:
         radius = 3 + 9 * math.sqrt(_num(r.get("gpu_ms_per_step")) / biggest)
         chart.circles.append({"cx": px(_num(r["intensity"])), "cy": py(_num(r["tflops"])), "r": radius,
-                              "cls": "memory" if r.get("bound") == "memory" else "compute",
+                              "cls": "r-memory" if r.get("bound") == "memory" else "r-compute",
                               "tip": f"{r.get('op')} {r.get('shapes')} {r.get('dtype')}: {_num(r['tflops']):.1f} TFLOP/s, "
                                      f"{_num(r.get('tbs')):.2f} TB/s, {_num(r.get('gpu_ms_per_step')):.3f} ms/step"
                                      + (f", {_num(r['roof_pct']):.0f}% of roof" if r.get("roof_pct") is not None else "")})
-    chart.legend = [{"label": "compute-bound op", "cls": "compute"}, {"label": "memory-bound op", "cls": "memory"}]
+    chart.legend = [{"label": "compute-bound op", "cls": "r-compute"}, {"label": "memory-bound op", "cls": "r-memory"},
+                    {"label": "roofs (memory, then compute)", "cls": "line-allocated"}]
     return chart
