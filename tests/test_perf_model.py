@@ -155,3 +155,13 @@ def test_unmodelled_and_odd_arguments():
     assert work("aten::conv2d", [[1, 3, 4, 4], [8, 3, 9, 9], [], [], [], [], []],
                 [F32, F32, "", SL, SL, SL, S], ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"]) is None  # no output
     assert work("aten::scaled_dot_product_attention", [[2, 3]] * 3, [BF] * 3, [""] * 3) is None
+
+
+def test_cudnn_attention_backward_reads_is_causal_where_torch_records_it():
+    # the argument lists of ../shared/corpus/torch/healthy (bf16, causal): is_causal is the 15th argument
+    q = [8, 16, 2048, 128]
+    dims = [q] * 5 + [[8, 16, 2048, 1]] + [[]] * 10
+    types = [BF] * 5 + [F32, "long int", "long int", "", "", "", S, S, S, S, ""]
+    conc = [""] * 11 + ["2048", "2048", "0.", "True", ""]
+    w = work("aten::_scaled_dot_product_cudnn_attention_backward", dims, types, conc)
+    assert w.flops == 2.5 * 2 * 8 * 16 * (2048 * 2049 // 2) * 256

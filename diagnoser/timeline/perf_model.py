@@ -258,7 +258,7 @@ _ATTN = {
     "aten::_scaled_dot_product_cudnn_attention": (6, False, 0),
     "aten::_scaled_dot_product_flash_attention_backward": (11, True, 1),
     "aten::_scaled_dot_product_efficient_attention_backward": (11, True, 1),
-    "aten::_scaled_dot_product_cudnn_attention_backward": (12, True, 1),
+    "aten::_scaled_dot_product_cudnn_attention_backward": (14, True, 1),
 }
 
 
