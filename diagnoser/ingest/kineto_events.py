@@ -34,6 +34,10 @@ class KinetoArgs(msgspec.Struct, gc=False):
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     device_id: Any = msgspec.field(default=None, name="Device Id")
     device_type: Any = msgspec.field(default=None, name="Device Type")
+    # operator arguments (record_shapes=True): shapes, dtypes, scalar arguments as text
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class KinetoEvent(msgspec.Struct, gc=False):

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..timeline.perf_model import is_modeled
 from ..timeline.tables import GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, RANGE_KINDS, empty_table
 from .kineto_events import (
     ANNOTATION,
@@ -46,6 +47,8 @@ class TraceColumns:
         self.host: dict[str, list[np.ndarray]] = {}
         self.ranges: dict[str, list[np.ndarray]] = {}
         self.memory: list[tuple] = []  # per batch: (ts, bytes, total allocated, total reserved, device) of device events
+        self.op_args: list[tuple] = []  # (ts, dur, tid, name, dims, types, concrete) of ops the perf model covers
+        self.shapes_recorded = False  # some op carried Input Dims (record_shapes=True)
 
     def add(self, events: list[KinetoEvent]) -> None:
         buckets: list[list[KinetoEvent]] = [[] for _ in range(7)]
@@ -59,6 +62,7 @@ class TraceColumns:
                 memory.append(e)
         if memory:
             self._add_memory(memory)
+        self._keep_op_args(buckets[OP])
         for b, evs in enumerate(buckets):
             if not evs:
                 continue
@@ -82,6 +86,28 @@ class TraceColumns:
                 np.array([e.ts for e in events], np.float64), as_ints([a.mem_bytes for a in args], 0),
                 as_ints([a.total_allocated for a in args], 0), as_ints([a.total_reserved for a in args], 0),
                 as_ints([a.device_id for a in args]))))
+
+    def _keep_op_args(self, ops: list[KinetoEvent]) -> None:
+        for e in ops:
+            a = e.args
+            if a is not None and a.input_dims is not None:
+                self.shapes_recorded = True
+                if is_modeled(e.name):
+                    self.op_args.append((e.ts, e.dur, e.tid, e.name, a.input_dims, a.input_type, a.concrete_inputs))
+
+    def op_shapes_table(self, path) -> pd.DataFrame | None:
+        """The modelled ops' ranges with their recorded arguments; None when no op recorded shapes."""
+        if not self.shapes_recorded:
+            return None
+        cols = ("start_ns", "end_ns", "thread", "name", "dims", "types", "concrete")
+        if not self.op_args:
+            return pd.DataFrame({c: [] for c in cols})
+        ts, dur, tid, name, dims, types, conc = zip(*self.op_args)
+        start, length = _checked_ns(path, np.asarray(ts, np.float64), np.asarray(dur, np.float64))
+        obj = lambda v: np.array(list(v) + [None], object)[:-1]  # noqa: E731 (lists stay elements)
+        return _frame(dict.fromkeys(cols, "object") | {"start_ns": "int64", "end_ns": "int64", "thread": "int64"},
+                      start, {"start_ns": start, "end_ns": start + length, "thread": _int_array(list(tid)),
+                              "name": obj(name), "dims": obj(dims), "types": obj(types), "concrete": obj(conc)})
 
     def _common(self, bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
         code, names = self.names.setdefault, self.names

@@ -290,6 +290,7 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
             trace = _TraceStream(path, f, cols, bar).read()
         gpu, host, ranges = cols.tables(path)
         memory = cols.memory_table(path)
+        op_shapes = cols.op_shapes_table(path)
     finally:
         if collecting:
             gc.enable()
@@ -304,6 +305,7 @@ def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timelin
         process_groups=process_groups(dist.get("pg_config")),
         memory=memory,
         clock_epoch_ns=_clock_epoch_ns(trace.baseTimeNanoseconds, gpu, host),
+        op_shapes=op_shapes,
     ).validate()
 
 

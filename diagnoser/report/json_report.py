@@ -27,6 +27,9 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
         "settings": dict({"diagnoser": __version__, "params": [], "rule_packs": [], "analysis_settings": []},
                          **_settings_json(report)),
     }
+    roofline = (getattr(report, "charts", None) or {}).get("roofline")
+    if roofline and not getattr(report, "runs", None):  # per-op roofline rows (diagnoser/timeline/roofline.py)
+        out["roofline"] = roofline
     if rest:
         out["more_findings"] = [{"rule": f.rule, "severity": f.severity, "title": f.title,
                                  "estimated_gain": round(f.estimated_gain, 4), "count": f.count,

@@ -132,6 +132,7 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     result.charts["kernel_categories"] = shown.categories_chart
     result.charts["top_kernels"] = shown.kernels_chart
     result.charts["top_ops"] = shown.ops_chart
+    result.charts["roofline"] = shown.roofline_chart
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,
                                "rank": shown.rank.rank if shown.rank is not None and len(metrics) > 1 else None}
     strips = [m.strip for m in metrics if m.strip]

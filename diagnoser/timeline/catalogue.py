@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..facts import FactSpec
 from ..program_kinds import ATTENTION_KINDS, FRAMEWORKS, GPU_ARCHS
 from .decode_catalogue import CATALOGUE as DECODE_CATALOGUE
+from .roofline_catalogue import CATALOGUE as ROOFLINE_CATALOGUE
 
 SOURCES = ("nsys-sqlite", "nsys-rep", "torch-trace")
 TIMELINE = ("profile a few steady steps: `nsys profile -t cuda,nvtx,osrt -o run python train.py` "
@@ -179,4 +180,5 @@ CATALOGUE: list[FactSpec] = [
 ]
 
 CATALOGUE += DECODE_CATALOGUE  # device memory over the steps, op distribution (decode_catalogue.py)
+CATALOGUE += ROOFLINE_CATALOGUE  # per-op roofline (roofline_catalogue.py)
 SPECS: dict[str, FactSpec] = {s.name: s for s in CATALOGUE}

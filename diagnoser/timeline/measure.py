@@ -17,6 +17,7 @@ from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, q
 from .intervals import IntervalSet, subtract
 from .kv_cache import kv_cache_stats
 from .program import program_facts
+from .roofline import op_roofline
 from .ops import ncu_window, op_distribution, op_facts, top_kernels
 from .kernels import CATEGORY_PATTERNS
 from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
@@ -49,6 +50,7 @@ class TimelineMetrics:
     kernels_chart: list = field(default_factory=list)  # ops.top_kernels rows
     ops_chart: list = field(default_factory=list)  # ops.op_distribution rows
     strip: dict | None = None  # strip.step_strip: one steady step, streams, gaps and host
+    roofline_chart: list = field(default_factory=list)  # roofline.op_roofline rows
 
 
 @dataclass
@@ -223,6 +225,9 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
     v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
     v.update(op_facts(ops_chart))
+    roofline_chart, roofline_facts, roofline_notes = op_roofline(tl, kt, steps)
+    v.update(roofline_facts)
+    notes.extend(roofline_notes)
     ls = launch_stats(tv, kt)
     ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
     v.update(ls)
@@ -248,7 +253,8 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
-    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip)
+    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip,
+                           roofline_chart=roofline_chart)
 
 
 def tensor_core_dtypes(devices: list[dict], arch: str = "unknown") -> str:

@@ -90,6 +90,8 @@ class Timeline:
     # add to start_ns/end_ns for Unix-epoch ns (Kineto baseTimeNanoseconds, nsys session start); None if unknown
     clock_epoch_ns: int | None = None
     notes: list[str] = field(default_factory=list)  # what the reader saw that limits what can be measured
+    # modelled aten ops with their record_shapes arguments (torch reader); None: no op recorded shapes
+    op_shapes: pd.DataFrame | None = None
 
     @property
     def device_memory(self) -> int:

@@ -1,0 +1,145 @@
+"""Per-op roofline of a PyTorch trace: each modelled aten op's FLOPs and bytes (perf_model.py),
+its GPU time from the kernels it launched, and where that puts it against the device's roofs
+(device_peaks.py).
+
+Time per op: a kernel belongs to the innermost modelled op on its launching thread whose range
+holds its launch, as the profiler's self CUDA time but over modelled ops only: aten::linear's GEMM
+kernel goes to the addmm inside it (whose dtypes are the ones the GEMM ran in: under autocast
+linear's inputs are fp32 and the addmm's bf16), the autocast cast kernels to their copy_ ops
+(copies, as they are), and an op with several kernels sums them. Kernels with no launch on record (replays of a CUDA graph: one cudaGraphLaunch, many
+kernels) belong to no op and are counted apart. Rows group calls by (op, shapes, dtype) over the
+steady steps.
+
+Per row: achieved TFLOP/s and TB/s, arithmetic intensity (FLOP/byte), the attainable throughput
+min(compute roof, intensity x bandwidth), the bound that sets it (compute / memory), the % of
+that roof achieved, and the time per step the op would save at `roofline.target_efficiency_pct`
+of its roof. Without the device in the peaks table the achieved numbers stand alone.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import settings
+from . import device_peaks
+from .ops import _innermost, _parents
+from .perf_model import work
+
+TARGET_EFFICIENCY_PCT = settings.register(
+    "roofline.target_efficiency_pct", 80.0, "%",
+    "share of its roof an op is taken to reach when the roofline reports the time it would save")
+ROWS = 20  # rows kept in the chart (costliest first)
+SHAPES_HOW = ("record the ops' shapes: torch.profiler.profile(..., record_shapes=True) (the per-op roofline needs "
+              "each op's input shapes and dtypes)")
+
+
+def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
+    """(rows, facts, notes) of the per-op roofline over the steady steps; no rows without shapes."""
+    shapes = getattr(tl, "op_shapes", None)
+    if tl.source != "torch" or not steps.steady.size:
+        return [], {}, []
+    if shapes is None:
+        return [], {"roofline_shapes_recorded": False}, [f"no per-op roofline: the trace has no op shapes; {SHAPES_HOW}"]
+    n_steps = int(steps.steady.size)
+    lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
+    st, en = shapes["start_ns"].to_numpy(np.int64), shapes["end_ns"].to_numpy(np.int64)
+    thread = shapes["thread"].to_numpy(np.int64)
+    launch = kt.launch_row
+    known = kt.is_kernel & (launch >= 0)
+    k_t = kt.tv.host_start[launch[known]] if known.any() else np.zeros(0, np.int64)
+    k_thr = kt.tv.tl.host["thread"].to_numpy(np.int64)[launch[known]] if known.any() else np.zeros(0, np.int64)
+    k_dur = kt.dur_ns[known].astype(np.float64)
+    op_ns = np.zeros(st.size)
+    graph_ns = float(k_dur[kt.tv.host_is("graph_launch")[launch[known]]].sum()) if known.any() else 0.0
+    for th in np.unique(thread):
+        idx = np.flatnonzero(thread == th)
+        idx = idx[np.lexsort((-en[idx], st[idx]))]
+        sel = k_thr == th
+        if not idx.size or not sel.any():
+            continue
+        s_, e_ = st[idx], en[idx]
+        j = _innermost(s_, e_, _parents(s_, e_), k_t[sel])
+        hit = j >= 0
+        np.add.at(op_ns, idx[j[hit]], k_dur[sel][hit])
+    in_win = (st >= lo) & (st < hi) & (op_ns > 0)
+    groups: dict[tuple, list] = {}
+    names, dims, types, conc = (shapes[c].to_numpy(object) for c in ("name", "dims", "types", "concrete"))
+    cache: dict[tuple, object] = {}
+    for i in np.flatnonzero(in_win):
+        key = (names[i], repr(dims[i]), repr(types[i]), repr(conc[i]))
+        if key not in cache:
+            cache[key] = work(names[i], dims[i], types[i], conc[i])
+        w = cache[key]
+        if w is None:
+            continue
+        g = groups.setdefault((names[i], _shape_label(dims[i]), w.dtype), [w, 0, 0.0])
+        g[1] += 1
+        g[2] += op_ns[i]
+    peaks = device_peaks.lookup(tl.devices)
+    rows = [_row(name, shape, w, calls, ns, n_steps, peaks) for (name, shape, _), (w, calls, ns) in groups.items()]
+    rows.sort(key=lambda r: (-r["gpu_ms_per_step"], r["op"], r["shapes"], r["dtype"]))
+    facts = _facts(rows, kt, steps, peaks)
+    total = float(kt.dur_ns[kt.is_kernel].sum())
+    facts["roofline_graph_kernel_pct"] = 100.0 * graph_ns / total if total else 0.0
+    notes = []
+    if peaks is None and rows:
+        dev = (tl.devices[0].get("name") if tl.devices else "") or "not recorded"
+        notes.append(f"per-op roofline without percentages: the device ({dev}) is not in the peaks table "
+                     "(diagnoser/timeline/device_peaks.py)")
+    if facts.get("roofline_unattributed_kernel_pct", 0.0) > 0:
+        notes.append(f"{facts['roofline_unattributed_kernel_pct']:.0f}% of kernel time has no launching op "
+                     "(no launch correlation on record): not in the per-op roofline")
+    if facts["roofline_graph_kernel_pct"] > 0:
+        notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
+                     "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
+    return rows[:ROWS], facts, notes
+
+
+def _shape_label(dims) -> str:
+    if not isinstance(dims, list):
+        return ""
+    parts = [("x".join(str(x) for x in d) if d and all(isinstance(x, int) for x in d) else "") for d in dims]
+    return ", ".join(p for p in parts if p)[:120]
+
+
+def _row(name, shape, w, calls, ns, n_steps, peaks) -> dict:
+    flops, nbytes = w.flops * calls, w.bytes * calls
+    row = {"op": str(name), "shapes": shape, "dtype": w.dtype, "family": w.family, "calls_per_step": calls / n_steps,
+           "gpu_ms_per_step": ns / 1e6 / n_steps, "tflops": flops / ns / 1e3, "tbs": nbytes / ns / 1e3,
+           "intensity": w.intensity, "bound": "", "roof_pct": None, "saved_ms_per_step": None,
+           "compute_roof_tflops": None, "memory_roof_tbs": None}
+    if peaks is None:
+        return row
+    bandwidth_only = w.family in ("elementwise", "copy", "norm", "softmax", "reduction")
+    p = device_peaks.compute_roof(peaks, w.dtype, w.family)
+    bw = peaks["hbm_tbs"]
+    memory_roof = w.intensity * bw  # TFLOP/s the bandwidth allows at this intensity
+    row["compute_roof_tflops"], row["memory_roof_tbs"] = p, bw
+    if bandwidth_only or memory_roof < p:
+        row["bound"], row["roof_pct"], ideal_s = "memory", 100.0 * row["tbs"] / bw, nbytes / (bw * 1e12)
+    else:
+        row["bound"], row["roof_pct"], ideal_s = "compute", 100.0 * row["tflops"] / p, flops / (p * 1e12)
+    target = float(TARGET_EFFICIENCY_PCT.value) / 100.0
+    if target > 0:
+        row["saved_ms_per_step"] = max(0.0, ns / 1e6 - ideal_s / target * 1e3) / n_steps
+    return row
+
+
+def _facts(rows, kt, steps, peaks) -> dict:
+    total = float(kt.dur_ns[kt.is_kernel].sum())
+    unattributed = float(kt.dur_ns[kt.is_kernel & (kt.launch_row < 0)].sum())
+    f = {"roofline_shapes_recorded": True, "roofline_device_known": peaks is not None,
+         "roofline_unattributed_kernel_pct": 100.0 * unattributed / total if total else 0.0}
+    if rows:
+        f["roofline_ops_measured"] = float(len(rows))
+        f["roofline_op_gpu_ms_per_step"] = sum(r["gpu_ms_per_step"] for r in rows)
+    if peaks is not None and rows:
+        f["roofline_saved_ms_per_step"] = sum(r["saved_ms_per_step"] or 0.0 for r in rows)
+        for prefix, pick in (("roofline_compute", lambda r: r["bound"] == "compute"),
+                             ("roofline_memory", lambda r: r["bound"] == "memory")):
+            top = next((r for r in rows if pick(r)), None)  # rows are costliest first
+            if top is not None:
+                f.update({f"{prefix}_op": f"{top['op']} {top['shapes']} {top['dtype']}"[:190],
+                          f"{prefix}_roof_pct": top["roof_pct"], f"{prefix}_tflops": top["tflops"],
+                          f"{prefix}_tbs": top["tbs"], f"{prefix}_intensity": top["intensity"],
+                          f"{prefix}_ms_per_step": top["gpu_ms_per_step"]})
+    return f

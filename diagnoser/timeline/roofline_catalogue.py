@@ -1,0 +1,38 @@
+"""Facts of the per-op roofline (timeline/roofline.py), from a PyTorch trace recorded with shapes."""
+from __future__ import annotations
+
+from ..facts import FactSpec
+
+SOURCES = ("torch-trace",)
+SHAPES = ("profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and "
+          "record_shapes=True (each op's input shapes and dtypes give its FLOPs and bytes)")
+
+
+def _f(name, type_, unit, meaning):
+    return FactSpec(name, type_, unit, meaning, "run", SOURCES, SHAPES)
+
+
+CATALOGUE = [
+    _f("roofline_shapes_recorded", "bool", "", "the trace's ops carry their input shapes (record_shapes=True)"),
+    _f("roofline_device_known", "bool", "", "the device is in the peaks table (diagnoser/timeline/device_peaks.py), "
+       "so the roofline gives % of roof"),
+    _f("roofline_unattributed_kernel_pct", "number", "%", "kernel time with no launch on record (no launch "
+       "correlation): outside the per-op roofline"),
+    _f("roofline_graph_kernel_pct", "number", "%", "kernel time replayed from CUDA graphs (cudaGraphLaunch): no op "
+       "range holds those kernels, so they are outside the per-op roofline"),
+    _f("roofline_ops_measured", "number", "count", "(op, shapes, dtype) rows the per-op roofline measured"),
+    _f("roofline_op_gpu_ms_per_step", "number", "ms", "GPU time per steady step of the ops the roofline measured "
+       "(its top rows)"),
+    _f("roofline_saved_ms_per_step", "number", "ms", "time per steady step the measured ops would save at "
+       "roofline.target_efficiency_pct of the roof that bounds each"),
+]
+for _bound in ("compute", "memory"):
+    _which = f"the costliest {_bound}-bound op of the per-op roofline"
+    CATALOGUE += [
+        _f(f"roofline_{_bound}_op", "string", "", f"{_which}: op, shapes and dtype"),
+        _f(f"roofline_{_bound}_roof_pct", "number", "%", f"{_which}: achieved share of its {_bound} roof"),
+        _f(f"roofline_{_bound}_tflops", "number", "TFLOP/s", f"{_which}: achieved TFLOP/s"),
+        _f(f"roofline_{_bound}_tbs", "number", "TB/s", f"{_which}: achieved TB/s (compulsory bytes)"),
+        _f(f"roofline_{_bound}_intensity", "number", "FLOP/byte", f"{_which}: arithmetic intensity"),
+        _f(f"roofline_{_bound}_ms_per_step", "number", "ms", f"{_which}: GPU time per steady step"),
+    ]
