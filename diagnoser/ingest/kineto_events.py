@@ -34,10 +34,11 @@ class KinetoArgs(msgspec.Struct, gc=False):
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     device_id: Any = msgspec.field(default=None, name="Device Id")
     device_type: Any = msgspec.field(default=None, name="Device Type")
-    # operator arguments (record_shapes=True): shapes, dtypes, scalar arguments as text
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
-    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # operator arguments (record_shapes=True): shapes, dtypes, scalar arguments as text; kept as the raw
+    # JSON (no Python lists built for the ops the perf model does not cover), decoded per distinct value
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 class KinetoEvent(msgspec.Struct, gc=False):

@@ -49,6 +49,7 @@ class TraceColumns:
         self.memory: list[tuple] = []  # per batch: (ts, bytes, total allocated, total reserved, device) of device events
         self.op_args: list[tuple] = []  # (ts, dur, tid, name, dims, types, concrete) of ops the perf model covers
         self.shapes_recorded = False  # some op carried Input Dims (record_shapes=True)
+        self._modeled: dict[str, bool] = {}  # op name -> whether the perf model covers it
 
     def add(self, events: list[KinetoEvent]) -> None:
         buckets: list[list[KinetoEvent]] = [[] for _ in range(7)]
@@ -88,12 +89,23 @@ class TraceColumns:
                 as_ints([a.device_id for a in args]))))
 
     def _keep_op_args(self, ops: list[KinetoEvent]) -> None:
+        """The modelled ops' arguments, as raw JSON bytes (the roofline decodes each distinct value once)."""
+        modeled = self._modeled
         for e in ops:
             a = e.args
-            if a is not None and a.input_dims is not None:
-                self.shapes_recorded = True
-                if is_modeled(e.name):
-                    self.op_args.append((e.ts, e.dur, e.tid, e.name, a.input_dims, a.input_type, a.concrete_inputs))
+            if a is None or not a.input_dims:
+                continue
+            name = e.name
+            m = modeled.get(name)
+            if m is None:
+                m = modeled[name] = is_modeled(name)
+            if not (m or self.shapes_recorded):
+                self.shapes_recorded = bytes(a.input_dims) != b"null"
+            if m:
+                dims = bytes(a.input_dims)
+                if dims != b"null":
+                    self.shapes_recorded = True
+                    self.op_args.append((e.ts, e.dur, e.tid, name, dims, bytes(a.input_type), bytes(a.concrete_inputs)))
 
     def op_shapes_table(self, path) -> pd.DataFrame | None:
         """The modelled ops' ranges with their recorded arguments; None when no op recorded shapes."""

@@ -162,7 +162,7 @@ class _TraceStream:
         try:
             if list_tail:
                 with memoryview(buf) as view, view[:n] as events:
-                    self._add(_EVENTS.decode(events))
+                    self._add(_EVENTS.decode(bytes(events)))  # a copy: see _decode_batch
                 return head or KinetoTrace()
             tail = _TRACE.decode(opener + buf[1:n])
         except msgspec.MsgspecError as e:
@@ -201,7 +201,9 @@ class _TraceStream:
         buf[cut] = 0x5D  # "]"
         try:
             with memoryview(buf) as view, view[:cut + 1] as batch:
-                events = _EVENTS.decode(batch)
+                # from a copy: the events' raw op arguments (msgspec.Raw) point into what they were
+                # decoded from, and the buffer is cut and refilled after this batch
+                events = _EVENTS.decode(bytes(batch))
         except msgspec.MsgspecError as e:
             buf[cut] = 0x2C  # ","
             if final:

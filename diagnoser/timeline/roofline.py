@@ -17,6 +17,7 @@ of its roof. Without the device in the peaks table the achieved numbers stand al
 """
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 
 from .. import settings
@@ -65,13 +66,16 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
     names, dims, types, conc = (shapes[c].to_numpy(object) for c in ("name", "dims", "types", "concrete"))
     cache: dict[tuple, object] = {}
     for i in np.flatnonzero(in_win):
-        key = (names[i], repr(dims[i]), repr(types[i]), repr(conc[i]))
+        key = (names[i], dims[i], types[i], conc[i])  # the reader's raw JSON bytes: decoded once per distinct key
         if key not in cache:
-            cache[key] = work(names[i], dims[i], types[i], conc[i])
-        w = cache[key]
-        if w is None:
+            d, t, c = (_decoded(v) for v in key[1:])
+            w = work(names[i], d, t, c)
+            cache[key] = (w, _shape_label(d)) if w is not None else None
+        hit = cache[key]
+        if hit is None:
             continue
-        g = groups.setdefault((names[i], _shape_label(dims[i]), w.dtype), [w, 0, 0.0])
+        w, label = hit
+        g = groups.setdefault((names[i], label, w.dtype), [w, 0, 0.0])
         g[1] += 1
         g[2] += op_ns[i]
     peaks = device_peaks.lookup(tl.devices)
@@ -92,6 +96,18 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
         notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
                      "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
     return rows[:ROWS], facts, notes
+
+
+def _decoded(raw):
+    """An op argument column's value as the trace wrote it: raw JSON bytes from the reader, or None."""
+    if not raw:
+        return None
+    if isinstance(raw, (bytes, bytearray)):
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            return None
+    return raw
 
 
 def _shape_label(dims) -> str:
