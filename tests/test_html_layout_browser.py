@@ -25,6 +25,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WIDTHS = (1000, 1400)
+SHOT_MAX_PX = 8000
 DDP = [FIXTURES / "torch/ddp_straggler.rank0.pt.trace.json.gz", FIXTURES / "torch/ddp_straggler.rank1.pt.trace.json.gz"]
 REPORTS = {
     # per-kernel tables with many metric columns and long kernel names (clipped before issue 25)
@@ -97,7 +98,9 @@ def _check_layout(browser, tmp_path: Path, name: str, html: str) -> dict[int, di
         context, page, errors = _open(browser, path, width)
         try:
             shot = tmp_path / f"{name}-{width}.png"
-            page.screenshot(path=str(shot), full_page=True)
+            # the page's top SHOT_MAX_PX: Chromium refuses a full-page capture of a very tall page
+            height = min(page.evaluate("document.documentElement.scrollHeight"), SHOT_MAX_PX)
+            page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": width, "height": height})
             print(f"screenshot: {shot}")
             assert not errors, errors
             bad = page.evaluate(LAYOUT_JS)
