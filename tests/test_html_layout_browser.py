@@ -33,6 +33,7 @@ REPORTS = {
     "ncu-c_train_mlp_top": [FIXTURES / "ncu/c_train_mlp_top.raw.csv.gz"],
     "torch-ddp_straggler": DDP,
     "torch-naive_attention": [FIXTURES / "torch/naive_attention.pt.trace.json.gz"],
+    "torch-fp32_matmul": [FIXTURES / "torch/fp32_matmul.pt.trace.json.gz"],  # a long kernel name in the messages
 }
 COMPARES = {
     "torch-p_opt": ([FIXTURES / "torch/p_opt_single_tensor.pt.trace.json.gz"], [FIXTURES / "torch/p_opt_fused.pt.trace.json.gz"], {}),
