@@ -37,7 +37,7 @@ def test_grouped_finding_has_a_per_kernel_table_and_the_playbook_link():
     checker = check_html(html)
     text = visible_text(checker)
     assert "3 kernels show this" in text and "Per kernel" in text
-    assert html.count("<tr><td><code>") == 3 and "<code>copy_&lt;…&gt;</code>" in html and "<b>kernel" not in html
+    assert html.count("<tr><td><code>") == 3 and "<code>copy_<wbr>&lt;…&gt;</code>" in html and "<b>kernel" not in html
     assert '<a href="playbooks.html#kern007">KERN007 in the handbook</a>' in html
     assert "diagnose playbook KERN007" in text
     assert "--param KERN007.max_sol_pct=50 (default 60)" in text

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..report.chart_geometry import Chart, _num, _r, palette
+from ..report.chart_geometry import Chart, _num, _r
+from ..report.chart_palette import palette
 from ..report.kernel_charts import kernel_categories_chart, kernel_sol_chart
 from ..report.memory_charts import memory_composition_chart
 from ..report.timeline_charts import steps_chart

@@ -1,5 +1,5 @@
 """Chart geometry shared by every chart of the reports: the Chart record (SVG primitives with
-coordinates, legend, data table), scales and ticks, the colour palette, horizontal bars.
+coordinates, legend, data table), scales and ticks, horizontal bars (colours: chart_palette).
 
 Analysis produces the series; the chart modules (timeline_charts, kernel_charts, memory_charts,
 rank_charts) only map them to pixels so the templates place shapes and compute nothing.
@@ -11,10 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .chart_palette import NEUTRAL, PALETTE, palette  # noqa: F401  (the one palette; re-exported for the chart modules)
 from .formatting import fmt_value, shorten
-
-PALETTE = 10
-NEUTRAL = ("other", "unknown", "none")  # drawn grey (p9) so real categories keep the colours
 
 
 @dataclass
@@ -81,16 +79,6 @@ def _tick_label(v: float) -> str:
 
 def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def palette(names) -> dict[str, str]:
-    """Stable colour class per name, in order of first appearance; catch-all names are grey."""
-    out: dict[str, str] = {}
-    for name in names:
-        if name not in out:
-            used = sum(1 for v in out.values() if v != "p9")
-            out[name] = "p9" if str(name).split(" (")[0] in NEUTRAL else f"p{used % (PALETTE - 1)}"
-    return out
 
 
 def _y_axis(chart: Chart, ticks, y_of, left: float, right: float, unit: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from .chart_geometry import Chart, _hbars, _num, _overlap, _r, palette
+from .chart_geometry import Chart, _hbars, _num, _overlap, _r
+from .chart_palette import palette
 from .formatting import fmt_value, shorten
 
 MAX_BARS = 12

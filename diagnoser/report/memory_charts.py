@@ -2,7 +2,8 @@
 time (area and line), and the top allocation sites (a table)."""
 from __future__ import annotations
 
-from .chart_geometry import Chart, _hbars, _num, _r, _tick_label, _y_axis, fmt_bytes, nice_ticks, palette
+from .chart_geometry import Chart, _hbars, _num, _r, _tick_label, _y_axis, fmt_bytes, nice_ticks
+from .chart_palette import palette
 from .formatting import fmt_value, shorten
 
 

@@ -14,10 +14,18 @@ HOST_H, BAND_H, LANE_H, GAP_Y, RANK_GAP = 18, 14, 16, 3, 14
 LABEL_MIN_PX = 60  # host labels only where the item is this wide
 MAX_RANKS = 8
 MAX_LANES = 12  # streams drawn in all, over the stacked ranks
+WAIT_CATEGORIES = ("communication",)  # kernel categories drawn as a wait, not as compute
+WAIT_CLS = "s-wait"
 
 
 def _idle_cls(c: str) -> str:
     return f"i-{c}" if c in IDLE_LABELS or c == "alloc" else "i-other"
+
+
+def _lane_cls(cat) -> str:
+    """A stream's kernels are drawn busy, except communication (NCCL) kernels: on a DDP rank they mostly
+    wait for the other ranks, so they take the colour of the idle band's communication wait."""
+    return WAIT_CLS if str(cat) in WAIT_CATEGORIES else "s-busy"
 
 
 def _idle_label(c: str) -> str:
@@ -41,6 +49,7 @@ def step_strip_chart(strips: list[dict] | None, source: dict | None = None) -> C
                   "long gap. Hover for names and times.", WIDTH, height)
     y = TOP
     classes_seen: set[str] = set()
+    lane_classes: set[str] = set()
     for k, strip in enumerate(strips):
         dur = _num(strip.get("dur_us"))
         scale = plot_w / dur
@@ -82,7 +91,8 @@ def step_strip_chart(strips: list[dict] | None, source: dict | None = None) -> C
             chart.lines.append({"x1": LEFT, "y1": _r(y + LANE_H / 2), "x2": WIDTH - RIGHT, "y2": _r(y + LANE_H / 2), "cls": "grid"})
             for a, b, cat in lane.get("rects") or []:
                 x0, x1 = x_of(a), x_of(b)
-                chart.rects.append({"x": _r(x0), "y": _r(y), "w": _r(max(x1 - x0, 0.6)), "h": LANE_H, "cls": "s-busy",
+                lane_classes.add(_lane_cls(cat))
+                chart.rects.append({"x": _r(x0), "y": _r(y), "w": _r(max(x1 - x0, 0.6)), "h": LANE_H, "cls": _lane_cls(cat),
                                     "tip": f"{step}, stream {lane.get('stream')}: {cat} kernels {fmt_value(_num(a) / 1e3)}-"
                                            f"{fmt_value(_num(b) / 1e3)} ms"})
             cols = lane.get("columns") or []
@@ -91,8 +101,9 @@ def step_strip_chart(strips: list[dict] | None, source: dict | None = None) -> C
                     continue
                 a, b = dur * j / len(cols), dur * (j + 1) / len(cols)
                 h = LANE_H * min(_num(frac), 1.0)
+                lane_classes.add(_lane_cls(cat))
                 chart.rects.append({"x": _r(x_of(a)), "y": _r(y + LANE_H - h), "w": _r(max(x_of(b) - x_of(a), 0.6)),
-                                    "h": _r(max(h, 0.6)), "cls": "s-busy",
+                                    "h": _r(max(h, 0.6)), "cls": _lane_cls(cat),
                                     "tip": f"{step}, stream {lane.get('stream')}: {fmt_value(a / 1e3)}-{fmt_value(b / 1e3)} "
                                            f"ms busy {100 * _num(frac):.0f}% (mostly {cat} kernels)"})
             y += LANE_H + GAP_Y
@@ -111,6 +122,9 @@ def step_strip_chart(strips: list[dict] | None, source: dict | None = None) -> C
     chart.texts.append({"x": _r(LEFT + plot_w / 2), "y": _r(y + 30), "text": "ms into the step", "anchor": "middle",
                         "cls": "axis-label"})
     chart.legend = [{"label": "GPU busy (kernels, copies; a column's height: its busy share)", "cls": "s-busy"}]
+    if WAIT_CLS in lane_classes:
+        chart.legend.append({"label": "in NCCL (communication kernels: the stream waits for the other ranks)",
+                             "cls": WAIT_CLS})
     chart.legend += [{"label": _idle_label(c), "cls": _idle_cls(c)} for c in sorted(classes_seen)]
     chart.caption += f" Step {one.get('step')} lasts {fmt_value(dur_ms)} ms"
     if len(strips) > 1:

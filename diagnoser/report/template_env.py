@@ -41,6 +41,13 @@ def _bytecode_cache():
     return QuietCache(str(directory / f"templates-{__version__}"))
 
 
+def breakable(text) -> "markupsafe.Markup":
+    """HTML: the text escaped, with a line-break opportunity (<wbr>) after each underscore, so a
+    metric_name_like_this in a table header wraps at its words, never mid-word."""
+    import markupsafe
+    return markupsafe.Markup(str(markupsafe.escape(text)).replace("_", "_<wbr>"))
+
+
 def template_env(autoescape: bool):
     """The jinja2 environment (jinja2 imported here: a JSON report needs no templates)."""
     import jinja2
@@ -53,6 +60,7 @@ def template_env(autoescape: bool):
     env.filters["kind"] = display_kind
     env.filters["pct"] = share_pct
     env.filters["cell"] = md_cell
+    env.filters["breakable"] = breakable
     env.filters["code"] = md_code  # a code span any name fits in (text_safety)
     env.globals["playbook_ref"] = playbook_ref
     return env

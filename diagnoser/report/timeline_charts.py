@@ -6,7 +6,8 @@ import math
 import re
 
 from ..facts import short_name
-from .chart_geometry import Chart, _num, _r, _y_axis, nice_ticks, palette
+from .chart_geometry import Chart, _num, _r, _y_axis, nice_ticks
+from .chart_palette import palette
 from .formatting import fmt_value, shorten
 
 MAX_STEPS = 60
