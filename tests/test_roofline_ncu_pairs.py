@@ -3,8 +3,8 @@
 Real files, made on an H200 by tools/gen/roofline_pairs.py (tools/gen/run_roofline_pairs.sh): one
 program run under torch.profiler(record_shapes=True) (fixtures/torch/roofline_pairs.pt.trace.json.gz,
 3 steps) and under `ncu --set full` (fixtures/ncu/roofline_pairs.raw.csv.gz, one call of each op).
-Each step runs the ops of fixtures/ncu/roofline_pairs.manifest.json once, each inside a
-record_function of its name; a kernel belongs to the op whose gpu_user_annotation holds it, and the
+Each step runs the ops once, each inside a
+record_function of its name (the run's tools/gen/roofline_pairs.manifest.json); a kernel belongs to the op whose gpu_user_annotation holds it, and the
 ncu launches come in the order of one step's kernels.
 
 Per pair: the roofline's achieved number of the roof that bounds the op (TFLOP/s for compute-bound,
@@ -35,7 +35,7 @@ from diagnoser.timeline.measure import analyze_timeline
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 TRACE = FIX / "torch" / "roofline_pairs.pt.trace.json.gz"
 NCU = FIX / "ncu" / "roofline_pairs.raw.csv.gz"
-MANIFEST = json.loads((FIX / "ncu" / "roofline_pairs.manifest.json").read_text())
+MANIFEST = json.loads((FIX.parent / "tools" / "gen" / "roofline_pairs.manifest.json").read_text())
 OPS = [name for name, _ in MANIFEST["ops"]]
 # manifest op -> (aten op, shapes) of its roofline row
 ROW = {
