@@ -84,6 +84,9 @@ SHARES: dict[str, dict] = {
         # the host blocked in a pageable copy: the copy itself, or the GPU idle while the host stages it
         "pageable_memcpy_pct": _busy("copy") + _idle("data", "sync"),
         "top_kernel_pct": _top_kernel,
+        # the per-op roofline's op furthest below its roof (timeline/roofline.py)
+        "roofline_compute_gap_step_pct": _busy("gemm", "attention", "other"),
+        "roofline_memory_gap_step_pct": _busy("elementwise", "copy", "normalization", "softmax", "reduction", "gemm"),
         "rank_straggler_cost_pct": _straggler,
         "straggler_cost_pct": _straggler,
     },

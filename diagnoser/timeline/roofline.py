@@ -28,6 +28,15 @@ from .perf_model import work
 TARGET_EFFICIENCY_PCT = settings.register(
     "roofline.target_efficiency_pct", 80.0, "%",
     "share of its roof an op is taken to reach when the roofline reports the time it would save")
+ALIGN = settings.register(
+    "roofline.tensor_core_alignment", 8, "elements",
+    "a GEMM dimension that is not a multiple of this many elements keeps cuBLAS off its fast tensor-core kernels")
+SKINNY = settings.register(
+    "roofline.skinny_dim", 64, "elements",
+    "a GEMM whose smallest matrix dimension is under this is skinny: too few tiles to fill the GPU")
+TINY_BYTES = settings.register(
+    "roofline.tiny_bytes", 1 << 20, "bytes",
+    "a bandwidth-bound op moving less than this per call is tiny: launch and latency, not bandwidth, set its time")
 ROWS = 20  # rows kept in the chart (costliest first)
 SHAPES_HOW = ("record the ops' shapes: torch.profiler.profile(..., record_shapes=True) (the per-op roofline needs "
               "each op's input shapes and dtypes)")
@@ -70,18 +79,22 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
         if key not in cache:
             d, t, c = (_decoded(v) for v in key[1:])
             w = work(names[i], d, t, c)
-            cache[key] = (w, _shape_label(d)) if w is not None else None
+            cache[key] = (w, _shape_label(d), d) if w is not None else None
         hit = cache[key]
         if hit is None:
             continue
-        w, label = hit
-        g = groups.setdefault((names[i], label, w.dtype), [w, 0, 0.0])
+        w, label, decoded_dims = hit
+        g = groups.setdefault((names[i], label, w.dtype), [w, 0, 0.0, decoded_dims])
         g[1] += 1
         g[2] += op_ns[i]
     peaks = device_peaks.lookup(tl.devices)
-    rows = [_row(name, shape, w, calls, ns, n_steps, peaks) for (name, shape, _), (w, calls, ns) in groups.items()]
+    rows = [_row(name, shape, w, calls, ns, n_steps, peaks) | {"cause": _cause(w, d)}
+            for (name, shape, _), (w, calls, ns, d) in groups.items()]
     rows.sort(key=lambda r: (-r["gpu_ms_per_step"], r["op"], r["shapes"], r["dtype"]))
     facts = _facts(rows, kt, steps, peaks)
+    facts.update(_gaps(rows, (hi - lo) / 1e6 / n_steps))
+    for r in rows:
+        del r["cause"]  # the rules' fact, not a column of the table
     total = float(kt.dur_ns[kt.is_kernel].sum())
     facts["roofline_graph_kernel_pct"] = 100.0 * graph_ns / total if total else 0.0
     notes = []
@@ -108,6 +121,53 @@ def _decoded(raw):
         except msgspec.DecodeError:
             return None
     return raw
+
+
+def _cause(w, dims) -> str:
+    """What in the op's dtype or shapes keeps it off its roof: fp32 / unaligned / skinny (GEMM-class),
+    tiny (bandwidth-bound), or "" (nothing in the shapes)."""
+    if w.family in ("gemm", "conv", "attention"):
+        if w.dtype == "fp32":
+            return "fp32"
+        mats = [d[-2:] for d in (dims if isinstance(dims, list) else [])
+                if isinstance(d, list) and len(d) >= 2 and all(isinstance(x, int) for x in d)]
+        sizes = [x for m in mats for x in m]
+        if w.family == "gemm" and any(x % int(ALIGN.value) for x in sizes):
+            return "unaligned"
+        if w.family == "gemm" and sizes and min(sizes) < int(SKINNY.value):
+            return "skinny"
+        return ""
+    return "tiny" if w.bytes < float(TINY_BYTES.value) else ""
+
+
+# Families whose roof and byte count the Nsight Compute pairs confirm (tests/test_roofline_ncu_pairs.py),
+# judged by the rules. Not attention: its roof is lower than the GEMM roof it is drawn against (the softmax's
+# exponentials run on the SFU; fused attention runs at 40-70% of it); not norms, softmax, reductions: their
+# kernels move more than the compulsory bytes (a layer norm 1.35x), so a low % is not a slow kernel.
+GAP_FAMILIES = {"compute": ("gemm", "conv"), "memory": ("gemm", "elementwise", "copy")}
+
+
+def _gaps(rows, step_ms) -> dict:
+    """Facts of the compute-bound and the bandwidth-bound op (of GAP_FAMILIES) that lose the most time
+    to their roof (largest saved_ms_per_step): the rules' subjects. A compute-bound op counts only with
+    a cause its dtype or shapes show (fp32 / unaligned / skinny): a well-shaped bf16 GEMM below its roof
+    is slowed by what the trace does not say (NCCL kernels sharing the SMs in the corpus DDP overlap
+    trace: 42%), which only Nsight Compute can tell."""
+    f = {}
+    for bound in ("compute", "memory"):
+        cands = [r for r in rows if r["bound"] == bound and r["saved_ms_per_step"] and r["family"] in GAP_FAMILIES[bound]
+                 and (bound == "memory" or r["cause"])]
+        if not cands or step_ms <= 0:
+            continue
+        r = max(cands, key=lambda r: (r["saved_ms_per_step"], r["op"], r["shapes"]))
+        p = f"roofline_{bound}_gap"
+        f.update({f"{p}_op": f"{r['op']} {r['shapes']} {r['dtype']}"[:190], f"{p}_roof_pct": r["roof_pct"],
+                  f"{p}_tflops": r["tflops"], f"{p}_tbs": r["tbs"], f"{p}_intensity": r["intensity"],
+                  f"{p}_cause": r["cause"] or "none", f"{p}_ms_per_step": r["gpu_ms_per_step"],
+                  f"{p}_step_pct": 100.0 * r["gpu_ms_per_step"] / step_ms,
+                  f"{p}_saved_share": r["saved_ms_per_step"] / r["gpu_ms_per_step"],
+                  f"{p}_roof_tflops": r["compute_roof_tflops"], f"{p}_roof_tbs": r["memory_roof_tbs"]})
+    return f
 
 
 def _shape_label(dims) -> str:

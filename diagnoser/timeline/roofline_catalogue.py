@@ -36,3 +36,21 @@ for _bound in ("compute", "memory"):
         _f(f"roofline_{_bound}_intensity", "number", "FLOP/byte", f"{_which}: arithmetic intensity"),
         _f(f"roofline_{_bound}_ms_per_step", "number", "ms", f"{_which}: GPU time per steady step"),
     ]
+for _bound, _roof in (("compute", "compute"), ("memory", "memory")):
+    _which = f"the {_bound}-bound op of the per-op roofline that loses the most time to its roof"
+    CATALOGUE += [
+        _f(f"roofline_{_bound}_gap_op", "string", "", f"{_which}: op, shapes and dtype"),
+        _f(f"roofline_{_bound}_gap_roof_pct", "number", "%", f"{_which}: achieved share of its {_roof} roof"),
+        _f(f"roofline_{_bound}_gap_tflops", "number", "TFLOP/s", f"{_which}: achieved TFLOP/s"),
+        _f(f"roofline_{_bound}_gap_tbs", "number", "TB/s", f"{_which}: achieved TB/s (compulsory bytes)"),
+        _f(f"roofline_{_bound}_gap_intensity", "number", "FLOP/byte", f"{_which}: arithmetic intensity"),
+        _f(f"roofline_{_bound}_gap_cause", "string", "", f"{_which}: what its dtype or shapes say keeps it off the "
+           "roof: fp32 / unaligned (a GEMM dimension not a multiple of roofline.tensor_core_alignment) / skinny "
+           "(a GEMM dimension under roofline.skinny_dim) / tiny (a bandwidth-bound op under roofline.tiny_bytes) / none"),
+        _f(f"roofline_{_bound}_gap_ms_per_step", "number", "ms", f"{_which}: GPU time per steady step"),
+        _f(f"roofline_{_bound}_gap_step_pct", "number", "%", f"{_which}: its GPU time, % of the steady step"),
+        _f(f"roofline_{_bound}_gap_saved_share", "number", "fraction", f"{_which}: share of its time it would save "
+           "at roofline.target_efficiency_pct of its roof"),
+        _f(f"roofline_{_bound}_gap_roof_tflops", "number", "TFLOP/s", f"{_which}: the compute roof of its dtype"),
+        _f(f"roofline_{_bound}_gap_roof_tbs", "number", "TB/s", f"{_which}: the device's memory bandwidth"),
+    ]
