@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench_torch_trace import replicate_raw  # the same event replication (run from benchmarks/: its folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "fixtures" / "torch" / "host_sync.pt.trace.json.gz"
@@ -78,27 +79,7 @@ print(json.dumps(spent))
 def replicate(src: Path, dst: Path, copies: int) -> int:
     """dst: src's events `copies` times, each copy shifted past the last; returns the event count."""
     raw = gzip.decompress(src.read_bytes()) if src.name.endswith(".gz") else src.read_bytes()
-    start = re.search(rb'"traceEvents"\s*:\s*\[', raw).end()
-    end = raw.rindex(b"]")
-    header, body, trailer = raw[:start], raw[start:end].strip(), raw[end:]
-    events = json.loads(b"[" + body + b"]")
-    t0 = min(e["ts"] for e in events if "ts" in e)
-    t1 = max(e["ts"] + e.get("dur", 0) for e in events if "ts" in e)
-    span_us = int(t1 - t0) + 1000
-    ids = [e.get("args", {}).get("correlation", 0) for e in events] + [e.get("id", 0) for e in events]
-    id_span = max(i for i in ids if isinstance(i, int)) + 1
-    ts_re, id_re = rb'("ts": ?)(\d+)', rb'("(?:correlation|id)": ?)(\d+)'
-    with open(dst, "wb") as f:
-        f.write(header + b"\n")
-        for k in range(copies):
-            out = body
-            if k:  # whole microseconds added to the integer part: exact, keeps the format
-                out = re.sub(ts_re, lambda m: m.group(1) + str(int(m.group(2)) + k * span_us).encode(), out)
-                out = re.sub(id_re, lambda m: m.group(1) + str(int(m.group(2)) + k * id_span).encode(), out)
-            f.write(out)
-            f.write(b",\n" if k < copies - 1 else b"\n")
-        f.write(trailer)
-    return len(events) * copies
+    return replicate_raw(raw, dst, copies=copies)[1]
 
 
 def measure(path: Path, repeat: int) -> dict[str, float]:

@@ -96,9 +96,9 @@ def measure(script: str, path: Path) -> tuple[float, float, int, int]:
     return float(out[0]), float(out[1]), int(out[2]), int(out[3])
 
 
-def replicate(src: Path, dst: Path, target_bytes: int) -> int:
-    """Write a trace of about target_bytes from src's events, each copy shifted past the last."""
-    raw = src.read_bytes()
+def replicate_raw(raw: bytes, dst: Path, copies: int = 0, target_bytes: int = 0) -> tuple[int, int]:
+    """Write raw's events `copies` times (or about target_bytes of them) to dst, each copy shifted past
+    the last in time and in correlation ids; returns (copies, events written)."""
     start = re.search(rb'"traceEvents"\s*:\s*\[', raw).end()
     end = raw.rindex(b"]")
     header, body, trailer = raw[:start], raw[start:end].strip(), raw[end:]
@@ -108,7 +108,7 @@ def replicate(src: Path, dst: Path, target_bytes: int) -> int:
     span_us = int(t1 - t0) + 1000
     ids = [e.get("args", {}).get("correlation", 0) for e in events] + [e.get("id", 0) for e in events]
     id_span = max(i for i in ids if isinstance(i, int)) + 1
-    copies = max(1, round(target_bytes / len(body)))
+    copies = copies or max(1, round(target_bytes / len(body)))
 
     def shifted(k: int) -> bytes:
         if k == 0:
@@ -124,7 +124,12 @@ def replicate(src: Path, dst: Path, target_bytes: int) -> int:
             f.write(shifted(k))
             f.write(b",\n" if k < copies - 1 else b"\n")
         f.write(trailer)
-    return copies
+    return copies, len(events) * copies
+
+
+def replicate(src: Path, dst: Path, target_bytes: int) -> int:
+    """Write a trace of about target_bytes from src's events, each copy shifted past the last."""
+    return replicate_raw(src.read_bytes(), dst, target_bytes=target_bytes)[0]
 
 
 def report(label: str, path: Path, repeat: int) -> None:

@@ -8,7 +8,6 @@ is absent (.ci/run installs both).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -20,9 +19,8 @@ from diagnoser.report.chart_palette import palette
 from diagnoser.report.charts import build_charts
 from diagnoser.report.render import render_html
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from test_html_browser import browser  # noqa: F401 (the module's Chromium, launched once: a pytest fixture)
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WIDTHS = (1000, 1400)
 SHOT_MAX_PX = 8000
@@ -66,15 +64,6 @@ LEGEND_JS = """() => Object.fromEntries([...document.querySelectorAll('.legend l
   const s = li.querySelector('.swatch'); return [li.textContent.trim(), s ? getComputedStyle(s).backgroundColor : null]; }))"""
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")
