@@ -66,7 +66,9 @@ def test_small_kernels_raw_csv_gives_the_same_facts_as_the_binary(small_report, 
         assert set(facts) - skip == set(csv_[sid]) - skip, sid
         for name in set(facts) - skip:
             a, b = facts[name], csv_[sid][name]
-            if isinstance(a, float):
+            if name in ("dram_bytes", "dram_tbs"):  # the CSV writes a few KB with one digit ("4" KB for 3840 B)
+                assert b == pytest.approx(a, rel=0.05, abs=1e-3), (sid, name)
+            elif isinstance(a, float):
                 assert b == pytest.approx(a, rel=2e-3, abs=1e-3), (sid, name)  # CSV display rounding
             else:
                 assert a == b, (sid, name)

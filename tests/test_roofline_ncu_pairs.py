@@ -132,6 +132,73 @@ def test_layer_norm_time_agrees_and_compulsory_bytes_are_a_lower_bound(pairs):
     assert mine["tbs"] < ncu["tbs"]
 
 
+@pytest.fixture(scope="module")
+def report():
+    from diagnoser.pipeline import diagnose
+    return diagnose([str(TRACE), str(NCU)])
+
+
+@pytest.fixture(scope="module")
+def side(report):
+    """(op, shapes) -> its row of the report's side-by-side (diagnoser/runs/roofline_ncu.py)."""
+    return {(r["op"], r["shapes"]): r for r in report.charts["roofline_ncu"]}
+
+
+def test_the_trace_and_the_report_are_one_run_with_a_side_by_side(report, side):
+    assert len(getattr(report, "runs", None) or [None]) == 1
+    assert {ROW[op] for op in OPS} <= set(side)  # every pair's op matched launch by launch
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_side_by_side_measures_what_the_cross_check_does(pairs, side, op):
+    """The report's ncu numbers are the ones this test computes from the raw metrics (its FLOP count adds
+    FADD/FMUL and the other tensor sources, zero in these kernels), the trace's are the roofline row's,
+    every kernel of the call is matched and ncu's measured intensity decides the bound."""
+    mine, ncu = pairs[op]
+    row = side[ROW[op]]
+    assert row["kernels_matched"] == row["kernels_per_call"] >= 1
+    assert row["trace_tflops"] == mine["tflops"] and row["trace_tbs"] == mine["tbs"]
+    assert row["ncu_dram_tbs"] == pytest.approx(ncu["tbs"], rel=1e-6)
+    assert row["ncu_tflops"] >= ncu["tflops"] * (1 - 1e-6)
+    if ncu["bound"] == "compute":
+        assert row["ncu_tflops"] == pytest.approx(ncu["tflops"], rel=0.01)
+    assert row["ncu_us"] / 1e3 == pytest.approx(ncu["ms"], rel=1e-6)
+    assert row["bound"] == row["ncu_bound"] == ncu["bound"] and row["bound_from"] == "ncu"
+    assert row["trace_bound"] == mine["bound"]
+
+
+@pytest.mark.parametrize("op", EXACT)
+def test_side_by_side_agrees_within_tolerance_on_the_bound(side, op):
+    row = side[ROW[op]]
+    diff = row["tflops_diff_pct"] if row["bound"] == "compute" else row["tbs_diff_pct"]
+    assert abs(diff) <= 100 * TOLERANCE, (op, row)
+
+
+def test_side_by_side_shows_where_they_differ(side):
+    """layer_norm: the trace's compulsory bytes under ncu's DRAM bytes (26% under); the 64x64 add: the
+    trace's 1.2 us kernel against ncu's 2.9 us, both far under the roof."""
+    ln = side[ROW["layer_norm_bf16"]]
+    assert -35 < ln["tbs_diff_pct"] < -15
+    tiny = side[ROW["add_bf16_tiny"]]
+    assert tiny["ncu_us"] > 2 * tiny["trace_us_per_call"]
+
+
+def test_the_table_lists_both_numbers(report, side):
+    from diagnoser.report.render import render_report
+    md = render_report(report, "md")
+    table = md.split("## Per-op roofline against Nsight Compute", 1)[1].split("\n## ", 1)[0]
+    for op in OPS:
+        row = side[ROW[op]]
+        line = next(l for l in table.splitlines() if l.startswith(f"| `{row['op']}` | `{row['shapes']}` | {row['dtype']} |"))
+        assert f"| {row['trace_tbs']:.2f} | {row['ncu_dram_tbs']:.2f} |" in line
+        assert f"| {row['trace_tflops']:.1f} | {row['ncu_tflops']:.1f} |" in line
+        assert f"{row['bound']} (ncu)" in line
+    js = render_report(report, "json")
+    assert '"roofline_ncu"' in js and '"ncu_dram_tbs"' in js and '"roofline_kernels"' not in js
+    assert "Per-op roofline against Nsight Compute" in render_report(report, "html")
+    assert "Per-op roofline against Nsight Compute" in render_report(report, "terminal")
+
+
 if __name__ == "__main__":  # the comparison table: python tests/test_roofline_ncu_pairs.py
     for name, (mine, ncu) in _pairs().items():
         print(f"{name:22s} {mine['bound']:7s}/{ncu['bound']:7s} TFLOP/s {mine['tflops']:7.1f} / {ncu['tflops']:7.1f}"

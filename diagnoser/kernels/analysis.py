@@ -14,6 +14,7 @@ from ..facts import AnalysisResult, Fact, Subject
 from .units import _num  # one reading of a metric value for both modules
 from .units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
                            pipe_facts, tensor_core_switch)
+from .achieved_work import launch_work
 from .aten_ops import aten_op_of
 from .shared_memory import shared_conflict_facts
 from .sm_balance import sm_balance_facts
@@ -134,6 +135,7 @@ def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(No
     f["dram_throughput_pct"] = _num(m, M_DRAM)
     f["l1_throughput_pct"] = _num(m, M_L1)
     f["l2_throughput_pct"] = _num(m, M_L2)
+    f.update(launch_work(m))  # FLOPs and DRAM bytes: the per-op roofline's side-by-side (runs/roofline_ncu.py)
     ach, theo = _num(m, M_ACH_OCC), _num(m, M_THEO_OCC)
     f["achieved_occupancy_pct"], f["theoretical_occupancy_pct"] = ach, theo
     f["occupancy_achieved_of_theoretical_pct"] = _ratio(ach, theo, 100.0)

@@ -46,6 +46,11 @@ CATALOGUE: list[FactSpec] = [
     _k("sol_max_pct", "number", "%", "the larger of SM and memory throughput (distance to Speed of Light)"),
     _k("sol_bound_side", "string", "", "which Speed-of-Light side is higher: sm | memory"),
     _k("dram_throughput_pct", "number", "%", "DRAM throughput, % of peak"),
+    _k("kernel_flop_count", "number", "FLOP", "floating-point operations the launch executed: tensor-core ops "
+       "(sm__ops_path_tensor_src_*) plus FP32/FP64/FP16 FMA (x2), ADD and MUL instructions per thread", COLLECT_FULL),
+    _k("kernel_tflops", "number", "TFLOP/s", "kernel_flop_count over the launch's duration", COLLECT_FULL),
+    _k("dram_bytes", "number", "bytes", "bytes read from and written to DRAM (dram__bytes_read + dram__bytes_write)"),
+    _k("dram_tbs", "number", "TB/s", "dram_bytes over the launch's duration"),
     _k("l1_throughput_pct", "number", "%", "L1/TEX throughput, % of peak (active)"),
     _k("l2_throughput_pct", "number", "%", "L2 throughput, % of peak"),
     _k("achieved_occupancy_pct", "number", "%", "achieved warps per SM as % of the hardware maximum"),

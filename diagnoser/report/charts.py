@@ -14,7 +14,7 @@ from .chart_geometry import (NEUTRAL, PALETTE, Chart, _hbars, _num, _overlap, _r
 from .kernel_charts import (MAX_BARS, MAX_KERNEL_ROWS, MAX_POINT_LABELS, SOL_KNEE_PCT,  # noqa: F401
                             kernel_categories_chart, kernel_sol_chart)
 from .memory_charts import memory_composition_chart, memory_composition_table, memory_timeline_chart, top_sites_table
-from .roofline_chart import roofline_chart, roofline_table
+from .roofline_chart import roofline_chart, roofline_ncu_table, roofline_table
 from .rank_charts import rank_charts, ranks_chart  # noqa: F401
 from .strip_chart import step_strip_chart
 from .timeline_charts import IDLE_LABELS, MAX_STEPS, step_label, steps_chart, top_kernels_table, top_ops_table  # noqa: F401
@@ -28,6 +28,7 @@ def report_tables(data: dict | None) -> list[dict]:
     for chart in (top_kernels_table(data.get("top_kernels"), data.get("source")),
                   top_ops_table(data.get("top_ops"), data.get("source")),
                   roofline_table(data.get("roofline"), data.get("source")),
+                  roofline_ncu_table(data.get("roofline_ncu"), data.get("source")),
                   memory_composition_table(data.get("memory_composition")),
                   top_sites_table(data.get("top_sites"))):
         if chart is not None:
@@ -51,6 +52,7 @@ def build_charts(data: dict | None) -> list[Chart]:
         top_ops_table(data.get("top_ops"), data.get("source")),
         roofline_chart(data.get("roofline")),
         roofline_table(data.get("roofline"), data.get("source")),
+        roofline_ncu_table(data.get("roofline_ncu"), data.get("source")),
         memory_composition_chart(data.get("memory_composition")),
         memory_timeline_chart(data.get("memory_timeline")),
         top_sites_table(data.get("top_sites")),

@@ -30,6 +30,9 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
     roofline = (getattr(report, "charts", None) or {}).get("roofline")
     if roofline and not getattr(report, "runs", None):  # per-op roofline rows (diagnoser/timeline/roofline.py)
         out["roofline"] = roofline
+        beside = report.charts.get("roofline_ncu")
+        if beside:  # the same ops as Nsight Compute measured them (diagnoser/runs/roofline_ncu.py)
+            out["roofline_ncu"] = beside
     if rest:
         out["more_findings"] = [{"rule": f.rule, "severity": f.severity, "title": f.title,
                                  "estimated_gain": round(f.estimated_gain, 4), "count": f.count,
@@ -47,7 +50,7 @@ def _runs_json(report, kept: list) -> list[dict]:
     for r in report.runs:
         entry = {k: v for k, v in r.items() if k not in ("charts", "facts")}  # facts: not in the JSON report
         entry["summary"] = summary_counts(by_run.get(r["run"], []))
-        entry["charts"] = r.get("charts") or {}
+        entry["charts"] = {k: v for k, v in (r.get("charts") or {}).items() if k != "roofline_kernels"}  # matching only
         out.append(entry)
     return out
 

@@ -11,7 +11,9 @@ configuration (grid, block): a matched launch's `kernel_time_share_pct` becomes 
 step time on the timeline (split evenly over the report's launches of that kernel, so the launches of
 one kernel sum to the kernel's share), its ncu-only share is kept as `kernel_ncu_time_share_pct`, and
 its findings are restated in step-time units (`restate_kernel_findings`) so they rank against the
-timeline's idle-gap findings. Unmatched launches keep their ncu-only share, with a note.
+timeline's idle-gap findings. Unmatched launches keep their ncu-only share, with a note. With a
+PyTorch trace's per-op roofline in the run, `charts["roofline_ncu"]` sets each op's numbers from the
+shapes next to ncu's measured ones (runs/roofline_ncu.py).
 
 A memory snapshot or memory_stats of the run (joined on evidence: diagnoser.runs.grouping) adds its
 facts, and where the timeline has no allocator events of its own (a trace without profile_memory, an
@@ -27,6 +29,7 @@ from dataclasses import replace
 from .. import settings
 from ..facts import AnalysisResult, Fact, short_name
 from .grouping import kernel_key_name, launch_in, ncu_launches, timeline_durations
+from .roofline_ncu import side_by_side
 
 DISAGREE_PCT = settings.register(
     "crosssource.disagree_pct", 5.0, "%",
@@ -105,6 +108,9 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
                 facts.append(Fact("ncu_profiled_top_kernel", short_name(top["name"]), "", f"{', '.join(g.paths)} (ncu)"))
         for k, v in r.charts.items():
             out.charts.setdefault(k, v)
+        shaped = next((t for _, t in timelines if t.charts.get("roofline")), None)
+        if shaped is not None and "roofline_ncu" not in out.charts:
+            out.charts["roofline_ncu"] = side_by_side(shaped, r)
     out.facts = facts
     return out, matched
 

@@ -133,6 +133,7 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     result.charts["top_kernels"] = shown.kernels_chart
     result.charts["top_ops"] = shown.ops_chart
     result.charts["roofline"] = shown.roofline_chart
+    result.charts["roofline_kernels"] = shown.roofline_kernels  # matched to an ncu report (runs/roofline_ncu.py)
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,
                                "rank": shown.rank.rank if shown.rank is not None and len(metrics) > 1 else None}
     strips = [m.strip for m in metrics if m.strip]

@@ -51,6 +51,7 @@ class TimelineMetrics:
     ops_chart: list = field(default_factory=list)  # ops.op_distribution rows
     strip: dict | None = None  # strip.step_strip: one steady step, streams, gaps and host
     roofline_chart: list = field(default_factory=list)  # roofline.op_roofline rows
+    roofline_kernels: list = field(default_factory=list)  # their kernels in one steady step (ncu side-by-side)
 
 
 @dataclass
@@ -225,7 +226,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
     v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
     v.update(op_facts(ops_chart))
-    roofline_chart, roofline_facts, roofline_notes = op_roofline(tl, kt, steps)
+    roofline_chart, roofline_facts, roofline_notes, roofline_kernels = op_roofline(tl, kt, steps)
     v.update(roofline_facts)
     notes.extend(roofline_notes)
     ls = launch_stats(tv, kt)
@@ -254,7 +255,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
     return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip,
-                           roofline_chart=roofline_chart)
+                           roofline_chart=roofline_chart, roofline_kernels=roofline_kernels)
 
 
 def tensor_core_dtypes(devices: list[dict], arch: str = "unknown") -> str:

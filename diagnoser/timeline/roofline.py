@@ -42,13 +42,14 @@ SHAPES_HOW = ("record the ops' shapes: torch.profiler.profile(..., record_shapes
               "each op's input shapes and dtypes)")
 
 
-def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
-    """(rows, facts, notes) of the per-op roofline over the steady steps; no rows without shapes."""
+def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]:
+    """(rows, facts, notes, the first steady step's kernels of the rows: _step_kernels) of the per-op
+    roofline over the steady steps; no rows without shapes."""
     shapes = getattr(tl, "op_shapes", None)
     if tl.source != "torch" or not steps.steady.size:
-        return [], {}, []
+        return [], {}, [], []
     if shapes is None:
-        return [], {"roofline_shapes_recorded": False}, [f"no per-op roofline: the trace has no op shapes; {SHAPES_HOW}"]
+        return [], {"roofline_shapes_recorded": False}, [f"no per-op roofline: the trace has no op shapes; {SHAPES_HOW}"], []
     n_steps = int(steps.steady.size)
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
     st, en = shapes["start_ns"].to_numpy(np.int64), shapes["end_ns"].to_numpy(np.int64)
@@ -59,6 +60,7 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
     k_thr = kt.tv.tl.host["thread"].to_numpy(np.int64)[launch[known]] if known.any() else np.zeros(0, np.int64)
     k_dur = kt.dur_ns[known].astype(np.float64)
     op_ns = np.zeros(st.size)
+    k_op = np.full(k_dur.size, -1, np.int64)  # each attributed kernel's op (row of shapes)
     graph_ns = float(k_dur[kt.tv.host_is("graph_launch")[launch[known]]].sum()) if known.any() else 0.0
     for th in np.unique(thread):
         idx = np.flatnonzero(thread == th)
@@ -70,10 +72,12 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
         j = _innermost(s_, e_, _parents(s_, e_), k_t[sel])
         hit = j >= 0
         np.add.at(op_ns, idx[j[hit]], k_dur[sel][hit])
+        k_op[np.flatnonzero(sel)[hit]] = idx[j[hit]]
     in_win = (st >= lo) & (st < hi) & (op_ns > 0)
     groups: dict[tuple, list] = {}
     names, dims, types, conc = (shapes[c].to_numpy(object) for c in ("name", "dims", "types", "concrete"))
     cache: dict[tuple, object] = {}
+    op_group: dict[int, tuple] = {}  # op row -> its group's key
     for i in np.flatnonzero(in_win):
         key = (names[i], dims[i], types[i], conc[i])  # the reader's raw JSON bytes: decoded once per distinct key
         if key not in cache:
@@ -84,13 +88,15 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
         if hit is None:
             continue
         w, label, decoded_dims = hit
-        g = groups.setdefault((names[i], label, w.dtype), [w, 0, 0.0, decoded_dims])
+        op_group[int(i)] = (names[i], label, w.dtype)
+        g = groups.setdefault(op_group[int(i)], [w, 0, 0.0, decoded_dims])
         g[1] += 1
         g[2] += op_ns[i]
     peaks = device_peaks.lookup(tl.devices)
     rows = [_row(name, shape, w, calls, ns, n_steps, peaks) | {"cause": _cause(w, d)}
             for (name, shape, _), (w, calls, ns, d) in groups.items()]
     rows.sort(key=lambda r: (-r["gpu_ms_per_step"], r["op"], r["shapes"], r["dtype"]))
+    sequence = _step_kernels(kt, known, k_t, k_op, op_group, rows[:ROWS], steps)
     facts = _facts(rows, kt, steps, peaks)
     facts.update(_gaps(rows, (hi - lo) / 1e6 / n_steps))
     for r in rows:
@@ -108,7 +114,31 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str]]:
     if facts["roofline_graph_kernel_pct"] > 0:
         notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
                      "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
-    return rows[:ROWS], facts, notes
+    return rows[:ROWS], facts, notes, sequence
+
+
+def _step_kernels(kt, known, k_t, k_op, op_group, rows, steps) -> list[dict]:
+    """The first steady step's kernels of the modelled ops, in GPU order: [{row, name, grid, block, us}],
+    `row` the index of the op's row in `rows` (-1: an op past the rows kept). What an Nsight Compute
+    report of the run is matched on, launch by launch (diagnoser/runs/roofline_ncu.py)."""
+    s0 = steps.steady[0]
+    lo, hi = int(steps.host_start[s0]), int(steps.host_end[s0])
+    at = {(r["op"], r["shapes"], r["dtype"]): n for n, r in enumerate(rows)}
+    pick = np.flatnonzero((k_op >= 0) & (k_t >= lo) & (k_t < hi))
+    if not pick.size:
+        return []
+    rows_of_kt = np.flatnonzero(known)[pick]
+    order = np.argsort(kt.start_ns[rows_of_kt], kind="stable")
+    grid, block = kt.column("grid"), kt.column("block")
+    out = []
+    for p, k in zip(pick[order], rows_of_kt[order]):
+        key = op_group.get(int(k_op[p]))
+        if key is None:  # an op the perf model does not cover
+            continue
+        name, label, dtype = key
+        out.append({"row": at.get((str(name), label, dtype), -1), "name": kt.names.uniques[kt.names.codes[k]],
+                    "grid": int(grid[k]), "block": int(block[k]), "us": float(kt.dur_ns[k]) / 1e3})
+    return out
 
 
 def _decoded(raw):
