@@ -165,3 +165,35 @@ def test_cudnn_attention_backward_reads_is_causal_where_torch_records_it():
     conc = [""] * 11 + ["2048", "2048", "0.", "True", ""]
     w = work("aten::_scaled_dot_product_cudnn_attention_backward", dims, types, conc)
     assert w.flops == 2.5 * 2 * 8 * 16 * (2048 * 2049 // 2) * 256
+
+
+def test_strides_a_transposed_input_makes_a_bandwidth_op_strided():
+    # synthetic, in the form ../shared/corpus and fixtures/torch/roofline_pairs record (PyTorch >= 2.1):
+    # add(t1.t(), t2) of 8192x8192 bf16 - the first input walks dim -2 with unit stride, the second dim -1
+    dims, types = [[8192, 8192], [8192, 8192], []], [BF, BF, S]
+    plain = work("aten::add", dims, types, ["", "", "1"], [[8192, 1], [8192, 1], []])
+    trans = work("aten::add", dims, types, ["", "", "1"], [[1, 8192], [8192, 1], []])
+    assert not plain.strided and trans.strided
+    assert plain.bytes == trans.bytes == 3 * 2 * 8192 * 8192  # the same compulsory bytes
+    assert not work("aten::add", dims, types, ["", "", "1"]).strided  # no strides recorded: nothing said
+
+
+def test_strides_one_shared_layout_is_not_strided_and_a_step_slice_is():
+    cl = [256 * 56 * 56, 1, 56 * 256, 256]  # channels_last NCHW strides
+    x = [[32, 256, 56, 56], [32, 256, 56, 56]]
+    assert not work("aten::mul", x, [BF, BF], ["", ""], [cl, cl]).strided  # both channels_last
+    contig = [256 * 56 * 56, 56 * 56, 56, 1]
+    assert work("aten::mul", x, [BF, BF], ["", ""], [cl, contig]).strided  # one each: a transposing walk
+    assert work("aten::gelu", [[4096, 1024]], [BF], [""], [[2048, 2]]).strided  # x[:, ::2]: no unit stride
+    assert not work("aten::gelu", [[4096, 1024]], [BF], [""], [[2048, 1]]).strided  # x[:, :1024]: rows apart, unit inner
+    # a GEMM's transposed operand is its layout, not a slow walk: strided is for bandwidth-bound ops
+    assert not work("aten::mm", [[64, 64], [64, 64]], [BF, BF], ["", ""], [[64, 1], [1, 64]]).strided
+
+
+def test_strides_an_expanded_input_is_read_once_per_distinct_element():
+    # a bias expanded to 4096x1024 (stride 0 along rows) read once: 1024 elements, not 4M
+    w = work("aten::add", [[4096, 1024], [4096, 1024], []], [F32, F32, S], ["", "", "1"],
+             [[1024, 1], [0, 1], []])
+    assert w.bytes == 4 * (4096 * 1024 + 1024 + 4096 * 1024)
+    odd = work("aten::add", [[4096, 1024], [4096, 1024], []], [F32, F32, S], ["", "", "1"], [[1024], "x", []])
+    assert odd.bytes == 4 * 3 * 4096 * 1024 and not odd.strided  # strides that do not fit the shapes are ignored

@@ -47,7 +47,7 @@ ROW = {
     "conv2d_bf16": ("aten::cudnn_convolution", "32x256x56x56, 256x256x3x3"),
     "sdpa_bf16": ("aten::_scaled_dot_product_cudnn_attention", "8x16x4096x128, 8x16x4096x128, 8x16x4096x128"),
     "add_bf16": ("aten::add", "16384x16384, 16384x16384"),
-    "add_bf16_transposed": ("aten::add", "8192x8192, 8192x8192"),
+    "add_bf16_transposed": ("aten::add", "8192x8192, 8192x8192 (strided)"),
     "add_bf16_tiny": ("aten::add", "64x64, 64x64"),
     "layer_norm_bf16": ("aten::native_layer_norm", "16384x8192, 8192, 8192"),
 }
@@ -197,6 +197,19 @@ def test_the_table_lists_both_numbers(report, side):
     assert '"roofline_ncu"' in js and '"ncu_dram_tbs"' in js and '"roofline_kernels"' not in js
     assert "Per-op roofline against Nsight Compute" in render_report(report, "html")
     assert "Per-op roofline against Nsight Compute" in render_report(report, "terminal")
+
+
+def test_the_transposed_add_is_strided_and_ncu_sees_its_loads_uncoalesced(report, side):
+    """Input Strides: add(t1.t(), t2) is the one strided row, KERN020 names that cause, and Nsight Compute's
+    sectors of the same kernel say why it runs far under the roof (most of each loaded sector unused)."""
+    rows = analyze_timeline(read_torch_trace(TRACE)).roofline_chart
+    assert [r["shapes"] for r in rows if r["shapes"].endswith("(strided)")] == [ROW["add_bf16_transposed"][1]]
+    with_facts = analyze_timeline(read_torch_trace(TRACE)).values
+    assert with_facts["roofline_memory_gap_cause"] == "strided"
+    assert with_facts["roofline_memory_gap_op"].startswith("aten::add 8192x8192, 8192x8192 (strided)")
+    eff = {f.subject.id: f.value for f in report.facts if f.name == "global_load_efficiency_pct" and f.subject}
+    strided, plain = side[ROW["add_bf16_transposed"]], side[ROW["add_bf16"]]
+    assert eff[strided["launches"][0]] < 25 < 90 < eff[plain["launches"][0]]
 
 
 if __name__ == "__main__":  # the comparison table: python tests/test_roofline_ncu_pairs.py

@@ -39,6 +39,7 @@ class KinetoArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+    input_strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Strides")  # PyTorch >= 2.1
 
 
 class KinetoEvent(msgspec.Struct, gc=False):

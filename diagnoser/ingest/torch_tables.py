@@ -47,7 +47,7 @@ class TraceColumns:
         self.host: dict[str, list[np.ndarray]] = {}
         self.ranges: dict[str, list[np.ndarray]] = {}
         self.memory: list[tuple] = []  # per batch: (ts, bytes, total allocated, total reserved, device) of device events
-        self.op_args: list[tuple] = []  # (ts, dur, tid, name, dims, types, concrete) of ops the perf model covers
+        self.op_args: list[tuple] = []  # (ts, dur, tid, name, dims, types, concrete, strides) of ops the perf model covers
         self.shapes_recorded = False  # some op carried Input Dims (record_shapes=True)
         self._modeled: dict[str, bool] = {}  # op name -> whether the perf model covers it
 
@@ -105,21 +105,23 @@ class TraceColumns:
                 dims = bytes(a.input_dims)
                 if dims != b"null":
                     self.shapes_recorded = True
-                    self.op_args.append((e.ts, e.dur, e.tid, name, dims, bytes(a.input_type), bytes(a.concrete_inputs)))
+                    self.op_args.append((e.ts, e.dur, e.tid, name, dims, bytes(a.input_type), bytes(a.concrete_inputs),
+                                         bytes(a.input_strides)))
 
     def op_shapes_table(self, path) -> pd.DataFrame | None:
         """The modelled ops' ranges with their recorded arguments; None when no op recorded shapes."""
         if not self.shapes_recorded:
             return None
-        cols = ("start_ns", "end_ns", "thread", "name", "dims", "types", "concrete")
+        cols = ("start_ns", "end_ns", "thread", "name", "dims", "types", "concrete", "strides")
         if not self.op_args:
             return pd.DataFrame({c: [] for c in cols})
-        ts, dur, tid, name, dims, types, conc = zip(*self.op_args)
+        ts, dur, tid, name, dims, types, conc, strides = zip(*self.op_args)
         start, length = _checked_ns(path, np.asarray(ts, np.float64), np.asarray(dur, np.float64))
         obj = lambda v: np.array(list(v) + [None], object)[:-1]  # noqa: E731 (lists stay elements)
         return _frame(dict.fromkeys(cols, "object") | {"start_ns": "int64", "end_ns": "int64", "thread": "int64"},
                       start, {"start_ns": start, "end_ns": start + length, "thread": _int_array(list(tid)),
-                              "name": obj(name), "dims": obj(dims), "types": obj(types), "concrete": obj(conc)})
+                              "name": obj(name), "dims": obj(dims), "types": obj(types), "concrete": obj(conc),
+                              "strides": obj(strides)})
 
     def _common(self, bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
         code, names = self.names.setdefault, self.names

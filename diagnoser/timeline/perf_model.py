@@ -1,10 +1,17 @@
 """FLOPs and bytes moved per aten op, from the shapes and dtypes `record_shapes=True` records.
 
-Input: an op's name and the three lists Kineto writes in its args: `Input Dims` (one shape per
+Input: an op's name and the lists Kineto writes in its args: `Input Dims` (one shape per
 argument, [] for non-tensors, a list of shapes for a TensorList), `Input type` (dtype names:
-"float", "c10::BFloat16", "Scalar", ...) and `Concrete Inputs` (the scalar arguments as text:
-"[16, 16]", "True", "1"). Output: `Work(flops, bytes, dtype, family)` or None for an op the model
-does not cover (views, allocations, ops of unknown signature).
+"float", "c10::BFloat16", "Scalar", ...), `Concrete Inputs` (the scalar arguments as text:
+"[16, 16]", "True", "1") and, from PyTorch 2.1, `Input Strides` (one stride list per tensor
+argument). Output: `Work(flops, bytes, dtype, family, strided)` or None for an op the model does not
+cover (views, allocations, ops of unknown signature).
+
+Strides, where recorded, change two things: an input broadcast by a stride of 0 (`expand`) is read
+once per distinct element, so its bytes count the dims it really walks; and a bandwidth-bound op is
+`strided` when a full-size input is not walked with unit stride in the order the others are (a
+transposed or permuted view against contiguous inputs, a step slice): its loads are uncoalesced, the
+cause KERN020 names. Inputs that share one layout (all channels_last) are not strided.
 
 Conventions (where TraceLens's perf model, AMD-AGI/TraceLens `perf_model.py`, differs it is said):
 - a multiply-add is 2 FLOPs; bytes are the compulsory traffic (each input read once, each output
@@ -18,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 DTYPE_BYTES = {
     "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
@@ -33,6 +40,9 @@ DTYPE_CLASS = {
 }
 
 
+NO_UNIT_STRIDE = "no unit stride"
+
+
 @dataclass(frozen=True)
 class Work:
     """What one call of an op does: FLOPs, compulsory bytes, compute dtype class, op family."""
@@ -41,6 +51,7 @@ class Work:
     bytes: float
     dtype: str  # fp32 / bf16 / fp16 / fp8 / fp64 / "" (integer or unknown)
     family: str  # gemm / conv / attention / elementwise / copy / norm / softmax / reduction
+    strided: bool = False  # a bandwidth-bound op with a full-size input walked without unit stride (Input Strides)
 
     @property
     def intensity(self) -> float:
@@ -50,10 +61,37 @@ class Work:
 class Args:
     """An op's recorded arguments, read defensively (any odd value reads as absent)."""
 
-    def __init__(self, dims, types, concrete):
+    def __init__(self, dims, types, concrete, strides=None):
         self.dims = dims if isinstance(dims, list) else []
         self.types = types if isinstance(types, list) else []
         self.concrete = concrete if isinstance(concrete, list) else []
+        self.strides = strides if isinstance(strides, list) else []
+
+    def stride(self, i: int) -> list[int] | None:
+        """The i-th argument's recorded strides, when they fit its shape."""
+        s, d = self.strides[i] if i < len(self.strides) else None, self.shape(i)
+        if (isinstance(s, list) and d is not None and len(s) == len(d)
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in s)):
+            return s
+        return None
+
+    def elements_read(self, i: int) -> int:
+        """Distinct elements of the i-th tensor: a dim of stride 0 (broadcast by `expand`) is read once."""
+        d, s = self.shape(i), self.stride(i)
+        if s is None:
+            return math.prod(d)
+        return math.prod(n for n, st in zip(d, s) if st != 0)
+
+    def inner_dim(self, i: int):
+        """The dim (counted from the last: -1, -2, ...) a tensor walks with unit stride, NO_UNIT_STRIDE when
+        it has none (a step slice), None when its strides are not recorded or no dim has extent."""
+        d, s = self.shape(i), self.stride(i)
+        if s is None:
+            return None
+        walked = [(abs(st), j - len(d)) for j, (n, st) in enumerate(zip(d, s)) if n > 1 and st != 0]
+        if not walked:
+            return None
+        return next((j for st, j in walked if st == 1), NO_UNIT_STRIDE)
 
     def shape(self, i: int) -> list[int] | None:
         d = self.dims[i] if i < len(self.dims) else None
@@ -69,7 +107,7 @@ class Args:
 
     def tbytes(self, i: int) -> float:
         s = self.shape(i)
-        return float(math.prod(s)) * self.esize(i) if s is not None and self.is_tensor(i) else 0.0
+        return float(self.elements_read(i)) * self.esize(i) if s is not None and self.is_tensor(i) else 0.0
 
     def value(self, i: int):
         """The i-th concrete input as a Python value (int, float, bool, list), or None."""
@@ -389,6 +427,7 @@ def _broadcast(shapes):
 
 
 _MODELS = (gemm, conv, attention, bandwidth)
+BANDWIDTH_FAMILIES = ("elementwise", "copy", "norm", "softmax", "reduction")
 GEMM_NAMES = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
                         "aten::linear", "aten::_scaled_mm"))
 MODELED = GEMM_NAMES | frozenset(_CONV_ARGS) | {"aten::convolution_backward"} | frozenset(_ATTN)
@@ -405,12 +444,26 @@ def is_modeled(name: str) -> bool:
     return op in _COPY or op == "index_select" or base in _REDUCTION or base in _ELEMENTWISE
 
 
-def work(name: str, dims, types, concrete) -> Work | None:
+def _strided(a: Args) -> bool:
+    """Some full-size tensor input is walked without unit stride, or along another dim than the others
+    (its strides recorded): the op's loads are uncoalesced."""
+    tensors = [i for i in range(len(a.dims)) if a.is_tensor(i) and a.shape(i)]
+    if not tensors:
+        return False
+    big = max(math.prod(a.shape(i)) for i in tensors)
+    inner = {a.inner_dim(i) for i in tensors if math.prod(a.shape(i)) == big and big > 1}
+    inner.discard(None)
+    return NO_UNIT_STRIDE in inner or len(inner) > 1
+
+
+def work(name: str, dims, types, concrete, strides=None) -> Work | None:
     """The op's Work from its recorded arguments, or None (no model, or arguments it cannot use)."""
-    a = Args(dims, types, concrete)
+    a = Args(dims, types, concrete, strides)
     for model in _MODELS:
         try:
             w = model(name, a)
+            if w is not None and w.family in BANDWIDTH_FAMILIES and a.strides and _strided(a):
+                w = replace(w, strided=True)
         except (TypeError, ValueError, IndexError, OverflowError, ZeroDivisionError):
             w = None
         if w is not None:

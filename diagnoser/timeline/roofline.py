@@ -8,7 +8,8 @@ kernel goes to the addmm inside it (whose dtypes are the ones the GEMM ran in: u
 linear's inputs are fp32 and the addmm's bf16), the autocast cast kernels to their copy_ ops
 (copies, as they are), and an op with several kernels sums them. Kernels with no launch on record (replays of a CUDA graph: one cudaGraphLaunch, many
 kernels) belong to no op and are counted apart. Rows group calls by (op, shapes, dtype) over the
-steady steps.
+steady steps; a bandwidth-bound op whose recorded strides show a full-size input walked without unit
+stride (perf_model.py) is a row of its own, its shapes marked "(strided)".
 
 Per row: achieved TFLOP/s and TB/s, arithmetic intensity (FLOP/byte), the attainable throughput
 min(compute roof, intensity x bandwidth), the bound that sets it (compute / memory), the % of
@@ -76,14 +77,15 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]
     in_win = (st >= lo) & (st < hi) & (op_ns > 0)
     groups: dict[tuple, list] = {}
     names, dims, types, conc = (shapes[c].to_numpy(object) for c in ("name", "dims", "types", "concrete"))
+    strides = shapes["strides"].to_numpy(object) if "strides" in shapes else np.full(len(shapes), None, object)
     cache: dict[tuple, object] = {}
     op_group: dict[int, tuple] = {}  # op row -> its group's key
     for i in np.flatnonzero(in_win):
-        key = (names[i], dims[i], types[i], conc[i])  # the reader's raw JSON bytes: decoded once per distinct key
+        key = (names[i], dims[i], types[i], conc[i], strides[i])  # the reader's raw JSON bytes: decoded once per key
         if key not in cache:
-            d, t, c = (_decoded(v) for v in key[1:])
-            w = work(names[i], d, t, c)
-            cache[key] = (w, _shape_label(d), d) if w is not None else None
+            d, t, c, s_ = (_decoded(v) for v in key[1:])
+            w = work(names[i], d, t, c, s_)
+            cache[key] = (w, _shape_label(d) + (" (strided)" if w.strided else ""), d) if w is not None else None
         hit = cache[key]
         if hit is None:
             continue
@@ -154,8 +156,9 @@ def _decoded(raw):
 
 
 def _cause(w, dims) -> str:
-    """What in the op's dtype or shapes keeps it off its roof: fp32 / unaligned / skinny (GEMM-class),
-    tiny (bandwidth-bound), or "" (nothing in the shapes)."""
+    """What in the op's dtype, shapes or strides keeps it off its roof: fp32 / unaligned / skinny (GEMM-class),
+    tiny / strided (bandwidth-bound: a full-size input not walked with unit stride, perf_model._strided), or ""
+    (nothing in what was recorded)."""
     if w.family in ("gemm", "conv", "attention"):
         if w.dtype == "fp32":
             return "fp32"
@@ -167,7 +170,9 @@ def _cause(w, dims) -> str:
         if w.family == "gemm" and sizes and min(sizes) < int(SKINNY.value):
             return "skinny"
         return ""
-    return "tiny" if w.bytes < float(TINY_BYTES.value) else ""
+    if w.bytes < float(TINY_BYTES.value):
+        return "tiny"
+    return "strided" if w.strided else ""
 
 
 # Families whose roof and byte count the Nsight Compute pairs confirm (tests/test_roofline_ncu_pairs.py),

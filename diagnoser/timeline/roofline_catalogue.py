@@ -46,7 +46,8 @@ for _bound, _roof in (("compute", "compute"), ("memory", "memory")):
         _f(f"roofline_{_bound}_gap_intensity", "number", "FLOP/byte", f"{_which}: arithmetic intensity"),
         _f(f"roofline_{_bound}_gap_cause", "string", "", f"{_which}: what its dtype or shapes say keeps it off the "
            "roof: fp32 / unaligned (a GEMM dimension not a multiple of roofline.tensor_core_alignment) / skinny "
-           "(a GEMM dimension under roofline.skinny_dim) / tiny (a bandwidth-bound op under roofline.tiny_bytes) / none"),
+           "(a GEMM dimension under roofline.skinny_dim) / tiny (a bandwidth-bound op under roofline.tiny_bytes) / strided "
+           "(a bandwidth-bound op with a full-size input walked without unit stride: the trace's Input Strides) / none"),
         _f(f"roofline_{_bound}_gap_ms_per_step", "number", "ms", f"{_which}: GPU time per steady step"),
         _f(f"roofline_{_bound}_gap_step_pct", "number", "%", f"{_which}: its GPU time, % of the steady step"),
         _f(f"roofline_{_bound}_gap_saved_share", "number", "fraction", f"{_which}: share of its time it would save "
