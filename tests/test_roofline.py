@@ -122,3 +122,39 @@ def test_report_shows_the_table_the_chart_and_the_json_rows(tmp_path):
     js = json.loads(subprocess.run(run + ["--format", "json"], capture_output=True, text=True, check=True).stdout)
     top = js["roofline"][0]
     assert top["bound"] == "compute" and 0 < top["roof_pct"] <= 100
+
+
+MINIWEATHER = SHARED / "external" / "ncar" / "MW_Baseline.ncu-rep"
+ESMM = SHARED / "external" / "ncu_rep" / "esmm_profile_output.ncu-rep"
+ROOFLINE_RULES = ("KERN019", "KERN020")
+
+
+def _skipped(paths):
+    from diagnoser.pipeline import diagnose
+    rep = diagnose([str(p) for p in paths])
+    return ({n.rule: n for n in rep.not_evaluated if n.rule in ROOFLINE_RULES},
+            {n.rule: n for n in rep.not_applicable if n.rule in ROOFLINE_RULES})
+
+
+@pytest.mark.parametrize("path", [ROOT / "fixtures" / "ncu" / "k_cuda.raw.csv.gz", MINIWEATHER, ESMM],
+                         ids=["k_cuda", "miniweather_openacc", "esmm_cuda"])
+def test_roofline_rules_do_not_apply_to_a_program_that_is_not_pytorch(path):
+    # real Nsight Compute reports of CUDA C++ (k_cuda, ESMM) and OpenACC (NCAR MiniWeather) programs:
+    # no torch trace could be recorded, so the record_shapes hint would be wrong
+    if not path.exists():
+        pytest.skip(f"{path} absent")
+    ne, na = _skipped([path])
+    assert not ne and set(na) == set(ROOFLINE_RULES)
+    assert all("not PyTorch" in n.reason and "record_shapes" not in n.reason for n in na.values())
+
+
+def test_roofline_rules_keep_the_hint_for_pytorch_without_shapes():
+    # a PyTorch program's ncu report (its ATen kernels): not evaluated, with how to record the shapes
+    ne, na = _skipped([ROOT / "fixtures" / "ncu" / "c_train_mlp_top.raw.csv.gz"])
+    assert set(ne) == set(ROOFLINE_RULES) and not na
+    assert all("record_shapes=True" in n.collect for n in ne.values())
+    # a torch trace recorded without shapes: the report's note says how to record them
+    from diagnoser.pipeline import diagnose
+    rep = diagnose([str(ROOT / "fixtures" / "torch" / "m_train_convnet_bf16.pt.trace.json.gz")])
+    assert any("no per-op roofline" in n and "record_shapes=True" in n for n in rep.notes)
+    assert not {n.rule for n in rep.not_applicable} & set(ROOFLINE_RULES)

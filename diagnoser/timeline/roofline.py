@@ -113,6 +113,11 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]
     if facts.get("roofline_unattributed_kernel_pct", 0.0) > 0:
         notes.append(f"{facts['roofline_unattributed_kernel_pct']:.0f}% of kernel time has no launching op "
                      "(no launch correlation on record): not in the per-op roofline")
+    if not rows and facts["roofline_graph_kernel_pct"] == 0 and total > 0:
+        notes.append("no per-op roofline: the trace records shapes, but no op the perf model covers (GEMMs, convolutions, "
+                     "attention, elementwise, copies, norms, softmax, reductions: diagnoser/timeline/perf_model.py) "
+                     "launched a kernel in the steady steps (kernels a compiled graph launches, such as torch.compile's "
+                     "Triton kernels, have no aten op around them)")
     if facts["roofline_graph_kernel_pct"] > 0:
         notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
                      "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
