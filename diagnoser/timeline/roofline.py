@@ -136,15 +136,18 @@ def _step_kernels(kt, known, k_t, k_op, op_group, rows, steps) -> list[dict]:
         return []
     rows_of_kt = np.flatnonzero(known)[pick]
     order = np.argsort(kt.start_ns[rows_of_kt], kind="stable")
-    grid, block = kt.column("grid"), kt.column("block")
+    pick, rows_of_kt = pick[order], rows_of_kt[order]
+    names = np.asarray(kt.names.uniques, object)[kt.names.codes[rows_of_kt]]
+    grid, block = kt.column("grid")[rows_of_kt].tolist(), kt.column("block")[rows_of_kt].tolist()
+    us = (kt.dur_ns[rows_of_kt] / 1e3).tolist()
     out = []
-    for p, k in zip(pick[order], rows_of_kt[order]):
-        key = op_group.get(int(k_op[p]))
+    for n, op in enumerate(k_op[pick].tolist()):
+        key = op_group.get(op)
         if key is None:  # an op the perf model does not cover
             continue
         name, label, dtype = key
-        out.append({"row": at.get((str(name), label, dtype), -1), "name": kt.names.uniques[kt.names.codes[k]],
-                    "grid": int(grid[k]), "block": int(block[k]), "us": float(kt.dur_ns[k]) / 1e3})
+        out.append({"row": at.get((str(name), label, dtype), -1), "name": str(names[n]),
+                    "grid": int(grid[n]), "block": int(block[n]), "us": float(us[n])})
     return out
 
 
