@@ -197,3 +197,9 @@ def test_strides_an_expanded_input_is_read_once_per_distinct_element():
     assert w.bytes == 4 * (4096 * 1024 + 1024 + 4096 * 1024)
     odd = work("aten::add", [[4096, 1024], [4096, 1024], []], [F32, F32, S], ["", "", "1"], [[1024], "x", []])
     assert odd.bytes == 4 * 3 * 4096 * 1024 and not odd.strided  # strides that do not fit the shapes are ignored
+
+
+def test_strides_an_overlapping_window_view_reads_its_span_once():
+    # x.unfold(0, 64, 1) of a 4096-element fp32 vector: 4033 windows of 64, strides [1, 1]: 4096 distinct elements
+    w = work("aten::sum", [[4033, 64]], [F32], [""], [[1, 1]])
+    assert w.bytes == 4 * 4096

@@ -50,7 +50,7 @@ def _runs_json(report, kept: list) -> list[dict]:
     for r in report.runs:
         entry = {k: v for k, v in r.items() if k not in ("charts", "facts")}  # facts: not in the JSON report
         entry["summary"] = summary_counts(by_run.get(r["run"], []))
-        entry["charts"] = {k: v for k, v in (r.get("charts") or {}).items() if k != "roofline_kernels"}  # matching only
+        entry["charts"] = r.get("charts") or {}
         out.append(entry)
     return out
 

@@ -2,7 +2,8 @@
 when both are inputs of one run (diagnoser.runs.merge).
 
 Matching, launch by launch: the trace's roofline gives one steady step's kernels of its ops in GPU
-order (timeline/roofline.py `_step_kernels`: op row, name, grid, block); the ncu report's launches
+order (timeline/roofline.py `_step_kernels`: op row, name, grid, block; kept in the timeline result's
+`identity["roofline_kernels"]`, what diagnoser.runs reads, not a chart); the ncu report's launches
 come in launch order. Each launch is matched to the next kernel of the step, going round the step
 (ncu may start anywhere in it), with the same name stem (no scopes, template arguments or
 parameters: the tools spell those differently, `(cudnnKernelDataType_t)0` vs `0`) and the same
@@ -65,7 +66,7 @@ def side_by_side(timeline, kernels) -> list[dict]:
     """Per roofline row with a matched launch: the trace's numbers and ncu's, their % differences and the
     bound with the source that decided it. `timeline`, `kernels`: AnalysisResults of one run."""
     rows = timeline.charts.get("roofline") or []
-    step = timeline.charts.get("roofline_kernels") or []
+    step = (timeline.identity or {}).get("roofline_kernels") or []
     if not rows or not step:
         return []
     launches = sorted(ncu_launches(kernels), key=lambda l: int(l["id"]) if str(l["id"]).isdigit() else 0)

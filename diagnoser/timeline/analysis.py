@@ -133,7 +133,8 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     result.charts["top_kernels"] = shown.kernels_chart
     result.charts["top_ops"] = shown.ops_chart
     result.charts["roofline"] = shown.roofline_chart
-    result.charts["roofline_kernels"] = shown.roofline_kernels  # matched to an ncu report (runs/roofline_ncu.py)
+    if shown.roofline_kernels:  # what an ncu report of the run is matched on, launch by launch (runs/roofline_ncu.py)
+        result.identity["roofline_kernels"] = shown.roofline_kernels
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,
                                "rank": shown.rank.rank if shown.rank is not None and len(metrics) > 1 else None}
     strips = [m.strip for m in metrics if m.strip]

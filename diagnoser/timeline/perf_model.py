@@ -8,7 +8,8 @@ argument). Output: `Work(flops, bytes, dtype, family, strided)` or None for an o
 cover (views, allocations, ops of unknown signature).
 
 Strides, where recorded, change two things: an input broadcast by a stride of 0 (`expand`) is read
-once per distinct element, so its bytes count the dims it really walks; and a bandwidth-bound op is
+once per distinct element, so its bytes count the dims it really walks (and a view that overlaps
+itself, `unfold`, at most the span it addresses); and a bandwidth-bound op is
 `strided` when a full-size input is not walked with unit stride in the order the others are (a
 transposed or permuted view against contiguous inputs, a step slice): its loads are uncoalesced, the
 cause KERN020 names. Inputs that share one layout (all channels_last) are not strided.
@@ -76,11 +77,15 @@ class Args:
         return None
 
     def elements_read(self, i: int) -> int:
-        """Distinct elements of the i-th tensor: a dim of stride 0 (broadcast by `expand`) is read once."""
+        """Distinct elements of the i-th tensor: a dim of stride 0 (broadcast by `expand`) is read once, and
+        views that overlap themselves (`unfold`, `as_strided` windows) at most the span they address."""
         d, s = self.shape(i), self.stride(i)
         if s is None:
             return math.prod(d)
-        return math.prod(n for n, st in zip(d, s) if st != 0)
+        if not all(d):
+            return 0
+        span = 1 + sum((n - 1) * abs(st) for n, st in zip(d, s))
+        return min(math.prod(n for n, st in zip(d, s) if st != 0), span)
 
     def inner_dim(self, i: int):
         """The dim (counted from the last: -1, -2, ...) a tensor walks with unit stride, NO_UNIT_STRIDE when
