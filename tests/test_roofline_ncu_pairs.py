@@ -190,8 +190,8 @@ def test_the_table_lists_both_numbers(report, side):
     for op in OPS:
         row = side[ROW[op]]
         line = next(l for l in table.splitlines() if l.startswith(f"| `{row['op']}` | `{row['shapes']}` | {row['dtype']} |"))
-        assert f"| {row['trace_tbs']:.2f} | {row['ncu_dram_tbs']:.2f} |" in line
-        assert f"| {row['trace_tflops']:.1f} | {row['ncu_tflops']:.1f} |" in line
+        assert f"| {row['trace_tbs']:.2f} / {row['ncu_dram_tbs']:.2f} ({round(row['tbs_diff_pct']):+d}%) |" in line
+        assert f"| {row['trace_tflops']:.1f} / {row['ncu_tflops']:.1f} ({round(row['tflops_diff_pct']):+d}%) |" in line
         assert f"{row['bound']} (ncu)" in line
     js = render_report(report, "json")
     assert '"roofline_ncu"' in js and '"ncu_dram_tbs"' in js and '"roofline_kernels"' not in js

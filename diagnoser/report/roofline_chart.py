@@ -47,7 +47,7 @@ def roofline_table(rows: list[dict], source: dict | None = None) -> Chart | None
 
 
 def _diff(v) -> str:
-    return "-" if v is None else f"{_num(v):+.0f}%"
+    return "-" if v is None else f"{round(_num(v)):+d}%"
 
 
 def _num_or_dash(v, fmt: str) -> str:
@@ -63,19 +63,18 @@ def roofline_ncu_table(rows: list[dict], source: dict | None = None) -> Chart | 
     caption = ("Each op's achieved throughput from its shapes and traced kernel time (trace) next to what Nsight "
                "Compute measured on the same kernels, matched launch by launch (name, grid/block, launch order): FLOPs "
                "it counted and bytes that crossed DRAM over its kernel time; diff = trace against ncu. The trace counts "
-               "compulsory bytes only (a lower bound: caches re-read, L2 hits skip DRAM), so compare the number of the "
-               "bound; the bound is ncu's (its measured FLOPs per DRAM byte against the ridge) where it profiled every "
+               "compulsory bytes only (a lower bound: GEMM tiles and norm rows are re-read, L2 hits skip DRAM) and "
+               "nominal FLOPs for bandwidth-bound ops (one per element), so compare the number of the bound; the bound is ncu's (its measured FLOPs per DRAM byte against the ridge) where it profiled every "
                "kernel of a call, else the trace's.")
     return _table_chart(
         "roofline_ncu", "Per-op roofline against Nsight Compute", caption, source,
         [("op", False, True), ("shapes", False, True), ("dtype", False, False), ("kernels", True, False),
-         ("TFLOP/s trace", True, False), ("TFLOP/s ncu", True, False), ("diff", True, False),
-         ("TB/s trace", True, False), ("DRAM TB/s ncu", True, False), ("diff", True, False),
+         ("TFLOP/s trace / ncu (diff)", True, False), ("TB/s trace / ncu DRAM (diff)", True, False),
          ("ncu SM / DRAM %", True, False), ("bound (by)", False, False)],
         [[str(r.get("op", ""))[:60], str(r.get("shapes", ""))[:60], str(r.get("dtype", "")),
           f"{int(_num(r.get('kernels_matched')))}/{_num(r.get('kernels_per_call')):.0f}",
-          f"{_num(r.get('trace_tflops')):.1f}", _num_or_dash(r.get("ncu_tflops"), ".1f"), _diff(r.get("tflops_diff_pct")),
-          f"{_num(r.get('trace_tbs')):.2f}", _num_or_dash(r.get("ncu_dram_tbs"), ".2f"), _diff(r.get("tbs_diff_pct")),
+          f"{_num(r.get('trace_tflops')):.1f} / {_num_or_dash(r.get('ncu_tflops'), '.1f')} ({_diff(r.get('tflops_diff_pct'))})",
+          f"{_num(r.get('trace_tbs')):.2f} / {_num_or_dash(r.get('ncu_dram_tbs'), '.2f')} ({_diff(r.get('tbs_diff_pct'))})",
           f"{_num_or_dash(r.get('ncu_sm_pct'), '.0f')} / {_num_or_dash(r.get('ncu_dram_pct'), '.0f')}",
           f"{r.get('bound') or '-'} ({r.get('bound_from', '')})"]
          for r in rows])
