@@ -14,6 +14,10 @@ count for the fp32 GEMM; bytes from dram__bytes_read/write; time from gpu__time_
 bound agrees with ncu's (compute when sm__throughput's % of peak exceeds gpu__dram_throughput's,
 the side of the ridge that ncu's measured FLOPs / DRAM bytes put it on).
 
+The report of both files together (one run) shows the same comparison (diagnoser/runs/roofline_ncu.py):
+its side-by-side rows must carry the numbers computed here, matched launch by launch, and its table
+list both.
+
 Two pairs are compared otherwise, for stated reasons (the numbers are in the tests):
 - the 64x64 add runs 1.2 us in the trace and 2.9 us under ncu (gpu__time_duration of a 4-block
   kernel holds its launch), and its 8 KB output stays in L2 (no DRAM write): both tools must put
