@@ -150,6 +150,12 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
     for c in IDLE_CLASSES:
         v[IDLE_FACT[c]] = 100.0 * idle_ns[c] / span
+    # the host class in two: gaps that began as a sync returned (the host computing on what it read back)
+    # and the rest (the host inside an optimizer step on CPU tensors)
+    host = (gaps.cls == IDLE_CLASSES.index("host")) & (gaps.after_sync if gaps.after_sync is not None else False)
+    after_ns = int((gaps.end - gaps.start)[host].sum())
+    v["idle_host_after_sync_pct"] = 100.0 * after_ns / span
+    v["idle_host_optimizer_pct"] = 100.0 * (idle_ns["host"] - after_ns) / span
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
