@@ -60,6 +60,9 @@ CATALOGUE: list[FactSpec] = [
     _n("idle_host_after_sync_pct", "%", "the host-class idle in gaps that began as a sync returned, with (almost) no "
        "CUDA calls after it and no next input copied in at their end: the host computes on what it read back "
        "(NumPy post-processing or metrics, CPU operators on copied-back tensors)", HOST),
+    _n("idle_sync_quiet_pct", "%", "the sync-class idle in long gaps that began at a sync the host did not stay in: it "
+       "made (almost) no CUDA calls afterwards and nothing recorded shows it computing (no op tree, no stacks): it "
+       "computed on what it read back or waited on something else (measured only where there is some)", HOST),
     _s("host_gap_ranges", "the host ranges (optimizer step, CPU ops) covering the host-class idle gaps most, "
        "with their ms per step (only when the first covers most of those gaps)", HOST),
     _s("host_gap_python", "the innermost Python function (with_stack traces) spanning most of the host-class idle "

@@ -367,6 +367,25 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
                 np.concatenate(after))
 
 
+def quiet_after_sync_ns(gaps: Gaps, act: HostActivity) -> int:
+    """Sync-class idle in long gaps that began at a sync but were not spent in it: the host was out of
+    the sync and made (almost) no CUDA calls, with nothing recorded to show it computing (no op tree or
+    stacks): it computed on what it read back, or waited on something else. ns over the steady steps."""
+    sel = (gaps.cls == SYNC) & (gaps.end - gaps.start > LAUNCH_GAP_MAX_NS.value)
+    if gaps.after_sync is not None:
+        sel &= gaps.after_sync
+    if not sel.any():
+        return 0
+    s, e = gaps.start[sel], gaps.end[sel]
+    dur = np.maximum(e - s, 1)
+    blocked = _share([act.sync], s, e, dur)
+    cuda = _share([act.cuda], s, e, dur)
+    quiet = np.ones(s.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
+    if blocked is not None:
+        quiet &= blocked < MAJORITY.value
+    return int((e - s)[quiet].sum())
+
+
 def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | None = None) -> list[dict]:
     """For each steady step (the first `limit` only: one dict per step does not scale to the
     millions of "steps" of a degenerate trace): window, busy time, idle time by class (ns)."""

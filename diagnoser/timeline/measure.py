@@ -13,7 +13,8 @@ from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
-                            device_busy, host_activity, idle_gaps, per_step_breakdown)
+                            device_busy, host_activity, idle_gaps, per_step_breakdown,
+                            quiet_after_sync_ns)
 from .intervals import IntervalSet, subtract
 from .kv_cache import kv_cache_stats
 from .program import program_facts
@@ -156,6 +157,9 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     after_ns = int((gaps.end - gaps.start)[host].sum())
     v["idle_host_after_sync_pct"] = 100.0 * after_ns / span
     v["idle_host_optimizer_pct"] = 100.0 * (idle_ns["host"] - after_ns) / span
+    quiet_ns = quiet_after_sync_ns(gaps, act)
+    if quiet_ns:  # sync-class idle the host spent out of the sync and out of CUDA: what it did, the trace does not show
+        v["idle_sync_quiet_pct"] = 100.0 * quiet_ns / span
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
