@@ -76,7 +76,11 @@ def test_an_nsys_export_without_host_evidence_keeps_the_idle_with_the_sync(fixtu
     fn, ft = facts(nsys), facts(torch)
     assert fn["idle_sync_pct"] == pytest.approx(ft["idle_host_after_sync_pct"], abs=1.5)
     assert fn["dtoh_memcpy_per_step"] == ft["dtoh_memcpy_per_step"] == 1
-    assert serious(nsys)[0].category == "host_sync"
+    first = serious(nsys)[0]
+    assert first.category == "host_sync"
+    # ... and the report says the host was not blocked there: 99% of the step after the sync had returned
+    assert fn["idle_sync_quiet_pct"] == pytest.approx(fn["idle_sync_pct"], abs=1) and fn["sync_blocked_pct"] < 1
+    assert "nothing recorded to say what it did" in first.message
 
 
 def test_the_optimizer_twin_is_launch_bound_without_the_profiler_too(fixtures_dir):

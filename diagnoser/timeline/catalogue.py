@@ -62,7 +62,8 @@ CATALOGUE: list[FactSpec] = [
        "(NumPy post-processing or metrics, CPU operators on copied-back tensors)", HOST),
     _n("idle_sync_quiet_pct", "%", "the sync-class idle in long gaps that began at a sync the host did not stay in: it "
        "made (almost) no CUDA calls afterwards and nothing recorded shows it computing (no op tree, no stacks): it "
-       "computed on what it read back or waited on something else (measured only where there is some)", HOST),
+       "computed on what it read back or waited on something else (measured only where it is most of the sync-class "
+       "idle)", HOST),
     _s("host_gap_ranges", "the host ranges (optimizer step, CPU ops) covering the host-class idle gaps most, "
        "with their ms per step (only when the first covers most of those gaps)", HOST),
     _s("host_gap_python", "the innermost Python function (with_stack traces) spanning most of the host-class idle "

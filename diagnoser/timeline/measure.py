@@ -14,7 +14,7 @@ from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown,
-                            quiet_after_sync_ns)
+                            quiet_after_sync_ns, MAJORITY)
 from .intervals import IntervalSet, subtract
 from .kv_cache import kv_cache_stats
 from .program import program_facts
@@ -157,8 +157,10 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     after_ns = int((gaps.end - gaps.start)[host].sum())
     v["idle_host_after_sync_pct"] = 100.0 * after_ns / span
     v["idle_host_optimizer_pct"] = 100.0 * (idle_ns["host"] - after_ns) / span
+    # sync-class idle the host spent out of the sync and out of CUDA, when it is most of that idle: what the
+    # host did there, the trace does not show
     quiet_ns = quiet_after_sync_ns(gaps, act)
-    if quiet_ns:  # sync-class idle the host spent out of the sync and out of CUDA: what it did, the trace does not show
+    if quiet_ns and quiet_ns >= MAJORITY.value * idle_ns["sync"]:
         v["idle_sync_quiet_pct"] = 100.0 * quiet_ns / span
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
