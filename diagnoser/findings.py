@@ -25,9 +25,9 @@ WARNING_MIN_GAIN_PCT = settings.register(
     "never warning or critical, so a CI gate (--fail-on) does not trip on noise")
 TIE_POINTS = settings.register(
     "findings.tie_points", 5.0, "points",
-    "the first warning-or-critical finding and the next one of another category are of one size when their "
-    "estimated gains (of the same time) differ by less than this many percentage points: both are the first fix, "
-    "in CAUSE_ORDER, in every source of the run")
+    "the first warning-or-critical finding and the next one of another category are of one size when the second's "
+    "marginal gain (what it adds beyond the findings ranked above it, of the same time) is within this many "
+    "percentage points of the first's gain: both are the first fix, in CAUSE_ORDER, in every source of the run")
 # The one tie-break every source shares, for two causes of one size: the cause whose fix the other's
 # needs first. Long host-side stalls (syncs, allocations, input, host compute, communication) come
 # before launch overhead, whose fix (CUDA graphs, torch.compile) needs a step free of them; timeline
@@ -159,11 +159,18 @@ def _cause_rank(f: Finding) -> int:
     return CAUSE_ORDER.index(f.category) if f.category in CAUSE_ORDER else len(CAUSE_ORDER)
 
 
+def _counted(f: Finding) -> float:
+    """The gain f counts in the ranking: its marginal gain where the ledger set one, else its own."""
+    return f.estimated_gain if f.marginal_gain is None else f.marginal_gain
+
+
 def tie_first(ranked: list[Finding]) -> list[Finding]:
-    """Two causes of one size are both the first fix: when the first warning-or-critical finding and the
-    next one of another category (gain of the same time) are within TIE_POINTS, both get `tied_first`
-    and they lead in CAUSE_ORDER, whichever a source measured a point larger. Per run (findings of
-    several separate runs are tied within their run)."""
+    """Two causes of one size are both the first fix: when the next warning-or-critical finding of another
+    category than the first (gain of the same time) adds, beyond what the findings ranked above it explain
+    (its marginal gain, from the gain ledger), within TIE_POINTS of the first's gain, both get `tied_first`
+    and they lead in CAUSE_ORDER, whichever a source measured a point larger. A second cause whose time the
+    first already explains (launch gaps a sync exposes, claimed by the sync) adds nothing: it is no tie,
+    however large its own gain. Per run (findings of several separate runs are tied within their run)."""
     out = list(ranked)
     for run in dict.fromkeys(f.run for f in out):
         serious = [f for f in out if f.run == run and f.severity != "info"]
@@ -172,7 +179,7 @@ def tie_first(ranked: list[Finding]) -> list[Finding]:
         a = serious[0]
         b = next((f for f in serious[1:] if f.category != a.category), None)
         if b is None or b.gain_of != a.gain_of or not is_time_gain(a) \
-                or 100.0 * abs(a.estimated_gain - b.estimated_gain) >= float(TIE_POINTS.value):
+                or 100.0 * abs(_counted(a) - _counted(b)) >= float(TIE_POINTS.value):
             continue
         first, second = sorted((a, b), key=lambda f: (_cause_rank(f), -f.estimated_gain, f.rule))
         first.tied_first, second.tied_first = second.rule, first.rule

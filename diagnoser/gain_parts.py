@@ -73,6 +73,9 @@ SHARES: dict[str, dict] = {
     "step time": {
         **{fact: _idle(cls) for cls, fact in IDLE.items()},
         "gpu_idle_pct": _idle(*IDLE),
+        # the host-compute idle in two (inside optimizer steps; after read-backs): both parts of idle:host
+        "idle_host_optimizer_pct": _idle("host"),
+        "idle_host_after_sync_pct": _idle("host"),
         "gpu_busy_pct": _busy(*BUSY),
         "gemm_no_tensor_core_step_pct": _busy("gemm"),
         # score GEMM through value GEMM: the GEMMs, softmax and the scale / mask / transpose kernels between

@@ -119,7 +119,7 @@ def test_synthetic_rule_needing_a_finding_that_did_not_fire_is_decided():
     (kernels far from tiny), no memory input would change INFER016."""
     pack, cat = load_pack(), catalogue()
     facts = [("workload_kind", "inference"), ("gpu_busy_pct", 30.0), ("kernel_median_us", 80.0), ("short_kernel_pct", 5.0),
-             ("idle_launch_pct", 10.0), ("kernels_per_step", 100.0)]
+             ("idle_launch_pct", 10.0), ("kernels_per_step", 100.0), ("graph_kernel_pct", 0.0)]
     records, _ = build_records([Fact(n, v, "", "synthetic") for n, v in facts])
     _, skipped = evaluate(pack.rules, records, cat, kinds=["torch-trace"])
     assert "INFER016" not in {n.rule for n in skipped}

@@ -17,7 +17,7 @@ EXPECTED = {
     "t_infer_long_attention": (("torch", "nsys"), {"unfused_attention"}),
     "t_train_logits_readback": (("torch", "nsys"), {"host_sync"}),
     "t_train_cpu_adamw": (("torch",), {"host_compute"}),
-    "t_train_moe_nonzero": (("torch", "nsys"), {"host_sync", "launch_overhead", "unexplained_idle"}),
+    "t_train_moe_nonzero": (("torch", "nsys"), {"host_sync", "unexplained_idle"}),
     "t_setup_short_infer": (("torch",), {"one_time_setup"}),
 }
 
@@ -64,9 +64,9 @@ def test_first_fix_is_the_cause_built_in(fixtures_dir, name, source):
     got = first_fix(report_of(fixtures_dir, name, source))
     if len(want) == 1:
         assert got == want
-    else:  # two causes of one size: the lead one and the one tied to it, among those built in
+    else:  # the lead cause, and in a source that measures a second of one size, the one tied to it
         assert serious(report_of(fixtures_dir, name, source))[0].category == "host_sync"
-        assert got <= want and len(got) == 2
+        assert "host_sync" in got and got <= want
 
 
 @pytest.mark.parametrize("name", sorted(n for n, (s, _) in EXPECTED.items() if len(s) == 2))
@@ -119,13 +119,37 @@ def test_adamw_on_cpu_tensors_is_host_compute_with_its_copies_ranked_apart(fixtu
     assert cats[0] == "host_compute" and "pageable_memcpy" in cats and "input_pipeline" not in cats
 
 
-def test_moe_routing_by_nonzero_names_syncs_and_launches_as_one_size_in_the_torch_trace(fixtures_dir):
-    report = report_of(fixtures_dir, "t_train_moe_nonzero", "torch")
-    first, second = serious(report)[:2]
+def test_moe_routing_by_nonzero_ties_by_what_the_second_cause_adds(fixtures_dir):
+    """The tie-break compares the second cause's marginal gain (what it adds beyond the first, from the
+    gain ledger) with the first's gain. Torch trace: the launch gaps (87% of the step) are the ones the
+    12 syncs a step expose, claimed by TRAIN002: TRAIN004 adds 0 and is no tie (its own gain, 87%, was
+    within 5 points before). nsys export of the same code: 41-45% of the step sits in long gaps in which
+    the host makes no CUDA call for 100-200 us before a GEMM's launch; the torch trace shows the host inside
+    aten::addmm there (the op launches at its end), the export has no op tree and no CPU samples to say
+    so, so that idle stays unexplained, adds 45 points beyond the sync's and ties. Both lead with host_sync."""
+    torch_report = report_of(fixtures_dir, "t_train_moe_nonzero", "torch")
+    first, second = serious(torch_report)[:2]
     assert (first.category, second.category) == ("host_sync", "launch_overhead")
+    assert second.marginal_gain == pytest.approx(0, abs=0.01) and second.estimated_gain > 0.8
+    assert not first.tied_first
+    nsys_report = report_of(fixtures_dir, "t_train_moe_nonzero", "nsys")
+    first, second = serious(nsys_report)[:2]
+    assert (first.category, second.category) == ("host_sync", "unexplained_idle")
     assert first.tied_first == second.rule and second.tied_first == first.rule
+    assert abs(first.estimated_gain - second.marginal_gain) < 0.05
+    assert facts(nsys_report)["idle_unexplained_pct"] > 40 > facts(torch_report)["idle_unexplained_pct"]
     for source in ("torch", "nsys"):
         assert facts(report_of(fixtures_dir, "t_train_moe_nonzero", source))["syncs_per_step"] == pytest.approx(12)
+
+
+def test_launch_gaps_a_sync_exposes_are_not_a_second_cause_of_the_same_size(fixtures_dir):
+    # fixtures/torch/host_sync (the README example): TRAIN004's launch gaps (69% of the step) are the ones
+    # TRAIN002's 18 syncs a step expose; its marginal gain is 0, so the first fix is host_sync alone
+    report = diagnose([str(fixtures_dir / "torch/host_sync.pt.trace.json.gz")])
+    first, second = serious(report)[:2]
+    assert (first.rule, second.rule) == ("TRAIN002", "TRAIN004")
+    assert second.estimated_gain > first.estimated_gain - 0.05 and second.marginal_gain == pytest.approx(0, abs=0.01)
+    assert not first.tied_first and not second.tied_first
 
 
 def test_a_short_program_profiled_from_its_start_is_start_up_not_churn(fixtures_dir):

@@ -53,9 +53,21 @@ CATALOGUE: list[FactSpec] = [
     _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
     _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
     _n("idle_host_pct", "%", "share of step time the GPU idles while the host computes something that is not input: "
-       "inside an optimizer step range without CUDA calls (an optimizer on CPU tensors, ZeRO-offload style)", HOST),
-    _s("host_gap_ranges", "the host ranges (optimizer step, its CPU ops) covering the host-class idle gaps most, "
-       "with their ms per step", HOST),
+       "inside an optimizer step range without CUDA calls (an optimizer on CPU tensors, ZeRO-offload style), or "
+       "on results it read back (post-processing, metrics); idle_host_optimizer_pct + idle_host_after_sync_pct", HOST),
+    _n("idle_host_optimizer_pct", "%", "the host-class idle inside optimizer step ranges (the host runs the "
+       "optimizer on CPU tensors)", HOST),
+    _n("idle_host_after_sync_pct", "%", "the host-class idle in gaps that began as a sync returned, with (almost) no "
+       "CUDA calls after it and no next input copied in at their end: the host computes on what it read back "
+       "(NumPy post-processing or metrics, CPU operators on copied-back tensors)", HOST),
+    _n("idle_sync_quiet_pct", "%", "the sync-class idle in long gaps that began at a sync the host did not stay in: it "
+       "made (almost) no CUDA calls afterwards and nothing recorded shows it computing (no op tree, no stacks): it "
+       "computed on what it read back or waited on something else (measured only where it is most of the sync-class "
+       "idle)", HOST),
+    _s("host_gap_ranges", "the host ranges (optimizer step, CPU ops) covering the host-class idle gaps most, "
+       "with their ms per step (only when the first covers most of those gaps)", HOST),
+    _s("host_gap_python", "the innermost Python function (with_stack traces) spanning most of the host-class idle "
+       "gaps, with its ms per step", HOST),
     _n("setup_pct", "%", "share of the trace (first CUDA call or GPU activity to the end) spent in one-time start-up "
        "work: context creation, lazy module loading, first-call costs, compilation (timeline/setup.py)"),
     _n("setup_ms", "ms", "host time in one-time start-up work"),

@@ -10,9 +10,12 @@ says why the GPU had nothing to do, judged from the host side, in this order (do
   data           the host is loading/preprocessing input: NVTX/annotation data ranges, DataLoader,
                  CPU operators that launch no GPU work, or a gap that ends with the host-to-device
                  copy of the next input while the host made (almost) no CUDA calls
-  host           the host computes something that is not input: it is inside an optimizer step range
-                 for most of the gap and makes (almost) no CUDA calls (an optimizer on CPU tensors,
-                 ZeRO-offload style); its CPU operators are not counted as data
+  host           the host computes something that is not input, making (almost) no CUDA calls: it is
+                 inside an optimizer step range for most of the gap (an optimizer on CPU tensors,
+                 ZeRO-offload style; its CPU operators are not counted as data), or the gap began as a
+                 sync returned (results read back) and does not end in the next input's copy nor lie in
+                 marked data ranges: the host computes on what it read back (post-processing, metrics
+                 in NumPy or on CPU tensors); its CPU operators there are not input either
   sync           (again, weaker) the gap began while the host was blocked in a sync: the sync drained
                  the queue and the host must launch anew (`.item()` in a loop)
   launch         short gaps, or gaps the host spends launching: the GPU waits for the next launch
@@ -41,6 +44,7 @@ SYNC_OPS = re.compile(r"^aten::(?:item|_local_scalar_dense|is_nonzero|nonzero)$"
 COMM_RANGES = re.compile(r"^nccl:|ProcessGroupNCCL|^c10d::|record_param_comms", re.I)
 DATA_RANGE = PHASE_PATTERNS["data"]
 # torch.autograd.profiler.emit_nvtx names each range `op, seq = N, op_id = M, sizes = [...]`
+OBJECT_ADDRESS = re.compile(r" object at 0x[0-9a-fA-F]+")
 EMIT_NVTX_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids)\s*=.*$")
 
 LAUNCH_GAP_MAX_NS = settings.register("timeline.launch_gap_max_ns", 100_000, "ns", "an idle gap this short is launch overhead (the GPU waits for the next launch); longer ones are classified by the host evidence")
@@ -51,7 +55,7 @@ MAJORITY = settings.register("timeline.gap_majority", 0.5, "share", "share of an
 class HostActivity:
     """Where on the host clock each recognized activity happens (any host thread)."""
 
-    data: IntervalSet
+    data: IntervalSet           # marked data ranges and CPU operators that launch nothing
     sync: IntervalSet
     launch: IntervalSet
     comm: IntervalSet
@@ -62,6 +66,15 @@ class HostActivity:
     input_copy_bytes: np.ndarray  # their sizes, in the same order
     sync_rows: np.ndarray       # host rows of the synchronizing calls (for naming them)
     host: IntervalSet | None = None  # host work that is not input: optimizer step ranges
+    marked_data: IntervalSet | None = None  # the data ranges alone (NVTX / annotations: DataLoader, `data`)
+    host_cpu: IntervalSet | None = None  # the host seen computing: CPU operators and Python frames that launch nothing
+
+
+def python_frames_without_calls(tv: TimelineView) -> pd.DataFrame:
+    """The Python frames (traces with stacks) inside which no CUDA call starts: the host computing."""
+    r = tv.tl.ranges
+    py = r[(r["kind"] == "python").to_numpy()].reset_index(drop=True)
+    return py[_calls_inside(py, tv, tv.tl.host["thread"].to_numpy()) == 0] if len(py) else py
 
 
 def _top_level_ops(ops: pd.DataFrame) -> pd.DataFrame:
@@ -112,9 +125,15 @@ def host_activity(tv: TimelineView) -> HostActivity:
 
     marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(ranges["name"], DATA_RANGE)]
     top = _top_level_ops(ops.reset_index(drop=True))
-    calls_inside = _calls_inside(top, tv, tl.host["thread"].to_numpy()) if len(top) else np.zeros(0, np.int64)
+    host_thread = tl.host["thread"].to_numpy()
+    calls_inside = _calls_inside(top, tv, host_thread) if len(top) else np.zeros(0, np.int64)
     cpu_only = top[calls_inside == 0] if len(top) else top
     cpu_only = cpu_only[~name_mask(cpu_only["name"], SYNC_OPS)]
+    # positive evidence of the host computing (a trace with an op tree or Python stacks): CPU operators and
+    # Python frames inside which no CUDA call starts
+    py = python_frames_without_calls(tv)
+    host_cpu = IntervalSet.of(np.concatenate((cpu_only["start_ns"], py["start_ns"])),
+                              np.concatenate((cpu_only["end_ns"], py["end_ns"])))
     # host work that is not input: an optimizer step's CPU operators (ops on CPU tensors) where the trace
     # has an op tree, else the optimizer step ranges themselves (the gap must also be free of CUDA calls)
     opt = optimizer_ranges(tl)
@@ -142,7 +161,8 @@ def host_activity(tv: TimelineView) -> HostActivity:
     htod = htod[np.argsort(tv.gpu_start[htod], kind="stable")]
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
                         IntervalSet.of(hs, he), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
-                        np.flatnonzero(sync_mask), host)
+                        np.flatnonzero(sync_mask), host, IntervalSet.of(marked_data["start_ns"], marked_data["end_ns"]),
+                        host_cpu)
 
 
 @dataclass
@@ -188,6 +208,7 @@ class Gaps:
     start: np.ndarray
     end: np.ndarray
     cls: np.ndarray  # per gap, its class as an index into IDLE_CLASSES
+    after_sync: np.ndarray | None = None  # per gap: the (whole) gap began as a sync returned, outside optimizer steps
 
     def ns_by_class(self) -> dict[str, int]:
         dur = self.end - self.start
@@ -243,8 +264,8 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     cls[launch] = LAUNCH
     host_held = np.ones(starts.size, dtype=bool) if queued is None else ~queued
     sync_share = _share([act.sync], starts, ends, dur) if len(act.sync) else None
+    sync_at_start = began_at_sync(starts, act)
     if sync_share is not None:  # the queue drained at a sync, then the host had to launch anew
-        sync_at_start = act.sync.contains(starts) | act.sync.contains(starts - 1)
         cls[sync_at_start & host_held] = SYNC
     data = _share([act.data], starts, ends, dur)
     if data is not None:
@@ -253,7 +274,20 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     # calls: the host was preparing that input (a DataLoader, tokenization, Python preprocessing)
     cuda = _share([act.cuda], starts, ends, dur)
     quiet = np.ones(starts.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
-    cls[~short & quiet & host_held & (_input_copy_at(ends, act) >= 0)] = DATA
+    input_next = _input_copy_at(ends, act) >= 0
+    cls[~short & quiet & host_held & input_next] = DATA
+    # a long gap that began as a sync returned (results read back), where the host then makes (almost) no
+    # CUDA calls and is not inside operators that launch (those are launch latency) but is seen computing
+    # (CPU operators, Python frames that launch nothing), outside marked data ranges, and that does not end
+    # in the next input's copy: the host computes on what it read back, not on the next input. Without such
+    # evidence (an Nsight Systems export: no op tree, no stacks) the host may as well be waiting (on I/O,
+    # a sleep): the gap stays with the sync that began it
+    marked = _share([act.marked_data], starts, ends, dur) if act.marked_data is not None else None
+    unmarked = np.ones(starts.size, dtype=bool) if marked is None else marked < MAJORITY.value
+    computing = _share([act.host_cpu], starts, ends, dur) if act.host_cpu is not None else None
+    if computing is not None:
+        cls[~launch & quiet & host_held & sync_at_start & ~input_next & unmarked
+            & (computing >= MAJORITY.value)] = HOST
     # the host computes in an optimizer step without CUDA calls (the optimizer runs on CPU tensors); the
     # copies of weights back to the device that end such a gap are not the next input
     host = _share([act.host], starts, ends, dur) if act.host is not None and len(act.host) else None
@@ -267,6 +301,20 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     if comm is not None:
         cls[comm >= MAJORITY.value] = COMM
     return cls
+
+
+def began_at_sync(starts: np.ndarray, act: HostActivity) -> np.ndarray:
+    """Gaps that began while the host was blocked in a synchronizing call (or as it returned)."""
+    if not len(act.sync):
+        return np.zeros(starts.size, dtype=bool)
+    return act.sync.contains(starts) | act.sync.contains(starts - 1)
+
+
+def _in_optimizer(starts: np.ndarray, ends: np.ndarray, act: HostActivity) -> np.ndarray:
+    """Gaps the host spends mostly inside an optimizer step's CPU work (act.host)."""
+    if act.host is None or not len(act.host):
+        return np.zeros(starts.size, dtype=bool)
+    return _share([act.host], starts, ends, np.maximum(ends - starts, 1)) >= MAJORITY.value
 
 
 def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -300,10 +348,11 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     gs, ge = dev.compute.gaps(lo, hi)
     windows = steps.steady_windows
     cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
-    starts, ends, classes = [], [], []
+    starts, ends, classes, after = [], [], [], []
     for a in range(0, gs.size, GAP_CHUNK):
         s, e = gs[a:a + GAP_CHUNK], ge[a:a + GAP_CHUNK]
         cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e))
+        at_sync = began_at_sync(s, act) & ~_in_optimizer(s, e, act)  # host work on read-back results
         # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,
         # keeping only the pieces inside steady step windows
         ps, pe, gap = _cut(s, e, cuts)
@@ -311,9 +360,30 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
         starts.append(ps[inside])
         ends.append(pe[inside])
         classes.append((cls if gap is None else cls[gap])[inside])
+        after.append((at_sync if gap is None else at_sync[gap])[inside])
     if not starts:
-        return Gaps(dev.device, gs, ge, np.zeros(0, dtype=np.int8))
-    return Gaps(dev.device, np.concatenate(starts), np.concatenate(ends), np.concatenate(classes))
+        return Gaps(dev.device, gs, ge, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
+    return Gaps(dev.device, np.concatenate(starts), np.concatenate(ends), np.concatenate(classes),
+                np.concatenate(after))
+
+
+def quiet_after_sync_ns(gaps: Gaps, act: HostActivity) -> int:
+    """Sync-class idle in long gaps that began at a sync but were not spent in it: the host was out of
+    the sync and made (almost) no CUDA calls, with nothing recorded to show it computing (no op tree or
+    stacks): it computed on what it read back, or waited on something else. ns over the steady steps."""
+    sel = (gaps.cls == SYNC) & (gaps.end - gaps.start > LAUNCH_GAP_MAX_NS.value)
+    if gaps.after_sync is not None:
+        sel &= gaps.after_sync
+    if not sel.any():
+        return 0
+    s, e = gaps.start[sel], gaps.end[sel]
+    dur = np.maximum(e - s, 1)
+    blocked = _share([act.sync], s, e, dur)
+    cuda = _share([act.cuda], s, e, dur)
+    quiet = np.ones(s.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
+    if blocked is not None:
+        quiet &= blocked < MAJORITY.value
+    return int((e - s)[quiet].sum())
 
 
 def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | None = None) -> list[dict]:
@@ -337,17 +407,59 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
 
 def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int) -> dict:
     """What the host computed in the host-class gaps: the ranges that cover them most
-    (`Optimizer.step#AdamW.step`, the CPU operators inside it). Per steady step."""
+    (`Optimizer.step#AdamW.step`, the CPU operators inside it), when one covers most of them, and the
+    innermost Python frame spanning most of them (a trace with stacks). Per steady step."""
     sel = gaps.cls == HOST
     if not sel.any():
         return {}
-    text = _covering_ranges(tv, gaps.start[sel], gaps.end[sel], steps)
-    return {"host_gap_ranges": text} if text else {}
+    gs, ge = gaps.start[sel], gaps.end[sel]
+    out = {}
+    text = _covering_ranges(tv, gs, ge, steps, min_top=MAJORITY.value * float((ge - gs).sum()))
+    if text:
+        out["host_gap_ranges"] = text
+    frames = _frames_covering(python_frames_without_calls(tv), gs, ge, steps, MAJORITY.value * float((ge - gs).sum()))
+    frame = frames or _python_frame(tv, gs, ge, steps)
+    if frame:
+        out["host_gap_python"] = frame
+    return out
 
 
-def _covering_ranges(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: int) -> str:
+def _frames_covering(py: pd.DataFrame, gs: np.ndarray, ge: np.ndarray, steps: int, min_total: float) -> str:
+    """`frame T ms, frame T ms`: the two Python functions that launch nothing and cover the gaps most,
+    per steady step; "" unless those frames together cover `min_total` ns of them."""
+    if not len(py):
+        return ""
+    cover = IntervalSet.of(gs, ge).overlap(py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64))
+    hit = cover > 0
+    if not hit.any() or IntervalSet.of(py["start_ns"][hit], py["end_ns"][hit]).overlap(gs, ge).sum() < min_total:
+        return ""
+    by: dict[str, int] = {}
+    for n, c in zip(py["name"].to_numpy()[hit].tolist(), cover[hit].tolist()):
+        n = OBJECT_ADDRESS.sub("", str(n))  # `<built-in method argsort of numpy.ndarray object at 0x7f..>`
+        by[n] = by.get(n, 0) + int(c)
+    top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    return ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms" for n, ns in top)
+
+
+def _python_frame(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: int) -> str:
+    """`frame T ms`: the innermost Python frame that spans most of the gaps ("" when none does)."""
+    py = tv.tl.ranges
+    py = py[(py["kind"] == "python").to_numpy()]
+    if not len(py):
+        return ""
+    total = int((ge - gs).sum())
+    cover = IntervalSet.of(gs, ge).overlap(py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64))
+    spans = np.flatnonzero(cover >= MAJORITY.value * total)
+    if not spans.size:
+        return ""
+    length = (py["end_ns"].to_numpy(np.int64) - py["start_ns"].to_numpy(np.int64))[spans]
+    inner = spans[np.argmin(length)]
+    return f"{py['name'].iloc[inner]} {cover[inner] / 1e6 / steps:.1f} ms"
+
+
+def _covering_ranges(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: int, min_top: float = 0.0) -> str:
     """`name T ms, name T ms`: the two host ranges (NVTX, annotations, ops; not steps) that cover the
-    gaps most, per steady step."""
+    gaps most, per steady step ("" when the first covers less than `min_top` ns in all)."""
     r = tv.tl.ranges
     r = r[r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP)
           & ~name_mask(r["name"], NVTX_STEP)]  # a step range covers every gap: it names nothing
@@ -363,6 +475,8 @@ def _covering_ranges(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: in
         n = EMIT_NVTX_SUFFIX.sub("", str(n))  # one name per op, not per call
         by[n] = by.get(n, 0) + int(c)
     top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    if not top or top[0][1] < min_top:
+        return ""
     return ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms" for n, ns in top)
 
 
@@ -378,16 +492,9 @@ def data_gap_evidence(tv: TimelineView, gaps: Gaps, act: HostActivity, steps: in
     text = _covering_ranges(tv, gs, ge, steps)
     if text:
         out["data_gap_ranges"] = text
-    py = tv.tl.ranges
-    py = py[(py["kind"] == "python").to_numpy()]
-    if len(py):  # the innermost Python frame that spans most of the data gaps: where the host spent them
-        total = int((ge - gs).sum())
-        cover = IntervalSet.of(gs, ge).overlap(py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64))
-        spans = np.flatnonzero(cover >= MAJORITY.value * total)
-        if spans.size:
-            length = (py["end_ns"].to_numpy(np.int64) - py["start_ns"].to_numpy(np.int64))[spans]
-            inner = spans[np.argmin(length)]
-            out["data_gap_python"] = f"{py['name'].iloc[inner]} {cover[inner] / 1e6 / steps:.1f} ms"
+    frame = _python_frame(tv, gs, ge, steps)  # the innermost Python frame spanning most of the data gaps
+    if frame:
+        out["data_gap_python"] = frame
     copy = _input_copy_at(ge, act)
     copy = copy[copy >= 0]
     if copy.size:

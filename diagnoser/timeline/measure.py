@@ -13,7 +13,8 @@ from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
-                            device_busy, host_activity, idle_gaps, per_step_breakdown)
+                            device_busy, host_activity, idle_gaps, per_step_breakdown,
+                            quiet_after_sync_ns, MAJORITY)
 from .intervals import IntervalSet, subtract
 from .kv_cache import kv_cache_stats
 from .program import program_facts
@@ -151,6 +152,17 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
     for c in IDLE_CLASSES:
         v[IDLE_FACT[c]] = 100.0 * idle_ns[c] / span
+    # the host class in two: gaps that began as a sync returned (the host computing on what it read back)
+    # and the rest (the host inside an optimizer step on CPU tensors)
+    host = (gaps.cls == IDLE_CLASSES.index("host")) & (gaps.after_sync if gaps.after_sync is not None else False)
+    after_ns = int((gaps.end - gaps.start)[host].sum())
+    v["idle_host_after_sync_pct"] = 100.0 * after_ns / span
+    v["idle_host_optimizer_pct"] = 100.0 * (idle_ns["host"] - after_ns) / span
+    # sync-class idle the host spent out of the sync and out of CUDA, when it is most of that idle: what the
+    # host did there, the trace does not show
+    quiet_ns = quiet_after_sync_ns(gaps, act)
+    if quiet_ns and quiet_ns >= MAJORITY.value * idle_ns["sync"]:
+        v["idle_sync_quiet_pct"] = 100.0 * quiet_ns / span
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
