@@ -30,7 +30,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .errors import DiagnoserError, InputError
+from .errors import DiagnoserError, InputError, unexpected_problem
 from .ranks import is_url
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
@@ -145,7 +145,7 @@ def _measure_trace(source: str, kind: str | None, read_path: str | None, progres
     except Exception as e:  # noqa: BLE001 - an analysis bug on one rank must not hide the others
         if os.environ.get("DIAGNOSER_DEBUG"):
             raise
-        problem = f"analysis failed ({type(e).__name__}: {e})"
+        problem = f"analysis failed: the trace {unexpected_problem(e)}"
     return RankOutcome(source, kind, measured, problem, size, time.perf_counter() - t0, time.process_time() - cpu0,
                        f"{socket.gethostname()}:{os.getpid()}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 

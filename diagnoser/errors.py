@@ -38,3 +38,25 @@ class RuleError(DiagnoserError):
 
 class EngineError(DiagnoserError):
     """The rule engine failed (an action raised, or durable_rules refused a fact)."""
+
+
+def unexpected_problem(e: BaseException) -> str:
+    """An exception nobody foresaw (a reader or analysis defect, or an input shape no check names),
+    said in words rather than as Python's exception name: what kind of content it points at, then
+    its own text where that text is about the data (a missing key, an unparsable value)."""
+    if isinstance(e, UnicodeError):
+        return "holds text that is not valid UTF-8"
+    if isinstance(e, KeyError):
+        return f"lacks a field it needs ({one_line(repr(e.args[0]) if e.args else '?', 120)})"
+    if isinstance(e, IndexError):
+        return "holds a list or table shorter than its other fields say"
+    if isinstance(e, TypeError):
+        return "holds a value of the wrong kind (an empty/null value, text or a list where a number belongs, or the reverse)"
+    if isinstance(e, (ArithmeticError, OverflowError)):
+        return "holds a number out of range"
+    if isinstance(e, ValueError):
+        detail = one_line(e, 160)
+        return f"holds a value that is not valid{f' ({detail})' if detail else ''}"
+    if isinstance(e, AttributeError):
+        return "holds a value of an unexpected shape (an object where a plain value belongs, or the reverse)"
+    return "holds content this version cannot handle"

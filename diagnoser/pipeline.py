@@ -10,7 +10,7 @@ from typing import Iterable
 from . import inputs as inputs_mod
 from . import settings as settings_mod
 from .catalogue import catalogue
-from .errors import DiagnoserError, InputError
+from .errors import DiagnoserError, InputError, unexpected_problem
 from .engine.evaluate import applicable, durable_matcher, evaluate
 from .engine.margins import close_calls
 from .engine.records import build_records
@@ -104,7 +104,7 @@ def read_input(path, kind: str, progress: bool = False):
     except RuntimeWarning as e:
         raise InputError(path, f"holds a value out of range for a {inputs_mod.display_kind(kind)} ({e})") from None
     except Exception as e:  # noqa: BLE001 - a reader bug or an input shape nobody foresaw
-        raise InputError(path, f"could not be read as a {inputs_mod.display_kind(kind)} ({type(e).__name__}: {e})") from None
+        raise InputError(path, f"could not be read as a {inputs_mod.display_kind(kind)}: it {unexpected_problem(e)}") from None
 
 
 def _check_ranks(path, model) -> None:

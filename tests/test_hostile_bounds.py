@@ -95,6 +95,42 @@ def test_nvtx_text_where_the_schema_has_an_integer_is_one_line(tmp_path, fixture
     assert "TypeError" not in str(err)
 
 
+
+def test_gpu_memory_as_text_is_named_in_words(tmp_path, fixtures_dir):
+    """TARGET_INFO_GPU.totalMemory holding text (synthetic edit of a real export) is a corrupt export
+    named by table and column, not an analysis failure with a Python exception name."""
+    path = tmp_path / "memory_text.sqlite"
+    path.write_bytes(gzip.decompress((fixtures_dir / "nsys" / "sdpa_attention.sqlite.gz").read_bytes()))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE TARGET_INFO_GPU SET totalMemory = 'text'")
+    conn.commit()
+    conn.close()
+    err = refuse(path, "TARGET_INFO_GPU.totalMemory holds text")
+    assert "Error" not in str(err)
+
+
+@pytest.mark.parametrize("raised, words", [
+    (TypeError("unsupported operand type(s) for -: 'NoneType' and 'int'"), "a value of the wrong kind"),
+    (KeyError("ts"), "lacks a field it needs ('ts')"),
+    (IndexError("index 3 is out of bounds"), "shorter than its other fields say"),
+    (AttributeError("'list' object has no attribute 'get'"), "unexpected shape"),
+])
+def test_the_reader_catch_all_says_the_problem_in_words(monkeypatch, fixtures_dir, raised, words):
+    """A reader defect (simulated: the reader raises) still names the file and says what is wrong in
+    words, without Python's exception name."""
+    from diagnoser import pipeline
+    from diagnoser.errors import InputError
+
+    def broken(*args, **kwargs):
+        raise raised
+    monkeypatch.setattr(pipeline, "_call", broken)
+    path = fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"
+    with pytest.raises(InputError) as err:
+        read_input(str(path), "torch-trace")
+    text = str(err.value)
+    assert text.startswith(str(path)) and words in text, text
+    assert type(raised).__name__ not in text and "\n" not in text
+
 def test_a_step_of_no_length_draws_without_numpy_warnings(tmp_path):
     """ProfilerStep annotations of dur 0 with the kernels elsewhere (synthetic): the strip chart's idle
     columns are 0, not 0 / 0 (a RuntimeWarning on stderr and NaN in the JSON)."""

@@ -348,6 +348,8 @@ class ExportReader:
         devices = []
         for cuda_id in sorted(cuda_ids):
             name, sms, mem, major, minor, _ = gpus[cuda_ids[cuda_id]]
+            sms, mem, major, minor = (None if v is None else _integer(t, c, v) for c, v in
+                                      zip(("smCount", "totalMemory", "computeMajor", "computeMinor"), (sms, mem, major, minor)))
             devices.append({
                 "id": int(cuda_id), "name": sqlite_text(name) if name is not None else "",
                 "sm_count": sms, "total_memory": mem,
