@@ -142,6 +142,25 @@ def test_interval_set_matches_a_plain_merge(trial):
     assert iv.overlap(a, b)[::97].tolist() == want
 
 
+@pytest.mark.parametrize("epoch", [0, 1_700_000_000_000_000_000])
+def test_few_queries_into_a_big_set_match_the_cumulative_table(epoch):
+    """A few queries into a big set sum the lengths between them (no table); the same as the table,
+    also on Unix-epoch times whose sums wrap in int64, for sorted and unsorted queries."""
+    for trial in range(40):
+        n = int(RNG.integers(3_000, 20_000))
+        s = np.sort(RNG.integers(0, 10**7, n)) + epoch
+        iv = IntervalSet.of(s, s + RNG.integers(0, 900, n))
+        m = int(RNG.integers(1, len(iv) // 64))
+        a = RNG.integers(-1_000, 10**7 + 1_000, m) + epoch
+        b = a + RNG.integers(0, 50_000, m)
+        if trial % 2:
+            a, b = np.sort(a), np.sort(b)
+        few = iv.overlap(a, b)
+        assert "_cum" not in iv.__dict__  # the sparse path was taken
+        table = IntervalSet(iv.starts, iv.ends)
+        table._cum  # noqa: B018 - build the table first: the dense path
+        assert few.tolist() == table.overlap(a, b).tolist()
+
 @pytest.mark.parametrize("trial", range(5))
 def test_gap_cutting_matches_sorting_all_edges(trial):
     busy = IntervalSet.of(*(lambda s: (s, s + RNG.integers(1, 40, s.size)))(RNG.integers(0, 50_000, 2000)))

@@ -272,10 +272,13 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
         cls[(data >= MAJORITY.value) & host_held] = DATA
     # a long gap that ends when the next input is copied in, while the host made (almost) no CUDA
     # calls: the host was preparing that input (a DataLoader, tokenization, Python preprocessing)
-    cuda = _share([act.cuda], starts, ends, dur)
-    quiet = np.ones(starts.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
+    # (the CUDA-call and optimizer shares decide long gaps only: they are measured there, and quiet is
+    # False on every short gap)
+    cuda = _share([act.cuda], starts[long_gaps], ends[long_gaps], dur[long_gaps])
+    quiet = np.zeros(starts.size, dtype=bool)
+    quiet[long_gaps] = True if cuda is None else cuda < 1.0 - MAJORITY.value
     input_next = _input_copy_at(ends, act) >= 0
-    cls[~short & quiet & host_held & input_next] = DATA
+    cls[quiet & host_held & input_next] = DATA
     # a long gap that began as a sync returned (results read back), where the host then makes (almost) no
     # CUDA calls and is not inside operators that launch (those are launch latency) but is seen computing
     # (CPU operators, Python frames that launch nothing), outside marked data ranges, and that does not end
@@ -290,9 +293,12 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
             & (computing >= MAJORITY.value)] = HOST
     # the host computes in an optimizer step without CUDA calls (the optimizer runs on CPU tensors); the
     # copies of weights back to the device that end such a gap are not the next input
-    host = _share([act.host], starts, ends, dur) if act.host is not None and len(act.host) else None
+    host = _share([act.host], starts[long_gaps], ends[long_gaps], dur[long_gaps]) \
+        if act.host is not None and len(act.host) else None
     if host is not None:
-        cls[~short & quiet & host_held & (host >= MAJORITY.value) & (cls != LAUNCH)] = HOST
+        mostly_host = np.zeros(starts.size, dtype=bool)
+        mostly_host[long_gaps] = host >= MAJORITY.value
+        cls[quiet & host_held & mostly_host & (cls != LAUNCH)] = HOST
     if len(act.alloc):
         cls[(_share([act.alloc], starts, ends, dur) >= MAJORITY.value) & host_held] = ALLOC
     if sync_share is not None:  # blocked in a sync for most of the gap: nothing else explains it

@@ -20,6 +20,9 @@ def searchsorted(values: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
     return np.searchsorted(values, t, side=side)
 
 
+SPARSE_QUERIES = 64  # fewer queries than 1/64 of a set's intervals: no cumulative table (_cum_at)
+
+
 @dataclass(frozen=True)
 class IntervalSet:
     """Sorted, disjoint [start, end) intervals with a cumulative covered-length table."""
@@ -45,8 +48,8 @@ class IntervalSet:
         new = np.empty(s.size, dtype=bool)
         new[0] = True
         np.greater(s[1:], run_end[:-1], out=new[1:])
-        if new.all():  # already disjoint
-            return cls(s.copy(), run_end)
+        if new.all():  # already disjoint: a read-only column (a timeline's) is shared, not copied
+            return cls(s if not s.flags.writeable else s.copy(), run_end)
         idx = np.flatnonzero(new)
         last = np.empty_like(idx)
         last[:-1] = idx[1:] - 1
@@ -70,7 +73,21 @@ class IntervalSet:
         i = searchsorted(self.starts, t, "right")  # intervals starting at or before t
         j = np.maximum(i - 1, 0)
         partial = np.maximum(np.minimum(t, self.ends[j]) - self.starts[j], 0)
-        return np.where(i > 0, self._cum[j] + partial, 0)
+        few = "_cum" not in self.__dict__ and t.size * SPARSE_QUERIES < self.starts.size
+        return np.where(i > 0, (self._cum_at(j) if few else self._cum[j]) + partial, 0)
+
+    def _cum_at(self, j: np.ndarray) -> np.ndarray:
+        """`self._cum[j]` without the table: for a few queries into a big set, the lengths between the
+        distinct j are summed in one pass (np.add.reduceat) rather than a cumulative table built and
+        kept. Sums of ends minus sums of starts wrap alike in int64, so each difference is exact."""
+        pos = np.unique(j)  # sorted distinct interval indices; segment k is [pos[k - 1], pos[k])
+        lo = np.concatenate(([0], pos[:-1]))
+        seg = np.zeros(pos.size, dtype=np.int64)
+        some = pos > lo  # only the first segment can be empty
+        if some.any():
+            upto, first = int(pos[-1]), lo[some]
+            seg[some] = np.add.reduceat(self.ends[:upto], first) - np.add.reduceat(self.starts[:upto], first)
+        return np.cumsum(seg)[np.searchsorted(pos, j)]
 
     def overlap(self, a, b) -> np.ndarray:
         """Covered length inside each [a, b) query (vectorized)."""

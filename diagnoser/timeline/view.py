@@ -48,8 +48,14 @@ class Names:
     def per_unique(self, key, label, missing) -> np.ndarray:
         """`label(str(name))` for each distinct name, plus `missing` last (picked by code -1)."""
         if key not in self._cache:
-            self._cache[key] = np.array([label(str(u)) for u in self.uniques] + [missing])
+            self._cache[key] = np.array([label(u) for u in self.strings()] + [missing])
         return self._cache[key]
+
+    def strings(self) -> list[str]:
+        """The distinct names as a list of str (iterating a pandas Index boxes every element)."""
+        if "str" not in self._cache:
+            self._cache["str"] = [str(u) for u in np.asarray(self.uniques, dtype=object).tolist()]
+        return self._cache["str"]
 
     def hits(self, pattern: re.Pattern) -> np.ndarray:
         return self.per_unique(("search", pattern), lambda s: bool(pattern.search(s)), False).astype(bool)
@@ -62,7 +68,7 @@ class Names:
 
     def equals(self, value: str) -> np.ndarray:
         """Rows whose name is exactly `value`."""
-        hit = np.array([u == value for u in self.uniques] + [False], dtype=bool)
+        hit = np.array([u == value for u in np.asarray(self.uniques, dtype=object).tolist()] + [False], dtype=bool)
         return hit[self.codes]
 
     def sum_by_name(self, weights: np.ndarray) -> pd.Series:
