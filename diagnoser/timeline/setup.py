@@ -60,7 +60,8 @@ class Setup:
 
 def _median_by_name(codes: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n + 1, dtype=np.float64)
-    order = np.argsort(codes, kind="stable")
+    # codes 0..n: as int16 where they fit, numpy's stable sort is a radix sort (7x faster on 21M calls)
+    order = np.argsort(codes.astype(np.int16) if n < np.iinfo(np.int16).max else codes, kind="stable")
     sc, sd = codes[order], dur[order]
     bounds = np.searchsorted(sc, np.arange(n + 1))
     for c in range(n):
