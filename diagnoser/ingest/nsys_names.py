@@ -69,8 +69,10 @@ def categorical_frame(parts: list[dict], schema: dict[str, str],
     dest = None  # row i of the concatenated parts goes to dest[i]
     if n > 1 and not bool(np.all(start[1:] >= start[:-1])):
         order = np.argsort(start, kind="stable")
-        dest = np.empty(n, np.int64)
-        dest[order] = np.arange(n, dtype=np.int64)
+        dest = np.empty(n, np.int32 if n < 1 << 31 else np.int64)
+        dest[order] = np.arange(n, dtype=dest.dtype)
+        del order
+    del start  # (the parts' own start_ns is what gets placed)
     data = {}
     for c, dtype in schema.items():
         dtype = np.dtype(np.int32 if c in categories else dtype)

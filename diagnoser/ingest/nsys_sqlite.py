@@ -136,6 +136,7 @@ def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Pr
     plans = {k: v for k, v in plans.items() if v is not None}
     fetched = _fetch(db_file, conn, list(plans.values()), bar)
     data = dict(zip(plans, fetched))
+    del fetched  # the tables below pop their columns from `data` as they are built: no other reference
     graphs = int(data["graph"]["start_ns"].size) if "graph" in data else 0
     gpu = reader.gpu(data)
     if len(gpu) == 0 and "host" not in data:

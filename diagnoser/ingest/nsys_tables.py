@@ -189,6 +189,7 @@ class ExportReader:
             parts.append({**blank, **a, "name": position["Memset"], "kind": GPU_KINDS.index("memset")})
         if not parts:
             return empty_table(GPU_COLUMNS)
+        a = None  # the parts hold the columns alone: categorical_frame frees each as it is placed
         cats = {"kind": list(GPU_KINDS), "copy_kind": COPY_CATEGORIES, "name": names}
         return categorical_frame(parts, GPU_COLUMNS, cats)
 

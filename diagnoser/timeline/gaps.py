@@ -399,12 +399,15 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
     s, e = steps.start[idx], steps.end[idx]
     busy = dev.busy.overlap(s, e)
     compute = dev.compute.overlap(s, e)
-    step_of_gap = np.searchsorted(s, gaps.start, side="right") - 1
-    dur = gaps.end - gaps.start
-    by_cls = {}
-    for i, c in enumerate(IDLE_CLASSES):
-        sel = (gaps.cls == i) & (step_of_gap >= 0)
-        by_cls[c] = np.bincount(step_of_gap[sel], weights=dur[sel], minlength=idx.size)
+    # one pass: gap -> (its step, its class) as one bin; the same per-bin sums as one pass per class
+    key = np.searchsorted(s, gaps.start, side="right") - 1
+    inside = key >= 0
+    key *= len(IDLE_CLASSES)
+    key += gaps.cls
+    sums = np.bincount(key[inside], weights=(gaps.end - gaps.start)[inside],
+                       minlength=idx.size * len(IDLE_CLASSES)).reshape(-1, len(IDLE_CLASSES))
+    del key, inside
+    by_cls = {c: sums[:, i] for i, c in enumerate(IDLE_CLASSES)}
     return [{"index": int(i), "label": steps.labels[i], "start_ns": int(s[k]), "end_ns": int(e[k]),
              "busy_ns": int(busy[k]), "compute_ns": int(compute[k]),
              "idle_ns_by_class": {c: int(by_cls[c][k]) for c in IDLE_CLASSES}}

@@ -48,8 +48,9 @@ class IntervalSet:
         new = np.empty(s.size, dtype=bool)
         new[0] = True
         np.greater(s[1:], run_end[:-1], out=new[1:])
-        if new.all():  # already disjoint: a read-only column (a timeline's) is shared, not copied
-            return cls(s if not s.flags.writeable else s.copy(), run_end)
+        if new.all():  # already disjoint (so the ends increase: run_end is e): a read-only column (a
+            # timeline's) is shared, not copied
+            return cls(s if not s.flags.writeable else s.copy(), e if not e.flags.writeable else run_end)
         idx = np.flatnonzero(new)
         last = np.empty_like(idx)
         last[:-1] = idx[1:] - 1

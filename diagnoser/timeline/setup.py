@@ -58,8 +58,17 @@ class Setup:
         return 100.0 * self.intervals.total / max(self.span_ns, 1)
 
 
-def _median_by_name(codes: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
+def _median_by_name(codes: np.ndarray, dur: np.ndarray, n: int, wanted: np.ndarray | None = None) -> np.ndarray:
+    """Median duration per code 0..n-1 (0 where a code has no rows); with `wanted`, of those codes
+    only (the others 0): only their rows are sorted."""
     out = np.zeros(n + 1, dtype=np.float64)
+    if wanted is not None:
+        keep = np.zeros(n + 1, dtype=bool)
+        keep[wanted] = True
+        rows = keep[codes]
+        if not rows.all():
+            codes, dur = codes[rows], dur[rows]
+        del rows
     # codes 0..n: as int16 where they fit, numpy's stable sort is a radix sort (7x faster on 21M calls)
     order = np.argsort(codes.astype(np.int16) if n < np.iinfo(np.int16).max else codes, kind="stable")
     sc, sd = codes[order], dur[order]
@@ -94,8 +103,8 @@ def find_setup(tv: TimelineView) -> Setup:
     cand = np.flatnonzero(long & ~by_nature & ~waits)
     one_time = by_nature.copy()
     if cand.size:
-        median = _median_by_name(codes, dur, len(names.uniques))
         c = codes[cand]
+        median = _median_by_name(codes, dur, len(names.uniques), wanted=np.unique(c))
         outlier = (counts[c] <= 2) | (dur[cand] >= SETUP_OUTLIER_RATIO.value * median[c])
         gpu = IntervalSet.of(tv.gpu_start, tv.gpu_end)
         busy = gpu.overlap(hs[cand], he[cand]) / np.maximum(dur[cand], 1)
