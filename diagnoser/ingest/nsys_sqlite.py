@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..inputs import gunzip_to, is_gzip, regular_file
 from ..progress import NULL_PROGRESS, Progress
 from ..timeline.tables import Timeline
+from .nsys_host import read_host_threads
 from .nsys_names import sqlite_text
 from .nsys_tables import CorruptExport, ExportReader
 from .sqlite_columns import (
@@ -144,7 +145,7 @@ def _read_timeline(shown: Path, db_file: Path, conn: sqlite3.Connection, bar: Pr
                                 "and no CUDA API table; profile with `nsys profile -t cuda,nvtx ...`")
     timeline = Timeline(path=str(shown), source="nsys", gpu=gpu, host=reader.host(data.get("host")),
                         ranges=reader.ranges(), devices=reader.devices(), clock_epoch_ns=reader.clock_epoch_ns(),
-                        memory=reader.memory(),
+                        memory=reader.memory(), host_threads=read_host_threads(conn, tables),
                         notes=_graph_note(graphs) + _process_note(reader.kernel_pids))
     return timeline.validate()
 

@@ -68,6 +68,14 @@ CATALOGUE: list[FactSpec] = [
        "with their ms per step (only when the first covers most of those gaps)", HOST),
     _s("host_gap_python", "the innermost Python function (with_stack traces) spanning most of the host-class idle "
        "gaps, with its ms per step", HOST),
+    _s("host_gap_functions", "the functions the launching thread was sampled in during the host-class idle gaps "
+       "(leaf frames of the CPU samples' call chains, module in brackets) with their share of those samples (an "
+       "Nsight Systems export with CPU samples)", HOST),
+    _s("host_wait_calls", "the blocking OS calls (poll, futex, read ...) the launching thread sat in during the "
+       "sync-class idle after its syncs returned, ms per step and share of that idle (an Nsight Systems export "
+       "with OS runtime tracing)", HOST),
+    _s("host_side_collect", "how to record what the host does after a sync returns, given when the export has no "
+       "CPU samples or scheduling and part of that idle is unexplained", HOST),
     _n("setup_pct", "%", "share of the trace (first CUDA call or GPU activity to the end) spent in one-time start-up "
        "work: context creation, lazy module loading, first-call costs, compilation (timeline/setup.py)"),
     _n("setup_ms", "ms", "host time in one-time start-up work"),

@@ -15,7 +15,11 @@ says why the GPU had nothing to do, judged from the host side, in this order (do
                  ZeRO-offload style; its CPU operators are not counted as data), or the gap began as a
                  sync returned (results read back) and does not end in the next input's copy nor lie in
                  marked data ranges: the host computes on what it read back (post-processing, metrics
-                 in NumPy or on CPU tensors); its CPU operators there are not input either
+                 in NumPy or on CPU tensors); its CPU operators there are not input either. Seen
+                 computing: CPU operators / Python frames that launch nothing (a torch trace), or the
+                 launching thread scheduled in or sampled running outside blocking OS calls (an nsys
+                 export with CPU samples / context switches); a thread in a blocking OS call (poll,
+                 futex, read ...) for most of the gap waits: the gap keeps its other class
   sync           (again, weaker) the gap began while the host was blocked in a sync: the sync drained
                  the queue and the host must launch anew (`.item()` in a loop)
   launch         short gaps, or gaps the host spends launching: the GPU waits for the next launch
@@ -32,6 +36,7 @@ import pandas as pd
 
 from .. import settings
 from .intervals import IntervalSet
+from .host_threads import COLLECT, HostSide, function_text, host_side, wait_text
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
 from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
 from .view import Names, TimelineView, is_sorted
@@ -68,6 +73,9 @@ class HostActivity:
     host: IntervalSet | None = None  # host work that is not input: optimizer step ranges
     marked_data: IntervalSet | None = None  # the data ranges alone (NVTX / annotations: DataLoader, `data`)
     host_cpu: IntervalSet | None = None  # the host seen computing: CPU operators and Python frames that launch nothing
+    # (torch), the launching thread running outside blocking OS calls (nsys with CPU samples / scheduling)
+    host_wait: IntervalSet | None = None  # the launching thread in blocking OS calls (nsys with OS runtime)
+    side: HostSide | None = None  # what the export recorded of the host threads (None: not an nsys export)
 
 
 def python_frames_without_calls(tv: TimelineView) -> pd.DataFrame:
@@ -132,8 +140,11 @@ def host_activity(tv: TimelineView) -> HostActivity:
     # positive evidence of the host computing (a trace with an op tree or Python stacks): CPU operators and
     # Python frames inside which no CUDA call starts
     py = python_frames_without_calls(tv)
-    host_cpu = IntervalSet.of(np.concatenate((cpu_only["start_ns"], py["start_ns"])),
-                              np.concatenate((cpu_only["end_ns"], py["end_ns"])))
+    side = host_side(tl)
+    run_s, run_e = (side.running.starts, side.running.ends) if side is not None and side.sees_compute \
+        else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    host_cpu = IntervalSet.of(np.concatenate((cpu_only["start_ns"], py["start_ns"], run_s)),
+                              np.concatenate((cpu_only["end_ns"], py["end_ns"], run_e)))
     # host work that is not input: an optimizer step's CPU operators (ops on CPU tensors) where the trace
     # has an op tree, else the optimizer step ranges themselves (the gap must also be free of CUDA calls)
     opt = optimizer_ranges(tl)
@@ -162,7 +173,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
                         IntervalSet.of(hs, he), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
                         np.flatnonzero(sync_mask), host, IntervalSet.of(marked_data["start_ns"], marked_data["end_ns"]),
-                        host_cpu)
+                        host_cpu, side.wait if side is not None and side.sees_waits else None, side)
 
 
 @dataclass
@@ -288,8 +299,9 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     marked = _share([act.marked_data], starts, ends, dur) if act.marked_data is not None else None
     unmarked = np.ones(starts.size, dtype=bool) if marked is None else marked < MAJORITY.value
     computing = _share([act.host_cpu], starts, ends, dur) if act.host_cpu is not None else None
+    waiting = _waiting(starts, ends, act)
     if computing is not None:
-        cls[~launch & quiet & host_held & sync_at_start & ~input_next & unmarked
+        cls[~launch & quiet & host_held & sync_at_start & ~input_next & unmarked & ~waiting
             & (computing >= MAJORITY.value)] = HOST
     # the host computes in an optimizer step without CUDA calls (the optimizer runs on CPU tensors); the
     # copies of weights back to the device that end such a gap are not the next input
@@ -307,6 +319,13 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     if comm is not None:
         cls[comm >= MAJORITY.value] = COMM
     return cls
+
+
+def _waiting(starts: np.ndarray, ends: np.ndarray, act: HostActivity) -> np.ndarray:
+    """Gaps the launching thread spends mostly in blocking OS calls (it waits, it does not compute)."""
+    if act.host_wait is None or not len(act.host_wait):
+        return np.zeros(starts.size, dtype=bool)
+    return _share([act.host_wait], starts, ends, np.maximum(ends - starts, 1)) >= MAJORITY.value
 
 
 def began_at_sync(starts: np.ndarray, act: HostActivity) -> np.ndarray:
@@ -373,15 +392,15 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
                 np.concatenate(after))
 
 
-def quiet_after_sync_ns(gaps: Gaps, act: HostActivity) -> int:
-    """Sync-class idle in long gaps that began at a sync but were not spent in it: the host was out of
-    the sync and made (almost) no CUDA calls, with nothing recorded to show it computing (no op tree or
-    stacks): it computed on what it read back, or waited on something else. ns over the steady steps."""
+def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndarray]:
+    """Sync-class long gaps that began at a sync but were not spent in it: the host was out of the sync
+    and made (almost) no CUDA calls, with nothing recorded to show it computing (no op tree or stacks,
+    no CPU samples): it computed on what it read back, or waited on something else (starts, ends)."""
     sel = (gaps.cls == SYNC) & (gaps.end - gaps.start > LAUNCH_GAP_MAX_NS.value)
     if gaps.after_sync is not None:
         sel &= gaps.after_sync
     if not sel.any():
-        return 0
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     s, e = gaps.start[sel], gaps.end[sel]
     dur = np.maximum(e - s, 1)
     blocked = _share([act.sync], s, e, dur)
@@ -389,7 +408,14 @@ def quiet_after_sync_ns(gaps: Gaps, act: HostActivity) -> int:
     quiet = np.ones(s.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
     if blocked is not None:
         quiet &= blocked < MAJORITY.value
-    return int((e - s)[quiet].sum())
+    return s[quiet], e[quiet]
+
+
+def quiet_after_sync_ns(gaps: Gaps, act: HostActivity) -> int:
+    """The quiet_after_sync idle the host is not seen waiting in (no blocking OS call covers most of
+    the gap): what it did there, the trace does not show. ns over the steady steps."""
+    s, e = quiet_after_sync(gaps, act)
+    return int((e - s)[~_waiting(s, e, act)].sum())
 
 
 def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | None = None) -> list[dict]:
@@ -414,10 +440,11 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
             for k, i in enumerate(idx[:limit].tolist())]
 
 
-def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int) -> dict:
+def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int, act: HostActivity | None = None) -> dict:
     """What the host computed in the host-class gaps: the ranges that cover them most
-    (`Optimizer.step#AdamW.step`, the CPU operators inside it), when one covers most of them, and the
-    innermost Python frame spanning most of them (a trace with stacks). Per steady step."""
+    (`Optimizer.step#AdamW.step`, the CPU operators inside it), when one covers most of them, the
+    innermost Python frame spanning most of them (a trace with stacks), and the functions the launching
+    thread was sampled in there (an nsys export with CPU samples). Per steady step."""
     sel = gaps.cls == HOST
     if not sel.any():
         return {}
@@ -430,6 +457,29 @@ def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int) -> dict:
     frame = frames or _python_frame(tv, gs, ge, steps)
     if frame:
         out["host_gap_python"] = frame
+    if act is not None and act.side is not None:
+        functions = function_text(act.side, gs, ge)
+        if functions:
+            out["host_gap_functions"] = functions
+    return out
+
+
+def sync_wait_evidence(gaps: Gaps, act: HostActivity, steps: int, source: str, sync_ns: int, unknown: bool) -> dict:
+    """For the sync-class idle after the syncs returned (quiet_after_sync), when it is most of the
+    sync-class idle (`sync_ns`): the blocking OS calls the launching thread waited in there, and, where
+    part of it stays unknown (`unknown`) and the export recorded no CPU samples or scheduling, how to
+    record them (without them the report cannot tell computing from waiting). Nsys exports only: a
+    torch trace shows the host computing by its op tree and stacks."""
+    s, e = quiet_after_sync(gaps, act)
+    if s.size == 0 or source != "nsys" or float((e - s).sum()) < MAJORITY.value * sync_ns:
+        return {}
+    out = {}
+    if act.side is not None and act.side.sees_waits:
+        text = wait_text(act.side, s, e, steps)
+        if text:
+            out["host_wait_calls"] = text
+    if unknown and (act.side is None or not act.side.sees_compute):
+        out["host_side_collect"] = COLLECT
     return out
 
 

@@ -14,7 +14,7 @@ from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown,
-                            quiet_after_sync_ns, MAJORITY)
+                            quiet_after_sync_ns, sync_wait_evidence, MAJORITY)
 from .intervals import IntervalSet, subtract
 from .kv_cache import kv_cache_stats
 from .program import program_facts
@@ -163,11 +163,14 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     quiet_ns = quiet_after_sync_ns(gaps, act)
     if quiet_ns and quiet_ns >= MAJORITY.value * idle_ns["sync"]:
         v["idle_sync_quiet_pct"] = 100.0 * quiet_ns / span
+    # what the launching thread did there, where the export recorded it (or how to record it)
+    v.update(sync_wait_evidence(gaps, act, max(steps.steady.size, 1), tv.tl.source, idle_ns["sync"],
+                                "idle_sync_quiet_pct" in v))
     top = max(IDLE_CLASSES, key=lambda c: (idle_ns[c], c))
     v["idle_top_class"] = top if idle_ns[top] > 0 else "none"
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
     v.update(data_gap_evidence(tv, gaps, act, max(steps.steady.size, 1)))
-    v.update(host_gap_evidence(tv, gaps, max(steps.steady.size, 1)))
+    v.update(host_gap_evidence(tv, gaps, max(steps.steady.size, 1), act))
     comm_gaps = gaps.cls == COMM
     gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
     comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),

@@ -41,6 +41,15 @@ memory     one row per device-memory allocator event (PyTorch traces with profil
   total_reserved  int64 bytes the caching allocator holds from the driver after it
   device          int64 CUDA device index
 
+host_threads  what the host threads did besides CUDA calls (Nsight Systems exports only; None for
+           other sources): a HostThreads of three tables, each empty when not traced, and `traced`,
+           the subset of {"osrt", "samples", "sched"} the export was profiled with
+  os_calls   OS runtime calls (-t osrt: OSRT_API): name str, start_ns, end_ns, thread int64
+  samples    CPU samples (--sample: COMPOSITE_EVENTS): start_ns, thread int64, running bool (the thread
+             state was Running), function str / module str (the leaf frame of its call chain; "" if none)
+  running    spans a thread was scheduled in (--cpuctxsw: SCHED_EVENTS, in/out pairs): start_ns, end_ns,
+             thread int64 (a span open at the export's edge runs to its first/last event)
+
 Timeline also carries devices (list of dicts: id, name, sm_count, total_memory, cc), for
 distributed runs rank/world_size, and clock_epoch_ns (the offset from its clock to the Unix clock,
 when the source records one: it places the trace in time against a memory snapshot's history).
@@ -66,6 +75,9 @@ RANGE_COLUMNS = {
 MEMORY_COLUMNS = {
     "start_ns": "int64", "bytes": "int64", "total_allocated": "int64", "total_reserved": "int64", "device": "int64",
 }
+OS_CALL_COLUMNS = {"name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64"}
+SAMPLE_COLUMNS = {"start_ns": "int64", "thread": "int64", "running": "bool", "function": "object", "module": "object"}
+RUNNING_COLUMNS = {"start_ns": "int64", "end_ns": "int64", "thread": "int64"}
 GPU_KINDS = ("kernel", "memcpy", "memset")
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "")
 RANGE_KINDS = ("nvtx", "annotation", "op", "python")
@@ -73,6 +85,16 @@ RANGE_KINDS = ("nvtx", "annotation", "op", "python")
 
 def empty_table(columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+
+
+@dataclass
+class HostThreads:
+    """OS runtime calls, CPU samples and scheduling of the host threads (module doc: host_threads)."""
+
+    os_calls: pd.DataFrame = field(default_factory=lambda: empty_table(OS_CALL_COLUMNS))
+    samples: pd.DataFrame = field(default_factory=lambda: empty_table(SAMPLE_COLUMNS))
+    running: pd.DataFrame = field(default_factory=lambda: empty_table(RUNNING_COLUMNS))
+    traced: frozenset = frozenset()
 
 
 @dataclass
@@ -92,6 +114,7 @@ class Timeline:
     notes: list[str] = field(default_factory=list)  # what the reader saw that limits what can be measured
     # modelled aten ops with their record_shapes arguments (torch reader); None: no op recorded shapes
     op_shapes: pd.DataFrame | None = None
+    host_threads: HostThreads | None = None  # OS runtime / CPU samples / scheduling (nsys); None: not a source of them
 
     @property
     def device_memory(self) -> int:
@@ -100,10 +123,13 @@ class Timeline:
 
     def validate(self) -> "Timeline":
         """Check every table against the schema (columns, dtypes, enums); raise ValueError if off."""
-        for label, table, columns in (
-            ("gpu", self.gpu, GPU_COLUMNS), ("host", self.host, HOST_COLUMNS),
-            ("ranges", self.ranges, RANGE_COLUMNS), ("memory", self.memory, MEMORY_COLUMNS),
-        ):
+        checks = (("gpu", self.gpu, GPU_COLUMNS), ("host", self.host, HOST_COLUMNS),
+                  ("ranges", self.ranges, RANGE_COLUMNS), ("memory", self.memory, MEMORY_COLUMNS))
+        if self.host_threads is not None:
+            h = self.host_threads
+            checks += (("os_calls", h.os_calls, OS_CALL_COLUMNS), ("samples", h.samples, SAMPLE_COLUMNS),
+                       ("running", h.running, RUNNING_COLUMNS))
+        for label, table, columns in checks:
             missing = [c for c in columns if c not in table.columns]
             if missing:
                 raise ValueError(f"timeline table {label} lacks columns {missing}")
