@@ -53,6 +53,7 @@ OBJECT_ADDRESS = re.compile(r" object at 0x[0-9a-fA-F]+")
 EMIT_NVTX_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids)\s*=.*$")
 
 LAUNCH_GAP_MAX_NS = settings.register("timeline.launch_gap_max_ns", 100_000, "ns", "an idle gap this short is launch overhead (the GPU waits for the next launch); longer ones are classified by the host evidence")
+MIN_GAP_SAMPLES = settings.register("timeline.min_gap_samples", 5, "samples", "fewest CPU samples of the launching threads inside a set of idle gaps to say what code the host ran there")
 MAJORITY = settings.register("timeline.gap_majority", 0.5, "share", "share of an idle gap a host activity (sync, malloc/free, data ranges, launches) must cover to explain it")
 
 
@@ -73,9 +74,8 @@ class HostActivity:
     host: IntervalSet | None = None  # host work that is not input: optimizer step ranges
     marked_data: IntervalSet | None = None  # the data ranges alone (NVTX / annotations: DataLoader, `data`)
     host_cpu: IntervalSet | None = None  # the host seen computing: CPU operators and Python frames that launch nothing
-    # (torch), the launching thread running outside blocking OS calls (nsys with CPU samples / scheduling)
-    host_wait: IntervalSet | None = None  # the launching thread in blocking OS calls (nsys with OS runtime)
-    side: HostSide | None = None  # what the export recorded of the host threads (None: not an nsys export)
+    # (torch); an nsys export's threads are judged per gap (side)
+    side: HostSide | None = None  # what the export recorded of the launching threads (None: not an nsys export)
 
 
 def python_frames_without_calls(tv: TimelineView) -> pd.DataFrame:
@@ -141,10 +141,8 @@ def host_activity(tv: TimelineView) -> HostActivity:
     # Python frames inside which no CUDA call starts
     py = python_frames_without_calls(tv)
     side = host_side(tl)
-    run_s, run_e = (side.running.starts, side.running.ends) if side is not None and side.sees_compute \
-        else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    host_cpu = IntervalSet.of(np.concatenate((cpu_only["start_ns"], py["start_ns"], run_s)),
-                              np.concatenate((cpu_only["end_ns"], py["end_ns"], run_e)))
+    host_cpu = IntervalSet.of(np.concatenate((cpu_only["start_ns"], py["start_ns"])),
+                              np.concatenate((cpu_only["end_ns"], py["end_ns"])))
     # host work that is not input: an optimizer step's CPU operators (ops on CPU tensors) where the trace
     # has an op tree, else the optimizer step ranges themselves (the gap must also be free of CUDA calls)
     opt = optimizer_ranges(tl)
@@ -173,7 +171,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
                         IntervalSet.of(hs, he), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
                         np.flatnonzero(sync_mask), host, IntervalSet.of(marked_data["start_ns"], marked_data["end_ns"]),
-                        host_cpu, side.wait if side is not None and side.sees_waits else None, side)
+                        host_cpu, side)
 
 
 @dataclass
@@ -184,6 +182,7 @@ class DeviceBusy:
     comm: IntervalSet      # NCCL kernels
     compute_start: np.ndarray      # start of each compute activity, sorted
     compute_launched: np.ndarray   # when its launch call returned on the host (-1: unknown)
+    compute_thread: np.ndarray | None = None  # the host thread of its launch call (-1: unknown)
 
 
 def device_busy(tv: TimelineView) -> list[DeviceBusy]:
@@ -194,20 +193,23 @@ def device_busy(tv: TimelineView) -> list[DeviceBusy]:
     one = int(dev_col.min()) == int(dev_col.max())
     comm_all = tv.is_kernel & tv.gpu_names.mask(COMM_KERNEL)
     returned = tv.returned_ns()
+    host_thread = tv.tl.host["thread"].to_numpy()
+    row = tv.launch_row
+    thread = np.where(row >= 0, host_thread[np.maximum(row, 0)], -1) if host_thread.size else np.full(row.size, -1)
     for dev in ([int(dev_col[0])] if one else np.unique(dev_col).tolist()):
         rows = slice(None) if one else np.flatnonzero(dev_col == dev)
         s, e, is_comm = tv.gpu_start[rows], tv.gpu_end[rows], comm_all[rows]
-        launched = returned[rows]
+        launched, by = returned[rows], thread[rows]
         busy = IntervalSet.of(s, e)
         if is_comm.any():
-            cs, ce, cl = s[~is_comm], e[~is_comm], launched[~is_comm]
+            cs, ce, cl, ct = s[~is_comm], e[~is_comm], launched[~is_comm], by[~is_comm]
             compute, comm = IntervalSet.of(cs, ce), IntervalSet.of(s[is_comm], e[is_comm])
         else:  # no NCCL kernels: compute is everything
-            cs, cl, compute, comm = s, launched, busy, IntervalSet.of([], [])
+            cs, cl, ct, compute, comm = s, launched, by, busy, IntervalSet.of([], [])
         if not is_sorted(cs):
             order = np.argsort(cs, kind="stable")
-            cs, cl = cs[order], cl[order]
-        out.append(DeviceBusy(int(dev), busy, compute, comm, cs, cl))
+            cs, cl, ct = cs[order], cl[order], ct[order]
+        out.append(DeviceBusy(int(dev), busy, compute, comm, cs, cl, ct))
     return out
 
 
@@ -220,6 +222,7 @@ class Gaps:
     end: np.ndarray
     cls: np.ndarray  # per gap, its class as an index into IDLE_CLASSES
     after_sync: np.ndarray | None = None  # per gap: the (whole) gap began as a sync returned, outside optimizer steps
+    thread: np.ndarray | None = None  # per gap: the host thread that launched the work ending it (-1: unknown)
 
     def ns_by_class(self) -> dict[str, int]:
         dur = self.end - self.start
@@ -257,12 +260,14 @@ def _input_copy_at(ends: np.ndarray, act: HostActivity) -> np.ndarray:
 
 
 def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_kernels: IntervalSet,
-                  queued: np.ndarray | None = None) -> np.ndarray:
+                  queued: np.ndarray | None = None, thread: np.ndarray | None = None) -> np.ndarray:
     """Class of each idle gap (see module doc; an index into IDLE_CLASSES). Later assignments take
     precedence: launch, sync at the gap's start, data, alloc, sync for most of the gap, communication.
 
     `queued` marks gaps whose next work was already launched when the GPU went idle: the host did
-    not hold the GPU up there, so whatever the host was doing, the gap is launch latency.
+    not hold the GPU up there, so whatever the host was doing, the gap is launch latency. `thread`
+    (per gap, the host thread that launched the work ending it) is the thread whose OS calls and
+    samples say whether the host computed or waited (an nsys export's side).
     """
     dur = np.maximum(ends - starts, 1)
     cls = np.full(starts.size, UNEXPLAINED, dtype=np.int8)
@@ -299,7 +304,10 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     marked = _share([act.marked_data], starts, ends, dur) if act.marked_data is not None else None
     unmarked = np.ones(starts.size, dtype=bool) if marked is None else marked < MAJORITY.value
     computing = _share([act.host_cpu], starts, ends, dur) if act.host_cpu is not None else None
-    waiting = _waiting(starts, ends, act)
+    waiting = _waiting(starts, ends, act, thread)
+    if act.side is not None and act.side.sees_compute:
+        running = act.side.running_share(starts, ends, thread)
+        computing = running if computing is None else np.maximum(computing, running)
     if computing is not None:
         cls[~launch & quiet & host_held & sync_at_start & ~input_next & unmarked & ~waiting
             & (computing >= MAJORITY.value)] = HOST
@@ -321,11 +329,35 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     return cls
 
 
-def _waiting(starts: np.ndarray, ends: np.ndarray, act: HostActivity) -> np.ndarray:
+def _waiting(starts: np.ndarray, ends: np.ndarray, act: HostActivity, thread: np.ndarray | None) -> np.ndarray:
     """Gaps the launching thread spends mostly in blocking OS calls (it waits, it does not compute)."""
-    if act.host_wait is None or not len(act.host_wait):
+    if act.side is None or not act.side.sees_waits:
         return np.zeros(starts.size, dtype=bool)
-    return _share([act.host_wait], starts, ends, np.maximum(ends - starts, 1)) >= MAJORITY.value
+    return act.side.wait_share(starts, ends, thread) >= MAJORITY.value
+
+
+def _launch_side_host_time(cls: np.ndarray, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None,
+                           act: HostActivity) -> np.ndarray:
+    """Long gaps nothing else explains, in which the thread that launches next runs (outside blocking OS
+    calls) and its CPU samples lie mostly in GPU-library host code (cuBLAS-Lt planning for a new shape, the
+    CUDA operators' dispatch, the driver): the host is on its way to the next launch, the launch class (a
+    torch trace shows the same time inside the launching operator). Samples are sparse (1 kHz against
+    sub-millisecond gaps), so they are pooled over all such gaps; too few say nothing."""
+    side = act.side
+    if side is None or not side.sees_compute or not len(side.samples):
+        return cls
+    cand = (cls == UNEXPLAINED) & ((ends - starts) > LAUNCH_GAP_MAX_NS.value)
+    if not cand.any():
+        return cls
+    th = thread[cand] if thread is not None else None
+    cand[cand] = side.running_share(starts[cand], ends[cand], th) >= MAJORITY.value
+    if not cand.any():
+        return cls
+    in_lib, n = side.library_samples(starts[cand], ends[cand], thread[cand] if thread is not None else None)
+    if n >= MIN_GAP_SAMPLES.value and in_lib >= MAJORITY.value * n:
+        cls = cls.copy()
+        cls[cand] = LAUNCH
+    return cls
 
 
 def began_at_sync(starts: np.ndarray, act: HostActivity) -> np.ndarray:
@@ -354,6 +386,17 @@ def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, 
             np.insert(np.arange(gs.size), gap + 1, gap))
 
 
+def next_thread(dev: DeviceBusy, ge: np.ndarray) -> np.ndarray | None:
+    """Per gap, the host thread that launched the compute work ending it (-1: unknown or none)."""
+    n = dev.compute_start.size
+    if dev.compute_thread is None:
+        return None
+    if n == 0:
+        return np.full(ge.size, -1, np.int64)
+    nxt = np.searchsorted(dev.compute_start, ge, side="left")
+    return np.where(nxt < n, dev.compute_thread[np.minimum(nxt, n - 1)], -1)
+
+
 def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
     """Gaps whose next compute work had been launched (its launch call returned) when they began."""
     n = dev.compute_start.size
@@ -373,10 +416,12 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     gs, ge = dev.compute.gaps(lo, hi)
     windows = steps.steady_windows
     cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
-    starts, ends, classes, after = [], [], [], []
+    starts, ends, classes, after, threads = [], [], [], [], []
     for a in range(0, gs.size, GAP_CHUNK):
         s, e = gs[a:a + GAP_CHUNK], ge[a:a + GAP_CHUNK]
-        cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e))
+        by = next_thread(dev, e)
+        cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e), by)
+        cls = _launch_side_host_time(cls, s, e, by, act)
         at_sync = began_at_sync(s, act) & ~_in_optimizer(s, e, act)  # host work on read-back results
         # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,
         # keeping only the pieces inside steady step windows
@@ -386,36 +431,40 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
         ends.append(pe[inside])
         classes.append((cls if gap is None else cls[gap])[inside])
         after.append((at_sync if gap is None else at_sync[gap])[inside])
+        if by is not None:
+            threads.append((by if gap is None else by[gap])[inside])
     if not starts:
         return Gaps(dev.device, gs, ge, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
     return Gaps(dev.device, np.concatenate(starts), np.concatenate(ends), np.concatenate(classes),
-                np.concatenate(after))
+                np.concatenate(after), np.concatenate(threads) if threads else None)
 
 
-def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndarray]:
+def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Sync-class long gaps that began at a sync but were not spent in it: the host was out of the sync
     and made (almost) no CUDA calls, with nothing recorded to show it computing (no op tree or stacks,
-    no CPU samples): it computed on what it read back, or waited on something else (starts, ends)."""
+    no CPU samples): it computed on what it read back, or waited on something else (starts, ends, the
+    thread that launched next, when known)."""
     sel = (gaps.cls == SYNC) & (gaps.end - gaps.start > LAUNCH_GAP_MAX_NS.value)
     if gaps.after_sync is not None:
         sel &= gaps.after_sync
     if not sel.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), None
     s, e = gaps.start[sel], gaps.end[sel]
+    th = gaps.thread[sel] if gaps.thread is not None else None
     dur = np.maximum(e - s, 1)
     blocked = _share([act.sync], s, e, dur)
     cuda = _share([act.cuda], s, e, dur)
     quiet = np.ones(s.size, dtype=bool) if cuda is None else cuda < 1.0 - MAJORITY.value
     if blocked is not None:
         quiet &= blocked < MAJORITY.value
-    return s[quiet], e[quiet]
+    return s[quiet], e[quiet], (th[quiet] if th is not None else None)
 
 
 def quiet_after_sync_ns(gaps: Gaps, act: HostActivity) -> int:
     """The quiet_after_sync idle the host is not seen waiting in (no blocking OS call covers most of
     the gap): what it did there, the trace does not show. ns over the steady steps."""
-    s, e = quiet_after_sync(gaps, act)
-    return int((e - s)[~_waiting(s, e, act)].sum())
+    s, e, th = quiet_after_sync(gaps, act)
+    return int((e - s)[~_waiting(s, e, act, th)].sum())
 
 
 def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | None = None) -> list[dict]:
@@ -458,7 +507,7 @@ def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int, act: HostActivit
     if frame:
         out["host_gap_python"] = frame
     if act is not None and act.side is not None:
-        functions = function_text(act.side, gs, ge)
+        functions = function_text(act.side, gs, ge, gaps.thread[sel] if gaps.thread is not None else None)
         if functions:
             out["host_gap_functions"] = functions
     return out
@@ -470,12 +519,12 @@ def sync_wait_evidence(gaps: Gaps, act: HostActivity, steps: int, source: str, s
     part of it stays unknown (`unknown`) and the export recorded no CPU samples or scheduling, how to
     record them (without them the report cannot tell computing from waiting). Nsys exports only: a
     torch trace shows the host computing by its op tree and stacks."""
-    s, e = quiet_after_sync(gaps, act)
+    s, e, th = quiet_after_sync(gaps, act)
     if s.size == 0 or source != "nsys" or float((e - s).sum()) < MAJORITY.value * sync_ns:
         return {}
     out = {}
     if act.side is not None and act.side.sees_waits:
-        text = wait_text(act.side, s, e, steps)
+        text = wait_text(act.side, s, e, th, steps)
         if text:
             out["host_wait_calls"] = text
     if unknown and (act.side is None or not act.side.sees_compute):

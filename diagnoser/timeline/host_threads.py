@@ -29,27 +29,83 @@ BLOCKING_CALLS = re.compile(
     r"flock|lockf)$")
 ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
 SO_SUFFIX = re.compile(r"(?:\.cpython-[^.]*)?\.so(?:\.[0-9.]+)?$")
+# host code of the GPU libraries and runtimes: a thread sampled there prepares a launch (a cuBLAS-Lt plan
+# for a new shape, the dispatcher of a CUDA operator, a driver call), it does not compute for itself
+LAUNCH_LIBRARIES = re.compile(r"^(?:libcuda|libcudart|libcublas(?:Lt)?|libcudnn\w*|libnccl|libcufft\w*|libcusparse\w*|"
+                              r"libcusolver\w*|libcurand|libnvrtc\w*|libnvJitLink|libtorch_cuda\w*|libc10_cuda|"
+                              r"libamdhip64|libhipblas\w*|librocblas|libMIOpen)(?:[.-]|$)")
 COLLECT = "nsys profile -t cuda,nvtx,osrt --sample=process-tree --cpuctxsw=process-tree"
 
 
 @dataclass
-class HostSide:
-    """The launching thread's OS-level activity (times in ns, the timeline's clock)."""
+class ThreadSide:
+    """One launching thread's waits and running spans (times in ns, the timeline's clock)."""
 
-    thread: int
-    traced: frozenset          # of "osrt", "samples", "sched"
-    wait: IntervalSet          # its blocking OS calls
-    wait_calls: pd.DataFrame   # those calls (name, start_ns, end_ns), sorted by start
-    running: IntervalSet | None  # spans it was seen running outside blocking calls; None: neither sampled nor scheduled
-    samples: pd.DataFrame      # its CPU samples taken while running (start_ns, function, module)
+    wait: IntervalSet            # its blocking OS calls
+    running: IntervalSet | None  # spans it was seen running outside them; None: neither sampled nor scheduled
+
+
+@dataclass
+class HostSide:
+    """What the export recorded of the threads that make CUDA calls (the launching threads). A gap is
+    judged on the thread that launched the work ending it (training: the autograd thread launches the
+    backward pass while the main thread waits on it); `main`, the one with the most CUDA calls, stands in
+    where that is unknown."""
+
+    main: int
+    traced: frozenset            # of "osrt", "samples", "sched"
+    threads: dict                # thread id -> ThreadSide
+    wait_calls: pd.DataFrame     # their blocking calls (name, start_ns, end_ns, thread), sorted by start
+    samples: pd.DataFrame        # their CPU samples taken while running (start_ns, thread, function, module)
 
     @property
     def sees_compute(self) -> bool:
-        return self.running is not None
+        return bool({"samples", "sched"} & self.traced)
 
     @property
     def sees_waits(self) -> bool:
         return "osrt" in self.traced
+
+    def _of(self, thread: np.ndarray | None, n: int) -> np.ndarray:
+        t = np.full(n, self.main, np.int64) if thread is None else np.asarray(thread, np.int64).copy()
+        t[~np.isin(t, list(self.threads))] = self.main
+        return t
+
+    def _share(self, what: str, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None) -> np.ndarray:
+        out = np.zeros(starts.size)
+        t = self._of(thread, starts.size)
+        dur = np.maximum(ends - starts, 1)
+        for k in np.unique(t).tolist():
+            sel = t == k
+            spans = getattr(self.threads[k], what)
+            if spans is not None and len(spans):
+                out[sel] = spans.overlap(starts[sel], ends[sel]) / dur[sel]
+        return out
+
+    def running_share(self, starts, ends, thread=None) -> np.ndarray:
+        """Per gap, the share its launching thread was seen running outside blocking calls."""
+        return self._share("running", starts, ends, thread)
+
+    def wait_share(self, starts, ends, thread=None) -> np.ndarray:
+        """Per gap, the share its launching thread spent in blocking OS calls."""
+        return self._share("wait", starts, ends, thread)
+
+    def library_samples(self, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None) -> tuple[int, int]:
+        """(samples in GPU-library host code, all samples) of the launching threads inside the gaps."""
+        n = in_lib = 0
+        for smp, s, e in self.inside(self.samples, starts, ends, thread, None):
+            if len(smp) and s.size:
+                hit = IntervalSet.of(s, e).contains(smp["start_ns"].to_numpy(np.int64))
+                mods = smp["module"][hit].astype(str)
+                n += int(hit.sum())
+                in_lib += int(mods.str.match(LAUNCH_LIBRARIES).sum())
+        return in_lib, n
+
+    def inside(self, table: pd.DataFrame, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None,
+               end_col: str | None) -> list[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
+        """Per launching thread: its rows of `table` and the gaps it launched after."""
+        t = self._of(thread, starts.size)
+        return [(table[(table["thread"] == k).to_numpy()], starts[t == k], ends[t == k]) for k in np.unique(t).tolist()]
 
 
 def launching_thread(tl: Timeline) -> int | None:
@@ -70,36 +126,42 @@ def _sample_spans(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def host_side(tl: Timeline) -> HostSide | None:
-    """The launching thread's waits and running spans; None when the source records neither (not nsys)."""
+    """The launching threads' waits and running spans; None when the source records neither (not nsys)."""
     h = tl.host_threads
-    thread = launching_thread(tl)
-    if h is None or thread is None or not h.traced:
+    main = launching_thread(tl)
+    if h is None or main is None or not h.traced:
         return None
-    calls = h.os_calls[(h.os_calls["thread"] == thread).to_numpy()]
+    launching = np.unique(tl.host["thread"].to_numpy())
+    calls = h.os_calls[np.isin(h.os_calls["thread"].to_numpy(), launching)]
     blocking = calls["name"].astype(str).str.match(BLOCKING_CALLS).to_numpy(bool) if len(calls) else np.zeros(0, bool)
     calls = calls[blocking]
-    wait = IntervalSet.of(calls["start_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64))
-    s = h.samples[(h.samples["thread"] == thread).to_numpy() & h.samples["running"].to_numpy(bool)]
-    running = None
-    if {"samples", "sched"} & h.traced:
-        r = h.running[(h.running["thread"] == thread).to_numpy()]
-        ss, se = _sample_spans(s["start_ns"].to_numpy(np.int64))
-        running = subtract(IntervalSet.of(np.concatenate((r["start_ns"].to_numpy(np.int64), ss)),
-                                          np.concatenate((r["end_ns"].to_numpy(np.int64), se))), wait)
-    return HostSide(thread, h.traced, wait, calls[["name", "start_ns", "end_ns"]].reset_index(drop=True), running,
-                    s[["start_ns", "function", "module"]].reset_index(drop=True))
+    samples = h.samples[np.isin(h.samples["thread"].to_numpy(), launching) & h.samples["running"].to_numpy(bool)]
+    threads = {}
+    for k in launching.tolist():
+        c = calls[(calls["thread"] == k).to_numpy()]
+        wait = IntervalSet.of(c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64))
+        running = None
+        if {"samples", "sched"} & h.traced:
+            r = h.running[(h.running["thread"] == k).to_numpy()]
+            ss, se = _sample_spans(samples["start_ns"].to_numpy(np.int64)[(samples["thread"] == k).to_numpy()])
+            running = subtract(IntervalSet.of(np.concatenate((r["start_ns"].to_numpy(np.int64), ss)),
+                                              np.concatenate((r["end_ns"].to_numpy(np.int64), se))), wait)
+        threads[int(k)] = ThreadSide(wait, running)
+    return HostSide(main, h.traced, threads, calls[["name", "start_ns", "end_ns", "thread"]].reset_index(drop=True),
+                    samples[["start_ns", "thread", "function", "module"]].reset_index(drop=True))
 
 
-def wait_text(side: HostSide, gs: np.ndarray, ge: np.ndarray, steps: int, top: int = 2) -> str:
-    """The blocking calls covering the spans most: `poll 35.2 ms (95%)` per step, by covered time."""
-    c = side.wait_calls
-    if not len(c) or gs.size == 0:
+def wait_text(side: HostSide, gs: np.ndarray, ge: np.ndarray, thread: np.ndarray | None, steps: int, top: int = 2) -> str:
+    """The blocking calls covering the gaps most, on the thread that launched after each: `poll 35.2 ms (95%)`
+    per step, by covered time."""
+    if not len(side.wait_calls) or gs.size == 0:
         return ""
     total = float((ge - gs).sum())
-    covered = {}
-    for name, g in c.groupby(c["name"].astype(str), sort=True):
-        covered[name] = float(IntervalSet.of(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
-                              .overlap(gs, ge).sum())
+    covered: dict[str, float] = {}
+    for c, s, e in side.inside(side.wait_calls, gs, ge, thread, "end_ns"):
+        for name, g in c.groupby(c["name"].astype(str), sort=True):
+            ns = float(IntervalSet.of(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)).overlap(s, e).sum())
+            covered[name] = covered.get(name, 0.0) + ns
     ranked = sorted(((ns, n) for n, ns in covered.items() if ns > 0), key=lambda x: (-x[0], x[1]))[:top]
     return ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms ({100.0 * ns / total:.0f}%)" for ns, n in ranked)
 
@@ -127,21 +189,23 @@ def short_function(function: str, module: str) -> str:
     return f"{name or function} ({mod})"
 
 
-def function_text(side: HostSide, gs: np.ndarray, ge: np.ndarray, top: int = 3) -> str:
-    """The functions most sampled inside the spans (leaf frames), with their share of those samples:
-    `mapiter_get (_multiarray_umath) 12%`; "" without samples in them."""
-    s = side.samples
-    if not len(s) or gs.size == 0:
+def function_text(side: HostSide, gs: np.ndarray, ge: np.ndarray, thread: np.ndarray | None = None, top: int = 3) -> str:
+    """The functions most sampled inside the gaps (leaf frames, on the thread that launched after each), with
+    their share of those samples: `mapiter_get (_multiarray_umath) 12%`, then the top modules; "" without
+    samples in them."""
+    if not len(side.samples) or gs.size == 0:
         return ""
-    t = s["start_ns"].to_numpy(np.int64)
-    inside = IntervalSet.of(gs, ge).contains(t)
-    if not inside.any():
+    parts = []
+    for smp, s, e in side.inside(side.samples, gs, ge, thread, None):
+        if len(smp) and s.size:
+            parts.append(smp[IntervalSet.of(s, e).contains(smp["start_ns"].to_numpy(np.int64))])
+    picked = pd.concat(parts) if parts else side.samples.iloc[:0]
+    n = len(picked)
+    if n == 0:
         return ""
-    picked = s[inside]
     per_frame = picked.groupby(["function", "module"], observed=True).size()  # each distinct frame shortened once
     counts = pd.Series(per_frame.to_numpy(), index=[short_function(str(f), str(m)) for f, m in per_frame.index])
     counts = counts.groupby(level=0).sum()
-    n = int(inside.sum())
     rows = sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:top]
     mods = picked.groupby("module", observed=True).size()
     mods = pd.Series(mods.to_numpy(), index=[SO_SUFFIX.sub("", str(m)) or "?" for m in mods.index]).groupby(level=0).sum()
