@@ -159,3 +159,22 @@ def test_the_optimizer_twin_is_launch_bound_without_the_profiler_too(fixtures_di
     assert f["kernels_per_step"] == pytest.approx(125) and f["gpu_busy_pct"] == pytest.approx(30.5, abs=3)
     assert serious(report)[0].category == "launch_overhead"
     assert f["idle_host_pct"] < 10 and "host_compute" not in {x.category for x in serious(report)}
+
+
+def test_a_host_table_with_text_where_integers_belong_is_a_one_line_error(fixtures_dir, tmp_path):
+    """Synthetic (hostile), from the real detector export: text in OSRT_API.start, a real in
+    SCHED_EVENTS.start: one line naming the file and the problem, exit 1, no traceback."""
+    import sqlite3
+    import subprocess
+    import sys
+    for table, value in (("OSRT_API", "'abc'"), ("SCHED_EVENTS", "1.5")):
+        db = _plain_copy(fixtures_dir / "nsys/h_infer_detect_numpy_nms.sqlite.gz", tmp_path / f"bad_{table}.sqlite")
+        c = sqlite3.connect(db)
+        c.execute(f"UPDATE {table} SET start = {value} WHERE rowid = (SELECT min(rowid) FROM {table})")
+        c.commit()
+        c.close()
+        r = subprocess.run([sys.executable, "-c", "from diagnoser.cli import main; main()", str(db)],
+                           capture_output=True, text=True)
+        assert r.returncode == 1 and "Traceback" not in r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(db) in lines[0] and f"table {table} holds a value that is not an integer" in lines[0]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..timeline.tables import (OS_CALL_COLUMNS, RUNNING_COLUMNS, SAMPLE_COLUMNS, HostThreads,
                                empty_table)
+from .nsys_tables import CorruptExport
 from .nsys_names import codes_of_ids, distinct_ids, lookup_strings, sqlite_text
 
 TID_MOD = 0x1000000  # globalTid = ... | pid << 24 | tid (as nsys_tables)
@@ -26,15 +27,21 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {sqlite_text(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')}
 
 
-def _rows(conn: sqlite3.Connection, sql: str, width: int) -> np.ndarray:
-    """All rows of a query (integers, no NULLs: the SQL coalesces) as an (n, width) int64 array, in chunks."""
+def _rows(conn: sqlite3.Connection, table: str, sql: str, width: int) -> np.ndarray:
+    """All rows of a query (integers, no NULLs: the SQL coalesces) as an (n, width) int64 array, in chunks;
+    text, blobs, reals or NULLs where the schema has integers make the export corrupt."""
     cur = conn.execute(sql)
     parts = []
     while True:
         chunk = cur.fetchmany(CHUNK)
         if not chunk:
             break
-        parts.append(np.array(chunk, dtype=np.int64).reshape(-1, width))
+        if not all(type(v) is int for r in chunk for v in r):
+            raise CorruptExport(f"table {table} holds a value that is not an integer where the schema has one")
+        try:
+            parts.append(np.array(chunk, dtype=np.int64).reshape(-1, width))
+        except OverflowError:
+            raise CorruptExport(f"table {table} holds an integer beyond 64 bits") from None
     return np.concatenate(parts) if parts else np.zeros((0, width), np.int64)
 
 
@@ -57,8 +64,8 @@ def _names(conn: sqlite3.Connection, tables: set[str], ids: np.ndarray, short: b
 def _os_calls(conn: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     if not {"start", "end", "nameId", "globalTid"} <= _columns(conn, "OSRT_API"):
         return empty_table(OS_CALL_COLUMNS)
-    a = _rows(conn, "SELECT start, coalesce(end, start), nameId, coalesce(globalTid, -1) FROM OSRT_API "
-                    "ORDER BY start", 4)
+    a = _rows(conn, "OSRT_API", "SELECT start, coalesce(end, start), coalesce(nameId, -1), coalesce(globalTid, -1) "
+                                "FROM OSRT_API ORDER BY start", 4)
     return pd.DataFrame({"name": _names(conn, tables, a[:, 2]), "start_ns": a[:, 0], "end_ns": a[:, 1],
                          "thread": np.where(a[:, 3] >= 0, a[:, 3] % TID_MOD, -1)})
 
@@ -79,7 +86,7 @@ def _samples(conn: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     chain = "SAMPLING_CALLCHAINS" in tables and {"id", "symbol", "module", "stackDepth"} <= _columns(conn, "SAMPLING_CALLCHAINS")
     leaf = ("coalesce(k.symbol, -1), coalesce(k.module, -1) FROM COMPOSITE_EVENTS e LEFT JOIN SAMPLING_CALLCHAINS k "
             "ON k.id = e.id AND k.stackDepth = 0") if chain else "-1, -1 FROM COMPOSITE_EVENTS e"
-    a = _rows(conn, f"SELECT e.start, coalesce(e.globalTid, -1), {state}, {leaf} ORDER BY e.start", 5)
+    a = _rows(conn, "COMPOSITE_EVENTS", f"SELECT e.start, coalesce(e.globalTid, -1), {state}, {leaf} ORDER BY e.start", 5)
     running = _running_state(conn, tables)
     return pd.DataFrame({"start_ns": a[:, 0], "thread": np.where(a[:, 1] >= 0, a[:, 1] % TID_MOD, -1),
                          "running": (a[:, 2] == running) | (a[:, 2] < 0),
@@ -90,8 +97,8 @@ def _running(conn: sqlite3.Connection) -> pd.DataFrame:
     """Scheduled-in spans per thread from the in/out events (one ordered pass: thread, then time)."""
     if not {"start", "isSchedIn", "globalTid"} <= _columns(conn, "SCHED_EVENTS"):
         return empty_table(RUNNING_COLUMNS)
-    a = _rows(conn, "SELECT coalesce(globalTid, -1) % 16777216, start, isSchedIn != 0 FROM SCHED_EVENTS "
-                    "ORDER BY 1, start", 3)
+    a = _rows(conn, "SCHED_EVENTS", "SELECT coalesce(globalTid, -1) % 16777216, start, coalesce(isSchedIn != 0, 0) "
+                                    "FROM SCHED_EVENTS ORDER BY 1, start", 3)
     if a.shape[0] == 0:
         return empty_table(RUNNING_COLUMNS)
     tid, t, sched_in = a[:, 0], a[:, 1], a[:, 2].astype(bool)
