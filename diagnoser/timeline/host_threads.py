@@ -96,9 +96,8 @@ class HostSide:
         for smp, s, e in self.inside(self.samples, starts, ends, thread, None):
             if len(smp) and s.size:
                 hit = IntervalSet.of(s, e).contains(smp["start_ns"].to_numpy(np.int64))
-                mods = smp["module"][hit].astype(str)
                 n += int(hit.sum())
-                in_lib += int(mods.str.match(LAUNCH_LIBRARIES).sum())
+                in_lib += int(_name_matches(smp["module"][hit], LAUNCH_LIBRARIES).sum())
         return in_lib, n
 
     def inside(self, table: pd.DataFrame, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None,
@@ -125,6 +124,16 @@ def _sample_spans(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return t - max(period, 1), t
 
 
+def _name_matches(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Rows whose name matches, each distinct name tested once (the column is a Categorical)."""
+    if not len(names):
+        return np.zeros(0, bool)
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = np.array([bool(pattern.match(str(c))) for c in names.cat.categories] + [False])
+        return cats[names.cat.codes.to_numpy()]  # code -1 (missing) -> the trailing False
+    return names.astype(str).str.match(pattern).to_numpy(bool)
+
+
 def host_side(tl: Timeline) -> HostSide | None:
     """The launching threads' waits and running spans; None when the source records neither (not nsys)."""
     h = tl.host_threads
@@ -133,7 +142,7 @@ def host_side(tl: Timeline) -> HostSide | None:
         return None
     launching = np.unique(tl.host["thread"].to_numpy())
     calls = h.os_calls[np.isin(h.os_calls["thread"].to_numpy(), launching)]
-    blocking = calls["name"].astype(str).str.match(BLOCKING_CALLS).to_numpy(bool) if len(calls) else np.zeros(0, bool)
+    blocking = _name_matches(calls["name"], BLOCKING_CALLS)
     calls = calls[blocking]
     samples = h.samples[np.isin(h.samples["thread"].to_numpy(), launching) & h.samples["running"].to_numpy(bool)]
     threads = {}
