@@ -216,8 +216,11 @@ def measure_traces(items: list[tuple[str, str | None]], jobs: int | None = 1, sc
 
 
 def _on_pool(items, jobs: int, bar: RankProgress) -> list[RankOutcome]:
+    """`jobs` ranks measured at a time: `jobs - 1` worker processes and this process. The client would
+    otherwise only wait; it measures ranks from the end of the queue, first while the fork server
+    starts (about a second of imports), then beside the workers, one rank in memory at a time."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     # never a plain fork of this process (it may hold threads and the rule engine): a fork server that
     # imported the readers and analyses once forks the workers (fast: no import per worker), else spawn
@@ -227,16 +230,27 @@ def _on_pool(items, jobs: int, bar: RankProgress) -> list[RankOutcome]:
     else:
         ctx = multiprocessing.get_context("spawn")
     results: dict[int, RankOutcome] = {}
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    pool = ProcessPoolExecutor(max_workers=max(jobs - 1, 1), mp_context=ctx)
     futures: dict = {}
     try:
         overrides = settings_overrides()
-        futures = {pool.submit(measure_trace, source, kind, None, False, overrides): i
-                   for i, (source, kind) in enumerate(items)}
-        for fut in as_completed(futures):
-            i = futures.pop(fut)
-            results[i] = _result(fut, items[i][0])
-            bar.rank_done(results[i])
+        order = [(pool.submit(measure_trace, source, kind, None, False, overrides), i)
+                 for i, (source, kind) in enumerate(items)]
+        futures = dict(order)
+        while futures:
+            for fut in [f for f in futures if f.done()]:
+                i = futures.pop(fut)
+                results[i] = _result(fut, items[i][0])
+                bar.rank_done(results[i])
+            while order and order[-1][0] not in futures:
+                order.pop()
+            if order and order[-1][0].cancel():  # still queued: this process measures it
+                fut, i = order.pop()
+                futures.pop(fut)
+                results[i] = measure_trace(items[i][0], items[i][1], None, False, overrides)
+                bar.rank_done(results[i])
+            elif futures:
+                wait(list(futures), return_when=FIRST_COMPLETED)
     except BaseException:  # Ctrl-C, SIGTERM: drop the queued ranks instead of measuring them all first
         for fut in futures:  # each future itself: the pool's own cancel_futures is lost once it is collected
             fut.cancel()
