@@ -69,7 +69,7 @@ def test_gain_under_the_floor_is_info_unless_the_setting_says_otherwise():
     assert apply_gain_floor(_finding(severity="critical", gain=0.02)).severity == "critical"
     with settings.overridden({"findings.warning_min_gain_pct": 0.1}):
         assert apply_gain_floor(small).severity == "warning"
-    assert settings.all_settings()["findings.warning_min_gain_pct"].default == 1.0
+    assert settings.registered()["findings.warning_min_gain_pct"].default == 1.0
 
 
 def test_host_sync_trace_counts_the_launch_gaps_once():

@@ -15,7 +15,8 @@ import pytest
 
 from diagnoser.ingest import torch_trace
 from diagnoser.inputs import GZIP_MAX_SMALL_MEMBERS, open_input
-from diagnoser.pipeline import diagnose, load_groups, read_input
+from diagnoser.families import read_input
+from diagnoser.pipeline import diagnose, load_groups
 from diagnoser.report.render import render_report
 
 from test_hostile import refuse
@@ -165,4 +166,4 @@ def test_many_tiny_events_are_a_report(tmp_path, events):
     path = tmp_path / "tiny.pt.trace.json"
     path.write_text('{"traceEvents": [' + ", ".join(parts) + "]}")
     groups = load_groups([str(path)])
-    assert groups and groups[0].family == "timeline"
+    assert groups and groups[0].family.name == "timeline"

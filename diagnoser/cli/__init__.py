@@ -72,9 +72,10 @@ def run_cmd(files, fmt, output, top, min_severity, user_rules, params, set_items
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--max-memory") from None
     from .. import settings
+    from ..catalogue import all_settings
 
     if set_items:
-        settings.parse_assignments(set_items)  # a bad --set is an error before any input is read
+        settings.parse_assignments(set_items, all_settings())  # a bad --set is an error before any input is read
     fmt = output_format(fmt, output, sys.stdout.isatty())
     if progress is None:
         progress = sys.stderr.isatty()

@@ -28,6 +28,7 @@ from dataclasses import replace
 
 from .. import settings
 from ..facts import AnalysisResult, Fact, short_name
+from ..input_family import RunRole
 from .grouping import kernel_key_name, launch_in, ncu_launches, timeline_durations
 from .roofline_ncu import side_by_side
 
@@ -60,8 +61,8 @@ def _disagreement(name: str, used: Fact, other: Fact) -> str | None:
 
 def merge_run(run) -> tuple[AnalysisResult, set[str]]:
     """The run's merged result and the ids of the ncu launches matched to the timeline."""
-    timelines = [(g, r) for g, r in run.members if g.family == "timeline"]
-    others = [(g, r) for g, r in run.members if g.family != "timeline"]
+    timelines = [(g, r) for g, r in run.members if g.family.role is RunRole.TIMELINE]
+    others = [(g, r) for g, r in run.members if g.family.role is not RunRole.TIMELINE]
     timelines.sort(key=lambda gr: not _is_nsys(gr[0]))  # the primary first
     pg, primary = timelines[0]
     out = AnalysisResult(charts=dict(primary.charts), notes=list(run.evidence))
@@ -86,13 +87,13 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
         out.notes.append(f"the sources of this run disagree: {'; '.join(disagree)}. The report uses "
                          f"{', '.join(pg.paths)}'s numbers ({why}).")
     matched: set[str] = set()
-    memory = [(g, r) for g, r in others if g.family == "memory"]
+    memory = [(g, r) for g, r in others if g.family.role is RunRole.MEMORY]
     kv, note = _memory_headroom(have, memory)
     facts += kv
     if note:
         out.notes.append(note)
     for g, r in others:
-        if g.family != "kernel":
+        if g.family.role is not RunRole.KERNEL_PROFILE:
             facts += r.facts
             for k, v in r.charts.items():  # the memory timeline and composition
                 out.charts.setdefault(k, v)
