@@ -83,7 +83,7 @@ def rules_validate(paths):
 def rules_test(paths, user_rules):
     """Run NAME.test.yaml cases beside rule files; fail rules lacking a firing and a silent case."""
     from ..catalogue import catalogue
-    from ..rulespec.testing import rule_files_under_test, run_tests
+    from .rule_tests import rule_files_under_test, run_tests
     extra = list(user_rules) + [str(p) for p in rule_files_under_test(paths)]  # a test file: NAME.yaml beside it
     pack = pack_of(extra)
     run = run_tests([Path(p) for p in paths], pack, catalogue())

@@ -12,11 +12,11 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..engine.records import sanitize
 from ..errors import RuleError
 from . import cache
 from .checks import check_rule, line_for as _line_for
 from .model import Condition, Rule, RulePack, Variant
+from .values import sanitize
 
 # libyaml's C parser where PyYAML was built with it (5-10x faster), the pure-Python one otherwise
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
