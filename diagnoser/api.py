@@ -197,7 +197,7 @@ class ComparisonReport:
 
     def gate(self, fail_on_regression: float) -> list[str]:
         """Why `--fail-on-regression PCT` trips (empty: it does not)."""
-        from .compare.core import gate
+        from .compare.gate import gate
         return list(gate(self.data, fail_on_regression))
 
     def to_frame(self, of: Literal["findings", "facts", "headlines"] = "findings") -> "pd.DataFrame":

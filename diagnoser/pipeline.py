@@ -201,11 +201,3 @@ def _evaluated_rules(pack: RulePack, records, cat, kinds, left_out) -> list[str]
     todo, skipped = applicable(pack.rules.values(), records, cat, kinds)
     out = {ne.rule for ne in skipped} - {ne.rule for ne in left_out}
     return sorted(out | {r.id for r in todo})
-
-
-def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:
-    out_inputs, facts = [], []
-    for _, result, _ in analyse_runs(paths, progress):
-        out_inputs += result.inputs
-        facts += result.facts
-    return out_inputs, facts

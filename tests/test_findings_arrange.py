@@ -16,7 +16,8 @@ from diagnoser.facts import Fact, Subject
 from diagnoser.findings import Finding, apply_gain_floor, arrange
 from diagnoser.catalogue import catalogue
 from diagnoser.pipeline import diagnose, load_pack
-from diagnoser.report.render import render_markdown, subject_label
+from diagnoser.report.finding_parts import subject_label
+from diagnoser.report.render import render_markdown
 from diagnoser.rulespec.expr import budget_names, render_template
 
 ROOT = Path(__file__).resolve().parents[1]

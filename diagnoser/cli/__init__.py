@@ -14,8 +14,8 @@ from ..errors import DiagnoserError
 from ..text_safety import visible_line
 from .compare import compare_cmd
 from .facts import facts_cmd
-from .group import DefaultGroup, MainCommand, OneLineError  # noqa: F401
-from .output import EXTENSION_FORMATS, output_format, write_output  # noqa: F401
+from .group import DefaultGroup, MainCommand
+from .output import output_format, write_output
 from .playbook import playbook_cmd
 from .rules import rules_group
 

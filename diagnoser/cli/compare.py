@@ -72,7 +72,8 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     from .. import settings
     from ..catalogue import all_settings
     from ..pipeline import load_pack
-    from ..compare.core import compare_runs, gate
+    from ..compare.core import compare_runs
+    from ..compare.gate import gate
     from ..compare.render import render_json, render_markdown
 
     fmt = output_format(fmt, output, False, FORMATS)  # an unknown -o extension or a missing folder: an error

@@ -3,7 +3,7 @@
 The pickle is loaded by an Unpickler that refuses every global, so a hostile file cannot run code:
 a real snapshot holds plain builtins only. The model keeps the allocator's own records (segments,
 blocks, per-device trace entries as numpy columns, the OOM events, allocator settings) and a
-deduplicated table of allocation stacks; it computes no metrics (that is analysis/memory.py).
+deduplicated table of allocation stacks; it computes no metrics (that is diagnoser/memory/analysis.py).
 """
 from __future__ import annotations
 

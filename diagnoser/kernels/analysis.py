@@ -12,14 +12,14 @@ import re
 
 from ..facts import AnalysisResult, Fact, Subject
 from .units import _num  # one reading of a metric value for both modules
-from .units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
+from .units import (NOT_LIBRARIES, access_waste_facts, cudnn_conv_gemm, kernel_origin,
                            pipe_facts, tensor_core_switch)
 from .achieved_work import launch_work
 from .aten_ops import aten_op_of
 from .shared_memory import shared_conflict_facts
 from .sm_balance import sm_balance_facts
 
-from .catalogue import CATALOGUE, COLLECT, COLLECT_FULL, READER  # noqa: F401 (re-exported)
+from .catalogue import CATALOGUE, READER
 from .names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
 
 SOL_HIGH_PCT = 60.0  # only for the chart's colouring; rules use their own params
@@ -51,17 +51,6 @@ def _ratio(a: float | None, b: float | None, scale: float = 1.0) -> float | None
         return None
     r = a / b * scale
     return r if math.isfinite(r) else None
-
-
-def library_of(name: str) -> str | None:
-    """Library a kernel belongs to, judged by its name; None for user/framework/Triton kernels."""
-    origin = kernel_origin(name)
-    return None if origin in NOT_LIBRARIES or origin == "user code" else origin
-
-
-def kernel_group_key(subject: Subject) -> str:
-    """Launches of the same kernel share this key (its demangled name), for grouped reports."""
-    return subject.name or subject.id
 
 
 def _first_sentence(text: str, limit: int = 200) -> str:
