@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from diagnoser.cli import cli
 from diagnoser.report.playbook import PART_NAMES, parse_playbook
 from diagnoser.resources import rules_dir
-from diagnoser.rulespec import schema, testing
+from diagnoser.cli import rule_tests as testing
+from diagnoser.rulespec import schema
 from diagnoser.rulespec.loader import build_pack, file_data
 from diagnoser.rulespec.model import OPS, TREND_OPS
 
