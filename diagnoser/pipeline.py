@@ -113,7 +113,7 @@ def analyse(group: Group) -> AnalysisResult:
 
 def load_pack(user_rules: Iterable[str] = (), params: Iterable[str] = ()) -> RulePack:
     return build_pack(rules_dir(), [Path(p) for p in user_rules], params, known_facts=catalogue(),
-                      known_settings=all_settings())
+                      known_settings=all_settings)
 
 
 def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Iterable[str] = (),
@@ -128,9 +128,9 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
     return report
 
 
-def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResult, set]]:
+def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResult]]:
     """Every run among the inputs (diagnoser.runs.grouping decides which inputs are one run) as
-    (its groups, its merged AnalysisResult, the ncu launch ids matched to its timeline)."""
+    (its groups, its merged AnalysisResult)."""
     from .runs.merge import merge_run
     from .ranks import expand_inputs
     from .runs.grouping import group_runs, unique_inputs
@@ -141,10 +141,9 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
         if len(run.members) == 1:
             g, result = run.members[0]
             result.notes = result.notes + run.evidence
-            out.append(([g], result, set()))
+            out.append(([g], result))
         else:
-            result, matched = merge_run(run)
-            out.append(([g for g, _ in run.members], result, matched))
+            out.append(([g for g, _ in run.members], merge_run(run)))
     if out:
         out[0][1].notes[:0] = dup_notes
     if len(out) > 1:
@@ -156,21 +155,19 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
 
 
 def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
-    from .runs.merge import restate_kernel_findings
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
     per_run, runs, identities, evaluated = [], [], [], []
-    for groups, result, matched in analyse_runs(paths, progress):
+    for groups, result in analyse_runs(paths, progress):
         identities.append(dict(result.identity or {}))
         runs.append({"run": len(runs) + 1, "inputs": [i["path"] for i in result.inputs], "charts": result.charts,
                      "facts": [f for f in result.facts if f.subject is None]})  # its run-level facts (headline numbers)
         all_inputs += result.inputs
-        records, warnings = build_records(result.facts)
+        records, warnings = build_records(result.facts, result.gain_units)
         notes += [n for g in groups for n in g.notes] + result.notes + warnings
         kinds = [i["kind"] for i in result.inputs]
         got, missing = evaluate(pack.rules, records, cat, matcher, kinds=kinds)
         evaluated.append(_evaluated_rules(pack, records, cat, kinds, missing))
-        got = restate_kernel_findings(got, matched)
         notes += close_calls(pack.rules, records, {f.rule for f in got})
         per_run.append((got, next((r.values for r in records if r.scope == "run"), {})))
         for ne in missing:  # several runs: not evaluated in one outweighs not applicable in another

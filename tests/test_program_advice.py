@@ -147,7 +147,7 @@ def test_a_bad_variant_is_an_error_with_file_and_line(tmp_path, variant, says):
 # ------------------------------------------------------------------------------ real files
 
 def _program(paths) -> dict:
-    return {f.name: f.value for _, result, _ in analyse_runs([str(p) for p in paths]) for f in result.facts if f.subject is None}
+    return {f.name: f.value for _, result in analyse_runs([str(p) for p in paths]) for f in result.facts if f.subject is None}
 
 
 @needs_shared

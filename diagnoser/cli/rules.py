@@ -67,7 +67,7 @@ def rules_validate(paths):
     from ..catalogue import all_settings, catalogue
     from ..rulespec.loader import build_pack
     from ..resources import rules_dir
-    pack = build_pack(rules_dir(), [Path(p) for p in paths], known_facts=catalogue(), known_settings=all_settings())
+    pack = build_pack(rules_dir(), [Path(p) for p in paths], known_facts=catalogue(), known_settings=all_settings)
     from ..errors import RuleError
     for r in pack.ordered():  # shipped rules must say how compare checks their Verify step
         if (r.shipped or Path(r.path).resolve().parent == Path(rules_dir()).resolve()) and not r.verify_check:

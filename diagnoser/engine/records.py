@@ -22,10 +22,13 @@ class Record:
     units: dict[str, str] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
     fact_sources: dict[str, str] = field(default_factory=dict)  # fact -> the source that measured it
+    # a finding's unit here, for a rule's gain_of (AnalysisResult.gain_units): {"GPU time": "step time"}
+    gain_units: dict[str, str] = field(default_factory=dict)
 
 
-def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
-    """Group facts into records (run first, then subjects in a stable order); also return warnings."""
+def build_records(facts: list[Fact], gain_units: dict | None = None) -> tuple[list[Record], list[str]]:
+    """Group facts into records (run first, then subjects in a stable order); also return warnings.
+    `gain_units`: subject -> the units its findings are stated in (AnalysisResult.gain_units)."""
     warnings: list[str] = []
     run = Record("run", None)
     subjects: dict[Subject, Record] = {}
@@ -48,6 +51,7 @@ def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
         rec.values, rec.units = merged, units
         rec.sources |= run.sources
         rec.fact_sources = {**run.fact_sources, **rec.fact_sources}
+        rec.gain_units = dict((gain_units or {}).get(rec.subject, {}))
     return ordered, warnings
 
 

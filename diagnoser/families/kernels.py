@@ -32,7 +32,7 @@ def analyse(reports: list):
 
 
 def settings() -> None:
-    from ..kernels import units  # noqa: F401 - it registers settings
+    from ..kernels import analysis, units  # noqa: F401 - they register settings
 
 
 FAMILY = Family("kernel", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.KERNEL_PROFILE)

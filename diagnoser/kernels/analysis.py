@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from .. import settings
 from ..facts import AnalysisResult, Fact, Subject
 from .units import _num  # one reading of a metric value for both modules
 from .units import (NOT_LIBRARIES, access_waste_facts, cudnn_conv_gemm, kernel_origin,
@@ -22,6 +23,9 @@ from .sm_balance import sm_balance_facts
 from .catalogue import CATALOGUE, READER
 from .names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
 
+FULL_OCCUPANCY_PCT = settings.register(
+    "kernel.full_occupancy_pct", 99.5, "%",
+    "theoretical occupancy at or above this is full: occupancy_limiter is none (no resource limits it)")
 SOL_HIGH_PCT = 60.0  # only for the chart's colouring; rules use their own params
 
 M_DURATION = "gpu__time_duration.sum"
@@ -78,7 +82,7 @@ def _occupancy_limiter(m: dict, theoretical: float | None) -> str | None:
     limits = [(v, name) for name, metric in LIMITERS if (v := _num(m, metric)) is not None]
     if not limits:
         return None
-    if theoretical is not None and theoretical >= 99.5:
+    if theoretical is not None and theoretical >= FULL_OCCUPANCY_PCT.value:
         return "none"
     return min(limits)[1]
 

@@ -11,6 +11,16 @@ from __future__ import annotations
 import math
 import re
 
+from .. import settings
+
+WASTE_MIN_SHARE = settings.register(
+    "kernel.wasteful_access_min_share", 0.01, "fraction",
+    "loads (or stores) are named in global_wasteful_access when their wasted sectors are at least this share of "
+    "all global sectors moved")
+WASTE_SIDE_SHARE = settings.register(
+    "kernel.wasteful_access_side_share", 0.2, "fraction",
+    "... and at least this share of all wasted sectors (so the side that wastes little is not named)")
+
 # pipe -> metric bases (each read as .avg.pct_of_peak_sustained_elapsed, else _active); the pipe's
 # utilization is the largest of its bases. `sm__pipe_shared_cycles_active` is left out on purpose:
 # the "shared pipe" is the FP64 + tensor datapath, not shared memory.
@@ -136,7 +146,7 @@ def access_waste_facts(m: dict) -> dict[str, object]:
     f["global_store_wasted_share_pct"] = 100.0 * wasted["store"] / total
     all_wasted = sum(wasted.values())
     sides = [w + "s" for w in ("load", "store")
-             if wasted[w] >= 0.01 * total and wasted[w] >= 0.2 * all_wasted]
+             if wasted[w] >= WASTE_MIN_SHARE.value * total and wasted[w] >= WASTE_SIDE_SHARE.value * all_wasted]
     f["global_wasteful_access"] = " and ".join(sides) if sides else "none"
     return f
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 
@@ -156,15 +156,15 @@ def build_rules(path: Path, data: dict, shared: dict, known_facts: dict | None, 
     return rules
 
 
-def file_settings(path: Path, data: dict, known: dict | None = None) -> dict:
-    """The analysis settings a rule file sets (`settings:`), checked against `known` (else the settings
+def file_settings(path: Path, data: dict, known: Callable[[], dict] | None = None) -> dict:
+    """The analysis settings a rule file sets (`settings:`), checked against `known()` (else the settings
     registered so far)."""
     out = {}
     for name, (value, line) in data["settings"].items():
         from .. import settings as settings_mod
         from ..errors import DiagnoserError
         try:
-            out[name] = settings_mod.checked(name, value, "settings", settings_mod.registered() if known is None else known)
+            out[name] = settings_mod.checked(name, value, "settings", settings_mod.registered() if known is None else known())
         except DiagnoserError as e:
             raise RuleError(path, line or None, str(e)) from None
     return out
@@ -257,10 +257,11 @@ def rule_files(path: Path) -> list[Path]:
 
 
 def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overrides: Iterable[str] = (),
-               known_facts: dict | None = None, known_settings: dict | None = None) -> RulePack:
+               known_facts: dict | None = None, known_settings: Callable[[], dict] | None = None) -> RulePack:
     """Shipped rules, then user packs (a user rule with a shipped id replaces it), then --param overrides.
-    `known_facts` / `known_settings`: the catalogue's facts and settings (diagnoser.catalogue) that
-    conditions and `settings:` are checked against (settings: those registered so far when not given).
+    `known_facts`: the catalogue's facts that conditions are checked against; `known_settings`: the function
+    that lists every setting (diagnoser.catalogue.all_settings: it imports the analyses, so it is called
+    only for a file that sets some), else the settings registered so far.
 
     `conditions:` of every file in the pack are shared: a rule anywhere may use `{condition: NAME}`
     (a user pack's condition replaces a shipped one of the same name); a user rule file given alone
