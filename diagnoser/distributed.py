@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import DiagnoserError, InputError, unexpected_problem
-from .ranks import is_url
+from .ingest.expansion import is_url
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
 SCHEDULER_ADDRESS = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
@@ -299,9 +299,9 @@ class MeasuredInputs:
 
     kinds: dict           # path -> input kind (every input that did not fail)
     measured: dict        # path -> MeasuredTimeline (timeline traces)
-    failures: list        # ranks.RankFailure, in input order
+    failures: list        # families.rank_files.RankFailure, in input order
     notes: list
-    runs: dict = None     # path -> run label within its world size (ranks.run_labels)
+    runs: dict = None     # path -> run label within its world size (families.rank_files.run_labels)
 
 
 def _sniff_here(path: str) -> str | None:
@@ -322,7 +322,7 @@ def measure_inputs(paths: list[str], progress: bool = False) -> MeasuredInputs:
     """Sniff every input; measure the timeline traces (and anything that might be one) per rank, as
     `executing()` says."""
     from .families import family_of
-    from .ranks import RankFailure, rank_from_name, ranks_from_names, run_labels
+    from .families.rank_files import RankFailure, rank_from_name, ranks_from_names, run_labels
 
     kinds = {p: _sniff_here(p) for p in paths}
     per_rank = [p for p in paths if kinds[p] is None or family_of(kinds[p]).per_rank]

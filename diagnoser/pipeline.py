@@ -73,11 +73,12 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
     """Sniff and read every input (directories and globs expanded; timeline traces measured per rank,
     in parallel as distributed.executing() says); group the ranks of a distributed run together."""
     from .distributed import measure_inputs
-    from .ranks import attach_failures, expand_inputs
+    from .families.rank_files import attach_failures
+    from .ingest.expansion import expand_inputs
     paths = expand_inputs(paths)
     pre = measure_inputs(paths, progress)
     singles: list[Group] = []
-    ranked: dict[tuple, Group] = {}  # (world size, run label: ranks.run_labels) -> its ranks
+    ranked: dict[tuple, Group] = {}  # (world size, run label: families.rank_files.run_labels) -> its ranks
     for path in (p for p in paths if p in pre.kinds):
         kind = pre.kinds[path]
         family = family_of(kind)
@@ -132,7 +133,7 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
     """Every run among the inputs (diagnoser.runs.grouping decides which inputs are one run) as
     (its groups, its merged AnalysisResult)."""
     from .runs.merge import merge_run
-    from .ranks import expand_inputs
+    from .ingest.expansion import expand_inputs
     from .runs.grouping import group_runs, unique_inputs
     paths, dup_notes = unique_inputs(expand_inputs(paths))
     runs = group_runs([(g, analyse(g)) for g in load_groups(paths, progress=progress)])
@@ -198,3 +199,12 @@ def _evaluated_rules(pack: RulePack, records, cat, kinds, left_out) -> list[str]
     todo, skipped = applicable(pack.rules.values(), records, cat, kinds)
     out = {ne.rule for ne in skipped} - {ne.rule for ne in left_out}
     return sorted(out | {r.id for r in todo})
+
+
+def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:
+    """The inputs and every fact measured from them, over all runs (what `diagnose facts` shows)."""
+    out_inputs, facts = [], []
+    for _, result in analyse_runs(paths, progress):
+        out_inputs += result.inputs
+        facts += result.facts
+    return out_inputs, facts
