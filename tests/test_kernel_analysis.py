@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from diagnoser.kernels.analysis import CATALOGUE, kernel_analysis
+from diagnoser.ncu.analysis import CATALOGUE, kernel_analysis
 from diagnoser.catalogue import catalogue
 from diagnoser.engine.evaluate import evaluate
 from diagnoser.engine.records import build_records

@@ -4,7 +4,7 @@ here declaring its Family, and one line in FAMILIES."""
 from __future__ import annotations
 
 from ..input_family import Family, Reader
-from .kernels import FAMILY as KERNEL
+from .ncu import FAMILY as KERNEL
 from .memory import FAMILY as MEMORY
 from .timeline import FAMILY as TIMELINE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..kernels.names import without_parameters
+from ..kernel_names import without_parameters
 from .ncu_model import MetricValue, NcuLaunch, NcuReport, NcuRule
 from .ncu_wire import CorruptReport, as_text, fields, unpack_d, unpack_f, varint
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from .. import settings
 from ..input_family import RunRole
-from ..kernels.names import without_parameters
+from ..kernel_names import without_parameters
 
 SAME_RUN_SHARE = settings.register(
     "runs.same_run_kernel_share", 0.6, "fraction",

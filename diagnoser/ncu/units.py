@@ -12,6 +12,7 @@ import math
 import re
 
 from .. import settings
+from ..kernel_names import kernel_origin
 
 WASTE_MIN_SHARE = settings.register(
     "kernel.wasteful_access_min_share", 0.01, "fraction",
@@ -54,26 +55,6 @@ PIPE_WORK = {
     "tma": "bulk tensor copies (TMA)",
 }
 MIN_PIPES = 3  # fewer pipe metrics than this (a CSV with a few columns): no busiest-pipe verdict
-
-# Whose code a kernel is, judged by its name, most specific first. Library kernels' fix is never
-# in their code, only in how they are called; Triton kernels are the user's (torch.compile or
-# @triton.jit), PyTorch's ATen kernels the framework's.
-ORIGIN_PATTERNS = (
-    ("cuDNN", r"cudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|_(fprop|dgrad|wgrad)_implicit|implicit_convolve"
-              r"|winograd|^void fft2d_|^fft2d_|cask_plugin|engines_precompiled"),
-    ("cuBLAS", r"cublas|^nvjet_|^sm\d+_xmma_|gemv|gemmk|^(ampere|hopper|volta|turing|maxwell)_.*gemm"),
-    ("flash-attention", r"flash|fmha|sdpa"),
-    ("CUTLASS", r"cutlass"),
-    ("NCCL", r"^nccl|ncclDevKernel"),
-    ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)|cub::|at_cuda_detail::Device"),
-    ("Triton", r"^triton_|^triton__"),
-    # Nsight Compute may print ATen's kernels without the `at::` namespace (`void native::...`)
-    ("PyTorch", r"at::native::|at::cuda::|^void at::|^void c10::|^(vectorized_|unrolled_)?elementwise_kernel"
-                r"|^(void )?native::|indexing_backward_kernel|index(Func|Add)(Small|Large)Index|kernelHistogram1D"),
-)
-NOT_LIBRARIES = {"Triton", "PyTorch"}
-ORIGIN_RES = tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)
-
 
 def _num(metrics: dict, name: str) -> float | None:
     v = metrics.get(name)
@@ -164,15 +145,6 @@ def cudnn_conv_gemm(prev_name: str | None, name: str, next_name: str | None, ori
         return False
     return any(n is not None and CUDNN_CONV_STEP.search(n) and kernel_origin(n) == "cuDNN"
                for n in (prev_name, next_name))
-
-
-def kernel_origin(*names: str) -> str:
-    """cuBLAS | cuDNN | flash-attention | CUTLASS | NCCL | CUB | Triton | PyTorch | user code."""
-    for name in names:
-        for origin, pattern in ORIGIN_RES:
-            if name and pattern.search(name):
-                return origin
-    return "user code"
 
 
 # The call that moves an FP32 matmul/convolution of this origin onto tensor cores.

@@ -1,9 +1,10 @@
-"""The kernel family: Nsight Compute reports (.ncu-rep, or the raw / details CSV export), read in the
-calling process, one input per group; per-launch Speed-of-Light facts (diagnoser.kernels.analysis)."""
+"""The kernel family (package diagnoser.ncu): Nsight Compute reports (.ncu-rep, or the raw / details
+CSV export), read in the calling process, one input per group; per-launch Speed-of-Light facts
+(diagnoser.ncu.analysis)."""
 from __future__ import annotations
 
 from ..input_family import Family, Reader, RunRole
-from ..kernels.catalogue import CATALOGUE
+from ..ncu.catalogue import CATALOGUE
 from . import reading
 
 
@@ -27,12 +28,12 @@ def measure(source: str, local: str, kind: str, progress: bool = False):
 
 
 def analyse(reports: list):
-    from ..kernels.analysis import kernel_analysis
+    from ..ncu.analysis import kernel_analysis
     return kernel_analysis(reports)
 
 
 def settings() -> None:
-    from ..kernels import analysis, units  # noqa: F401 - they register settings
+    from ..ncu import analysis, units  # noqa: F401 - they register settings
 
 
 FAMILY = Family("kernel", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.KERNEL_PROFILE)

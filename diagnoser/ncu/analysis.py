@@ -12,16 +12,16 @@ import re
 
 from .. import settings
 from ..facts import AnalysisResult, Fact, Subject
+from ..kernel_names import (NOT_LIBRARIES, arch_from_kernel_names, arch_of_device, framework_from_kernel_names,
+                            kernel_origin)
 from .units import _num  # one reading of a metric value for both modules
-from .units import (NOT_LIBRARIES, access_waste_facts, cudnn_conv_gemm, kernel_origin,
-                           pipe_facts, tensor_core_switch)
+from .units import access_waste_facts, cudnn_conv_gemm, pipe_facts, tensor_core_switch
 from .achieved_work import launch_work
 from .aten_ops import aten_op_of
 from .shared_memory import shared_conflict_facts
 from .sm_balance import sm_balance_facts
 
 from .catalogue import CATALOGUE, READER
-from .names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
 
 FULL_OCCUPANCY_PCT = settings.register(
     "kernel.full_occupancy_pct", 99.5, "%",
