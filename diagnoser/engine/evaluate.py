@@ -264,6 +264,7 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
         verify=render_template(texts["verify"], env), refs=tuple(texts["refs"]), sources=sorted(rec.sources),
         gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known,
         evidence_sources=evidence_sources, variant=variant, own_fix=texts["fix"] == rule.fix,
+        params=dict(rule.params),
     )
 
 
