@@ -66,3 +66,12 @@ def test_a_param_override_reaches_the_playbook_text(pack):
     assert "`idle_data_pct` at least 20" in default and "`idle_data_pct` at least 35" in changed
     assert "{" not in fill_prose("`x` at least {min_idle_data_pct}%", {"min_idle_data_pct": 20})
     assert fill_prose("acc[TM][TN] = {};", {"TM": 1}) == "acc[TM][TN] = {};"  # code braces stay
+
+
+def test_every_verify_check_threshold_is_a_param(pack):
+    """`--param` reaches what compare checks a fix against: no shipped verify_check compares a fact
+    with a literal number."""
+    literal = [f"{r.id}: {c.fact} {c.op} {c.value}" for r in pack.rules.values() for c in r.verify_check
+               if isinstance(c.value, (int, float)) and not isinstance(c.value, bool)]
+    assert not literal, literal
+    assert sum(1 for r in pack.rules.values() for c in r.verify_check if c.param) >= 50
