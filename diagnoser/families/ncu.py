@@ -23,7 +23,7 @@ _BY_KIND = {r.kind: r for r in READERS}
 
 
 def measure(source: str, local: str, kind: str, progress: bool = False):
-    """The report's launches (ingest.ncu_model.NcuReport): its summary is what the reader returns."""
+    """The report's launches (ncu.model.NcuReport): its summary is what the reader returns."""
     return reading.read_with(_BY_KIND[kind], local, progress)
 
 
