@@ -119,12 +119,12 @@ def test_gpu_memory_as_text_is_named_in_words(tmp_path, fixtures_dir):
 def test_the_reader_catch_all_says_the_problem_in_words(monkeypatch, fixtures_dir, raised, words):
     """A reader defect (simulated: the reader raises) still names the file and says what is wrong in
     words, without Python's exception name."""
-    from diagnoser import pipeline
     from diagnoser.errors import InputError
+    from diagnoser.ingest import torch_trace
 
     def broken(*args, **kwargs):
         raise raised
-    monkeypatch.setattr(pipeline, "_call", broken)
+    monkeypatch.setattr(torch_trace, "read_torch_trace", broken)
     path = fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"
     with pytest.raises(InputError) as err:
         read_input(str(path), "torch-trace")
