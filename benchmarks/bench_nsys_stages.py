@@ -31,6 +31,7 @@ def rss_mib(field: str = "VmRSS") -> int:
 
 
 def main(path: str) -> None:
+    import diagnoser.families.reading as reading
     import diagnoser.pipeline as pipeline
     import diagnoser.timeline.measure as measure
 
@@ -59,7 +60,7 @@ def main(path: str) -> None:
         setattr(module, name, wrapper)
 
     threading.Thread(target=sample, daemon=True).start()
-    timed(pipeline, "read_input", "read")
+    timed(reading, "read_with", "read")  # every family reads through it
     timed(measure, "measure_timeline", "all analyses")
     for name in STAGES:
         if hasattr(measure, name):

@@ -35,6 +35,7 @@ SPAN_FROM_S = 0.01  # the mean ratio is taken from the first size where it takes
 CHILD = r"""
 import functools, json, sys, time
 from collections import defaultdict
+import diagnoser.families.reading as reading
 import diagnoser.pipeline as pipeline
 import diagnoser.timeline.measure as measure
 import diagnoser.timeline.rank_scale as rank_scale
@@ -53,7 +54,7 @@ def timed(module, name, label=None):
             spent[label or name] += time.process_time() - c
     setattr(module, name, wrapper)
 
-timed(pipeline, "read_input", "read")
+timed(reading, "read_with", "read")  # every family reads through it
 timed(measure, "measure_timeline", "measure (all analyses)")
 for name in ("find_setup", "find_steps", "phase_ms", "host_activity", "_utilization", "idle_gaps", "classify_gaps",
              "device_busy", "per_step_breakdown", "kernel_table", "category_times", "step_strip", "top_kernels",

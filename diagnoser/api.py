@@ -158,11 +158,12 @@ def diagnose(paths: Paths, rules: Paths | None = None, params: Params = None, se
     rules plus `rules`; `params` and `settings` as `--param` and `--set`. `jobs` / `scheduler`: where
     rank traces are measured (as `--jobs` / `--scheduler`)."""
     from . import settings as settings_mod
+    from .catalogue import all_settings
     from .distributed import executing
     from .pipeline import diagnose as run_pipeline
     files = _paths(paths)
     pack = load_rules(rules, params)
-    set_values = settings_mod.parse_assignments(_assignments(settings)) if settings else {}
+    set_values = settings_mod.parse_assignments(_assignments(settings), all_settings()) if settings else {}
     with executing(jobs, scheduler):
         report = run_pipeline(files, pack=pack, progress=progress, set_values=set_values)
     runs = report.runs or [{"run": 1, "inputs": [i["path"] for i in report.inputs]}]
@@ -196,7 +197,7 @@ class ComparisonReport:
 
     def gate(self, fail_on_regression: float) -> list[str]:
         """Why `--fail-on-regression PCT` trips (empty: it does not)."""
-        from .compare.core import gate
+        from .compare.gate import gate
         return list(gate(self.data, fail_on_regression))
 
     def to_frame(self, of: Literal["findings", "facts", "headlines"] = "findings") -> "pd.DataFrame":
@@ -243,9 +244,10 @@ def compare(before: Paths, after: Paths, rules: Paths | None = None, params: Par
     """Diagnose BEFORE and AFTER with the same rules and compare them (`diagnose compare BEFORE --to
     AFTER`); `kernels` / `to_kernels`: only these Nsight Compute launch ids of each side."""
     from . import settings as settings_mod
+    from .catalogue import all_settings
     from .compare.core import compare_runs
     pack = load_rules(rules, params)
-    set_values = settings_mod.parse_assignments(_assignments(settings)) if settings else {}
+    set_values = settings_mod.parse_assignments(_assignments(settings), all_settings()) if settings else {}
     data = compare_runs(_paths(before), _paths(after), pack, progress=progress, set_values=set_values,
                         kernels=[str(k) for k in kernels] if kernels else None,
                         to_kernels=[str(k) for k in to_kernels] if to_kernels else None)

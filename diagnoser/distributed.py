@@ -5,7 +5,7 @@ Each rank's trace is read, normalized and reduced to a MeasuredTimeline (its met
 busy / idle classes, NCCL kernels with their times, top kernels...) where it is run; only that
 summary travels back, never the tables. At most `jobs` traces (local pool) or the cluster's worker
 threads (Dask) are held at once, so memory grows with the workers, not with the ranks; the
-cross-rank analysis (`analysis.timeline.measured_analysis`) then runs on the summaries.
+cross-rank analysis (the family's `analyse`: timeline.rank_scale.ranks_analysis) then runs on the summaries.
 
 The local pool starts its workers from a fork server, which imports the calling program's main
 module as `__mp_main__`: a script that uses `executing(jobs=N)` needs the usual
@@ -31,12 +31,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import DiagnoserError, InputError, unexpected_problem
-from .ranks import is_url
+from .ingest.expansion import is_url
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
 SCHEDULER_ADDRESS = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
-WORKER_MODULES = ["diagnoser.distributed", "diagnoser.pipeline", "diagnoser.timeline.measure", "diagnoser.timeline.analysis",
-                  "diagnoser.ingest.torch_trace", "diagnoser.ingest.nsys_sqlite"]
 # with --jobs 0 (auto), local rank traces smaller than this in all are measured in-process: starting
 # the workers would cost more than they save
 AUTO_POOL_MIN_BYTES = 64 << 20
@@ -67,7 +65,7 @@ class RankOutcome:
 
     source: str                 # the input as the user named it
     kind: str | None            # its input kind (sniffed where it was read)
-    measured: object | None     # analysis.timeline.MeasuredTimeline
+    measured: object | None     # the family's summary (timeline.measure.MeasuredTimeline)
     problem: str | None         # why it could not be diagnosed (one line, no path)
     bytes: int                  # size of the file read
     seconds: float
@@ -114,11 +112,9 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
 
 
 def _measure_trace(source: str, kind: str | None, read_path: str | None, progress: bool) -> RankOutcome:
-    """Measure one rank (see measure_trace)."""
-    from .timeline.measure import measure_timeline
+    """Measure one rank (see measure_trace): its family's `measure`, where this process reads it."""
+    from .families import family_of
     from .inputs import sniff
-    from .pipeline import READERS, read_input
-    from .pipeline import _check_ranks as check_ranks
 
     t0, cpu0 = time.perf_counter(), time.process_time()
     read_path = read_path or source
@@ -127,15 +123,11 @@ def _measure_trace(source: str, kind: str | None, read_path: str | None, progres
         with _local_file(source, read_path) as local:
             size = os.path.getsize(local) if os.path.isfile(local) else 0
             kind = kind or sniff(local)
-            if READERS[kind][2] != "timeline":
+            family = family_of(kind)
+            if not family.per_rank:
                 raise InputError(source, "is not a timeline trace (PyTorch profiler trace or Nsight Systems "
                                          "export); only those are read per rank")
-            tl = read_input(local, kind, progress)
-            tl.path = source
-            if tl.rank is not None and tl.world_size:
-                check_ranks(source, tl)  # a rank outside its world is a corrupt rank: named, the others go on
-            measured = measure_timeline(tl)
-            del tl
+            measured = family.measure(source, local, kind, progress)
     except InputError as e:
         problem = e.problem
     except DiagnoserError as e:
@@ -222,11 +214,14 @@ def _on_pool(items, jobs: int, bar: RankProgress) -> list[RankOutcome]:
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    from .families import FAMILIES
+
     # never a plain fork of this process (it may hold threads and the rule engine): a fork server that
     # imported the readers and analyses once forks the workers (fast: no import per worker), else spawn
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(WORKER_MODULES)
+        ctx.set_forkserver_preload([__name__, "diagnoser.families"]
+                                   + [m for f in FAMILIES if f.per_rank for m in f.worker_preload])
     else:
         ctx = multiprocessing.get_context("spawn")
     results: dict[int, RankOutcome] = {}
@@ -318,9 +313,9 @@ class MeasuredInputs:
 
     kinds: dict           # path -> input kind (every input that did not fail)
     measured: dict        # path -> MeasuredTimeline (timeline traces)
-    failures: list        # ranks.RankFailure, in input order
+    failures: list        # families.rank_files.RankFailure, in input order
     notes: list
-    runs: dict = None     # path -> run label within its world size (ranks.run_labels)
+    runs: dict = None     # path -> run label within its world size (families.rank_files.run_labels)
 
 
 def _sniff_here(path: str) -> str | None:
@@ -340,11 +335,11 @@ def _sniff_here(path: str) -> str | None:
 def measure_inputs(paths: list[str], progress: bool = False) -> MeasuredInputs:
     """Sniff every input; measure the timeline traces (and anything that might be one) per rank, as
     `executing()` says."""
-    from .pipeline import READERS
-    from .ranks import RankFailure, rank_from_name, ranks_from_names, run_labels
+    from .families import family_of
+    from .families.rank_files import RankFailure, rank_from_name, ranks_from_names, run_labels
 
     kinds = {p: _sniff_here(p) for p in paths}
-    per_rank = [p for p in paths if kinds[p] is None or READERS[kinds[p]][2] == "timeline"]
+    per_rank = [p for p in paths if kinds[p] is None or family_of(kinds[p]).per_rank]
     measured, failures = {}, []
     for o in measure_traces([(p, kinds[p]) for p in per_rank], _EXECUTION["jobs"], _EXECUTION["scheduler"], progress):
         if o.measured is None:

@@ -70,6 +70,7 @@ class Finding:
     run: int | None = None  # which of several separate runs among the inputs (pipeline.Report.runs), None: one run
     variant: dict = field(default_factory=dict)  # the program facts that chose the rule's text variant ({}: its own)
     own_fix: bool = True  # the fix is the rule's own text (its playbook's Fix section is written for it)
+    params: dict = field(default_factory=dict, repr=False)  # the rule's params in force: its playbook's `{param}` numbers
 
     def to_json(self) -> dict:
         out = {

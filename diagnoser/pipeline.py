@@ -1,58 +1,32 @@
 """inputs -> readers -> analyses -> facts -> records -> rules -> findings: the whole diagnosis."""
 from __future__ import annotations
 
-import importlib
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from . import inputs as inputs_mod
 from . import settings as settings_mod
-from .catalogue import catalogue
-from .errors import DiagnoserError, InputError, unexpected_problem
+from .catalogue import all_settings, catalogue
+from .families import family_of
+from .families.reading import check_ranks
 from .engine.evaluate import applicable, durable_matcher, evaluate
 from .engine.margins import close_calls
 from .engine.records import build_records
 from .facts import AnalysisResult, Fact
+from .input_family import Family
 from .findings import Finding, NotApplicable, NotEvaluated, arrange
 from .resources import rules_dir
 from .rulespec.loader import build_pack
 from .rulespec.model import RulePack
 
-# input kind -> (reader module, reader function, analysis family)
-READERS = {
-    "ncu-rep": ("diagnoser.ingest.ncu_report", "read_ncu_report", "kernel"),
-    "ncu-csv-raw": ("diagnoser.ingest.ncu_csv", "read_ncu_csv", "kernel"),
-    "ncu-csv-details": ("diagnoser.ingest.ncu_csv", "read_ncu_csv", "kernel"),
-    "nsys-sqlite": ("diagnoser.ingest.nsys_sqlite", "read_nsys_sqlite", "timeline"),
-    "nsys-rep": ("diagnoser.ingest.nsys_rep", "read_nsys_rep", "timeline"),
-    "torch-trace": ("diagnoser.ingest.torch_trace", "read_torch_trace", "timeline"),
-    "mem-snapshot": ("diagnoser.ingest.mem_snapshot", "read_snapshot", "memory"),
-    "mem-stats": ("diagnoser.ingest.mem_stats", "read_memory_stats", "memory"),
-    "mem-summary": ("diagnoser.ingest.mem_stats", "read_memory_summary", "memory"),
-}
-# Largest distributed run a trace may claim to be part of (the biggest jobs run ~1e5 GPUs): a
-# larger distributedInfo.world_size is a corrupt claim, never a size to allocate for.
-MAX_WORLD_SIZE = 1 << 20
 MISSING_RANKS_SHOWN = 16
-# analysis family -> (module, function taking a list of models)
-ANALYSES = {
-    "timeline": ("diagnoser.timeline.rank_scale", "ranks_analysis"),  # models: MeasuredTimelines
-    "kernel": ("diagnoser.kernels.analysis", "kernel_analysis"),
-    "memory": ("diagnoser.memory.analysis", "memory_analysis"),
-}
-
-
-def _call(module: str, func: str, *args, **kwargs):
-    return getattr(importlib.import_module(module), func)(*args, **kwargs)
 
 
 @dataclass
 class Group:
     """Inputs analysed together (one run; or all ranks of one distributed run)."""
 
-    family: str
+    family: Family
     paths: list[str]
     kinds: list[str]
     models: list
@@ -83,40 +57,6 @@ class Report:
     evaluated: list[list[str]] = field(default_factory=list)
 
 
-def read_input(path, kind: str, progress: bool = False):
-    """Run the reader for `kind`; anything unexpected it raises still names the file, on one line.
-
-    numpy's RuntimeWarnings (overflow, invalid casts) are errors here: a value a reader cannot
-    represent is bad input, not terminal noise.
-    """
-    module, func, _ = READERS[kind]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", RuntimeWarning)
-            return _call(module, func, path, progress=progress)
-    except DiagnoserError:
-        raise
-    except RecursionError:
-        raise InputError(path, f"nested too deeply to be a {inputs_mod.display_kind(kind)}") from None
-    except MemoryError:
-        from .limits import memory_limit_text
-        raise InputError(path, f"ran out of memory while reading ({memory_limit_text()})") from None
-    except RuntimeWarning as e:
-        raise InputError(path, f"holds a value out of range for a {inputs_mod.display_kind(kind)} ({e})") from None
-    except Exception as e:  # noqa: BLE001 - a reader bug or an input shape nobody foresaw
-        raise InputError(path, f"could not be read as a {inputs_mod.display_kind(kind)}: it {unexpected_problem(e)}") from None
-
-
-def _check_ranks(path, model) -> None:
-    """rank / world_size come from the file: check them before anything is sized by them."""
-    world, rank = model.world_size, model.rank
-    if world is not None and not 0 < world <= MAX_WORLD_SIZE:
-        raise InputError(path, f"distributedInfo.world_size {world} is not a plausible number of ranks "
-                               f"(1 to {MAX_WORLD_SIZE:,})")
-    if rank is not None and world and not 0 <= rank < world:
-        raise InputError(path, f"distributedInfo.rank {rank} is outside world_size {world}")
-
-
 def _missing_ranks(world: int, present: set[int]) -> str:
     """The first few ranks absent from `present` (never a set of all `world` ranks)."""
     shown = []
@@ -133,18 +73,19 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
     """Sniff and read every input (directories and globs expanded; timeline traces measured per rank,
     in parallel as distributed.executing() says); group the ranks of a distributed run together."""
     from .distributed import measure_inputs
-    from .ranks import attach_failures, expand_inputs
+    from .families.rank_files import attach_failures
+    from .ingest.expansion import expand_inputs
     paths = expand_inputs(paths)
     pre = measure_inputs(paths, progress)
     singles: list[Group] = []
-    ranked: dict[tuple, Group] = {}  # (world size, run label: ranks.run_labels) -> its ranks
+    ranked: dict[tuple, Group] = {}  # (world size, run label: families.rank_files.run_labels) -> its ranks
     for path in (p for p in paths if p in pre.kinds):
         kind = pre.kinds[path]
-        family = READERS[kind][2]
-        model = pre.measured[path] if path in pre.measured else read_input(path, kind, progress)
+        family = family_of(kind)
+        model = pre.measured[path] if path in pre.measured else family.measure(path, path, kind, progress)
         rank = getattr(model, "rank", None)
-        if family == "timeline" and rank is not None and getattr(model, "world_size", None):
-            _check_ranks(path, model)
+        if family.per_rank and rank is not None and getattr(model, "world_size", None):
+            check_ranks(path, model)
             g = ranked.setdefault((model.world_size, pre.runs.get(path, "")), Group(family, [], [], []))
             g.paths.append(str(path))
             g.kinds.append(kind)
@@ -166,14 +107,14 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
 
 
 def analyse(group: Group) -> AnalysisResult:
-    module, func = ANALYSES[group.family]
-    result = _call(module, func, group.models)
+    result = group.family.analyse(group.models)
     result.inputs = [{"path": p, "kind": k} for p, k in zip(group.paths, group.kinds)]
     return result
 
 
 def load_pack(user_rules: Iterable[str] = (), params: Iterable[str] = ()) -> RulePack:
-    return build_pack(rules_dir(), [Path(p) for p in user_rules], params, known_facts=catalogue())
+    return build_pack(rules_dir(), [Path(p) for p in user_rules], params, known_facts=catalogue(),
+                      known_settings=all_settings)
 
 
 def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Iterable[str] = (),
@@ -188,11 +129,11 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
     return report
 
 
-def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResult, set]]:
+def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResult]]:
     """Every run among the inputs (diagnoser.runs.grouping decides which inputs are one run) as
-    (its groups, its merged AnalysisResult, the ncu launch ids matched to its timeline)."""
+    (its groups, its merged AnalysisResult)."""
     from .runs.merge import merge_run
-    from .ranks import expand_inputs
+    from .ingest.expansion import expand_inputs
     from .runs.grouping import group_runs, unique_inputs
     paths, dup_notes = unique_inputs(expand_inputs(paths))
     runs = group_runs([(g, analyse(g)) for g in load_groups(paths, progress=progress)])
@@ -201,10 +142,9 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
         if len(run.members) == 1:
             g, result = run.members[0]
             result.notes = result.notes + run.evidence
-            out.append(([g], result, set()))
+            out.append(([g], result))
         else:
-            result, matched = merge_run(run)
-            out.append(([g for g, _ in run.members], result, matched))
+            out.append(([g for g, _ in run.members], merge_run(run)))
     if out:
         out[0][1].notes[:0] = dup_notes
     if len(out) > 1:
@@ -216,21 +156,19 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
 
 
 def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
-    from .runs.merge import restate_kernel_findings
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
     per_run, runs, identities, evaluated = [], [], [], []
-    for groups, result, matched in analyse_runs(paths, progress):
+    for groups, result in analyse_runs(paths, progress):
         identities.append(dict(result.identity or {}))
         runs.append({"run": len(runs) + 1, "inputs": [i["path"] for i in result.inputs], "charts": result.charts,
                      "facts": [f for f in result.facts if f.subject is None]})  # its run-level facts (headline numbers)
         all_inputs += result.inputs
-        records, warnings = build_records(result.facts)
+        records, warnings = build_records(result.facts, result.gain_units)
         notes += [n for g in groups for n in g.notes] + result.notes + warnings
         kinds = [i["kind"] for i in result.inputs]
         got, missing = evaluate(pack.rules, records, cat, matcher, kinds=kinds)
         evaluated.append(_evaluated_rules(pack, records, cat, kinds, missing))
-        got = restate_kernel_findings(got, matched)
         notes += close_calls(pack.rules, records, {f.rule for f in got})
         per_run.append((got, next((r.values for r in records if r.scope == "run"), {})))
         for ne in missing:  # several runs: not evaluated in one outweighs not applicable in another
@@ -264,8 +202,9 @@ def _evaluated_rules(pack: RulePack, records, cat, kinds, left_out) -> list[str]
 
 
 def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:
+    """The inputs and every fact measured from them, over all runs (what `diagnose facts` shows)."""
     out_inputs, facts = [], []
-    for _, result, _ in analyse_runs(paths, progress):
+    for _, result in analyse_runs(paths, progress):
         out_inputs += result.inputs
         facts += result.facts
     return out_inputs, facts

@@ -10,24 +10,21 @@ diagnoser/timeline/gaps.py does for `timeline.launch_gap_max_ns` (the default li
     ...
     if gap_ns <= GAP_MAX_NS.value: ...
 
-and reads `.value` where it decides (never a copy taken at import, so an override reaches it).
+and reads `.value` where it decides (never a copy taken at import, so an override reaches it). A new
+module that registers one is imported by diagnoser.catalogue.all_settings (its family's `settings`, or
+the list there); tests/test_cli_usage.py fails on one it does not reach.
 """
 from __future__ import annotations
 
 import contextlib
-import importlib
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Iterator, Union
 
 from .errors import DiagnoserError
 
 Value = Union[int, float, str, bool]
 NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
-# modules that register settings are found by their source (any module of the package that calls
-# `settings.register(`), so a new one needs no list entry; imported only when every setting is needed
-_PACKAGE = Path(__file__).resolve().parent
 
 _REGISTRY: dict[str, "Setting"] = {}
 _OVERRIDES: dict[str, Value] = {}
@@ -63,26 +60,9 @@ def register(name: str, default: Value, unit: str, meaning: str) -> Setting:
     return setting
 
 
-def setting_modules() -> list[str]:
-    """The package's modules whose source registers a setting."""
-    out = []
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        if path.name == "settings.py" and path.parent == _PACKAGE:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if "settings.register(" in text:
-            rel = path.relative_to(_PACKAGE.parent).with_suffix("")
-            out.append(".".join(rel.parts))
-    return out
-
-
-def all_settings() -> dict[str, Setting]:
-    """Every registered setting, by name (imports the modules that declare them)."""
-    for module in setting_modules():
-        importlib.import_module(module)
+def registered() -> dict[str, Setting]:
+    """The settings registered so far, by name (diagnoser.catalogue.all_settings imports every module
+    that registers one first)."""
     return dict(sorted(_REGISTRY.items()))
 
 
@@ -112,9 +92,8 @@ def parse_value(setting: Setting, raw: Value, origin: str) -> Value:
     return text
 
 
-def parse_assignments(items: Iterable[str], origin: str = "--set") -> dict[str, Value]:
-    """`NAME=VALUE` strings -> {name: typed value}, checked against the registry."""
-    known = all_settings()
+def parse_assignments(items: Iterable[str], known: dict[str, Setting], origin: str = "--set") -> dict[str, Value]:
+    """`NAME=VALUE` strings -> {name: typed value}, checked against `known` (catalogue.all_settings())."""
     out: dict[str, Value] = {}
     for item in items:
         name, sep, raw = str(item).partition("=")
@@ -125,8 +104,7 @@ def parse_assignments(items: Iterable[str], origin: str = "--set") -> dict[str, 
     return out
 
 
-def checked(name: str, raw: Value, origin: str, known: dict[str, Setting] | None = None) -> Value:
-    known = all_settings() if known is None else known
+def checked(name: str, raw: Value, origin: str, known: dict[str, Setting]) -> Value:
     if name not in known:
         import difflib
         close = difflib.get_close_matches(name, list(known), n=1)

@@ -3,6 +3,8 @@ settings, terminal rendering, facts blocks and the playbook command (real fixtur
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -182,6 +184,9 @@ def test_every_setting_the_code_registers_is_listed_and_settable():
     package = Path(settings.__file__).parent
     declared = {m for p in package.rglob("*.py") if p.name != "settings.py"
                 for m in re.findall(r'settings\.register\(\s*"([a-z0-9_.]+)"', p.read_text(encoding="utf-8"))}
-    assert declared and declared <= set(settings.all_settings())
+    # in a fresh interpreter: catalogue.all_settings must import every module that registers one itself
+    listed = subprocess.run([sys.executable, "-c", "from diagnoser.catalogue import all_settings; print(*all_settings())"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert declared and declared <= set(listed), sorted(declared - set(listed))
     catalogue = run("facts", "--catalogue").output
     assert all(name in catalogue for name in declared)

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from diagnoser.cli import cli
-from diagnoser.compare.core import compare_runs, gate
+from diagnoser.compare.core import compare_runs
+from diagnoser.compare.gate import gate
 from diagnoser.compare.likeness import step_basis
 from diagnoser.compare.next_limit import is_next_limit
 from diagnoser.compare.render import render_markdown

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from diagnoser.pipeline import analyse, diagnose, load_groups
-from diagnoser.report.render import report_json
+from diagnoser.report.json_report import report_json
 from diagnoser.runs.grouping import kernel_key_name
 
 NSYS = "fixtures/nsys/c_train_mlp.sqlite.gz"

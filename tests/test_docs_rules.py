@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from diagnoser.cli import cli
 from diagnoser.report.playbook import PART_NAMES, parse_playbook
 from diagnoser.resources import rules_dir
-from diagnoser.rulespec import schema, testing
+from diagnoser.cli import rule_tests as testing
+from diagnoser.rulespec import schema
 from diagnoser.rulespec.loader import build_pack, file_data
 from diagnoser.rulespec.model import OPS, TREND_OPS
 
@@ -421,7 +422,8 @@ def test_settings_examples_in_docs_and_docstrings_give_the_registered_defaults()
     """A `settings.register("NAME", DEFAULT, ...)` example naming a real setting shows its real
     default (docs/rules.md and diagnoser/settings.py once gave launch_gap_max_ns 50_000 for 100_000)."""
     from diagnoser import settings
-    known = settings.all_settings()
+    from diagnoser.catalogue import all_settings
+    known = all_settings()
     shown = 0
     for where, text in (("docs/rules.md", TEXT), ("diagnoser/settings.py", settings.__doc__ or "")):
         for name, value in re.findall(r"settings\.register\(\s*\"([^\"]+)\",\s*([^,]+),", text):

@@ -16,7 +16,8 @@ from diagnoser.facts import Fact, Subject
 from diagnoser.findings import Finding, apply_gain_floor, arrange
 from diagnoser.catalogue import catalogue
 from diagnoser.pipeline import diagnose, load_pack
-from diagnoser.report.render import render_markdown, subject_label
+from diagnoser.report.finding_parts import subject_label
+from diagnoser.report.render import render_markdown
 from diagnoser.rulespec.expr import budget_names, render_template
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,7 @@ def test_gain_under_the_floor_is_info_unless_the_setting_says_otherwise():
     assert apply_gain_floor(_finding(severity="critical", gain=0.02)).severity == "critical"
     with settings.overridden({"findings.warning_min_gain_pct": 0.1}):
         assert apply_gain_floor(small).severity == "warning"
-    assert settings.all_settings()["findings.warning_min_gain_pct"].default == 1.0
+    assert settings.registered()["findings.warning_min_gain_pct"].default == 1.0
 
 
 def test_host_sync_trace_counts_the_launch_gaps_once():

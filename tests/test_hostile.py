@@ -23,7 +23,8 @@ import pytest
 
 from diagnoser.errors import InputError
 from diagnoser.inputs import sniff
-from diagnoser.pipeline import load_groups, read_input
+from diagnoser.families import read_input
+from diagnoser.pipeline import load_groups
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = REPO.parent / "shared" / "hostile"
@@ -348,7 +349,7 @@ def test_broken_symlink_and_device_are_named(tmp_path):
 # ---------------------------------------------------------------- memory ceiling
 
 def test_running_out_of_memory_while_reading_names_the_file_and_the_ceiling(fixtures_dir, monkeypatch):
-    from diagnoser import limits, pipeline
+    from diagnoser import families, limits
     from diagnoser.ingest import mem_stats
 
     def exhausted(path, progress=False):
@@ -357,7 +358,7 @@ def test_running_out_of_memory_while_reading_names_the_file_and_the_ceiling(fixt
     monkeypatch.setattr(limits, "_applied", 8 << 30)
     path = fixtures_dir / "mem" / "leak.memory_stats.json"
     with pytest.raises(InputError) as err:
-        pipeline.read_input(path, "mem-stats")
+        families.read_input(path, "mem-stats")
     assert str(path) in str(err.value) and "8.0 GiB" in str(err.value) and "--max-memory" in str(err.value)
 
 

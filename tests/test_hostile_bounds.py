@@ -15,7 +15,8 @@ import pytest
 
 from diagnoser.ingest import torch_trace
 from diagnoser.inputs import GZIP_MAX_SMALL_MEMBERS, open_input
-from diagnoser.pipeline import diagnose, load_groups, read_input
+from diagnoser.families import read_input
+from diagnoser.pipeline import diagnose, load_groups
 from diagnoser.report.render import render_report
 
 from test_hostile import refuse
@@ -118,12 +119,12 @@ def test_gpu_memory_as_text_is_named_in_words(tmp_path, fixtures_dir):
 def test_the_reader_catch_all_says_the_problem_in_words(monkeypatch, fixtures_dir, raised, words):
     """A reader defect (simulated: the reader raises) still names the file and says what is wrong in
     words, without Python's exception name."""
-    from diagnoser import pipeline
     from diagnoser.errors import InputError
+    from diagnoser.ingest import torch_trace
 
     def broken(*args, **kwargs):
         raise raised
-    monkeypatch.setattr(pipeline, "_call", broken)
+    monkeypatch.setattr(torch_trace, "read_torch_trace", broken)
     path = fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"
     with pytest.raises(InputError) as err:
         read_input(str(path), "torch-trace")
@@ -165,4 +166,4 @@ def test_many_tiny_events_are_a_report(tmp_path, events):
     path = tmp_path / "tiny.pt.trace.json"
     path.write_text('{"traceEvents": [' + ", ".join(parts) + "]}")
     groups = load_groups([str(path)])
-    assert groups and groups[0].family == "timeline"
+    assert groups and groups[0].family.name == "timeline"

@@ -20,6 +20,7 @@ from diagnoser.facts import Subject
 from diagnoser.findings import Finding, NotEvaluated
 from diagnoser.pipeline import Report, diagnose
 from diagnoser.report import charts as charts_mod
+from diagnoser.report.chart_geometry import nice_ticks
 from diagnoser.report.render import render_html
 
 REPO = Path(__file__).resolve().parents[1]
@@ -345,7 +346,7 @@ def test_memory_timeline_scales_bytes_to_gib_ticks():
 
 @pytest.mark.parametrize("hi, expected_top", [(7.3, 8), (0.42, 0.5), (1000, 1000), (101, 125), (0, 1)])
 def test_nice_ticks_cover_the_data(hi, expected_top):
-    ticks = charts_mod.nice_ticks(hi)
+    ticks = nice_ticks(hi)
     assert ticks[0] == 0 and ticks[-1] == pytest.approx(expected_top) and ticks[-1] >= hi
     assert all(math.isfinite(t) for t in ticks)
 

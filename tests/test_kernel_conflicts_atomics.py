@@ -10,9 +10,9 @@ import pytest
 
 from conftest import FIXTURES
 from diagnoser.findings import leaves
-from diagnoser.kernels.aten_ops import aten_op_of
-from diagnoser.kernels.shared_memory import shared_conflict_facts
-from diagnoser.kernels.units import kernel_origin
+from diagnoser.ncu.aten_ops import aten_op_of
+from diagnoser.ncu.shared_memory import shared_conflict_facts
+from diagnoser.kernel_names import kernel_origin
 from diagnoser.pipeline import diagnose
 
 CONFLICTS = FIXTURES / "ncu" / "k21_conflicts.raw.csv.gz"

@@ -13,7 +13,8 @@ from functools import lru_cache
 import pytest
 
 from conftest import FIXTURES, REPO_ROOT
-from diagnoser.kernels.units import kernel_origin, pipe_facts
+from diagnoser.kernel_names import kernel_origin
+from diagnoser.ncu.units import pipe_facts
 from diagnoser.findings import leaves
 from diagnoser.pipeline import diagnose
 
@@ -215,7 +216,7 @@ def test_details_page_export_without_pipe_metrics_lists_the_pipe_rules_as_not_ev
 
 def test_cublas_gemm_next_to_an_implicit_gemm_convolution_stays_cublas():
     """SYNTHETIC neighbours: implicit-GEMM convolutions call no separate GEMM, so a matmul after one is cuBLAS's."""
-    from diagnoser.kernels.units import cudnn_conv_gemm
+    from diagnoser.ncu.units import cudnn_conv_gemm
     gemm = "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
     conv = "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize256x64x8_execute_kernel__5x_cudnn"
     wino = "void winograd_nonfused::winogradWgradDelta4x4<float, float>(winograd_nonfused::WinogradDeltaParams<T1, T2>)"

@@ -13,7 +13,8 @@ import random
 import pytest
 
 from diagnoser.errors import InputError
-from diagnoser.ingest.mem_snapshot import ACTIONS, load_snapshot, read_snapshot
+from diagnoser.ingest.mem_snapshot import load_snapshot, read_snapshot
+from diagnoser.memory.model import ACTIONS
 from diagnoser.ingest.mem_stats import read_memory_stats, read_memory_summary
 from diagnoser.progress import Progress
 

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from diagnoser.memory.analysis import CATALOGUE, OWNERS, analyze_snapshot, memory_analysis, phase_of_stack
-from diagnoser.ingest.mem_snapshot import Frame, load_snapshot
+from diagnoser.ingest.mem_snapshot import load_snapshot
+from diagnoser.memory.model import Frame
 from diagnoser.ingest.mem_stats import read_memory_stats, read_memory_summary
 from diagnoser.pipeline import diagnose
 

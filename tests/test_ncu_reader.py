@@ -11,7 +11,8 @@ import pytest
 
 from diagnoser.errors import InputError
 from diagnoser.ingest.ncu_csv import read_ncu_csv, unit_scale
-from diagnoser.ingest.ncu_report import read_ncu_report, short_kernel_name
+from diagnoser.ingest.ncu_messages import short_kernel_name
+from diagnoser.ingest.ncu_report import read_ncu_report
 
 
 def _decimals(text: str) -> int:

@@ -251,7 +251,7 @@ def test_the_json_finding_names_its_variant(tmp_path):
     (["ampere_sgemm_128x64_nn", "void cudnn::bn_fw_tr_1C11_singleread<float>"], None),  # libraries only
 ])
 def test_framework_from_kernel_names(names, framework):
-    from diagnoser.kernels.names import framework_from_kernel_names
+    from diagnoser.kernel_names import framework_from_kernel_names
     got = framework_from_kernel_names(names)
     assert (got[0] if got else None) == framework
 
@@ -264,7 +264,7 @@ def test_framework_from_kernel_names(names, framework):
     (["void at::native::vectorized_elementwise_kernel<4>"], None),
 ])
 def test_arch_from_kernel_names(names, arch):
-    from diagnoser.kernels.names import arch_from_kernel_names
+    from diagnoser.kernel_names import arch_from_kernel_names
     got = arch_from_kernel_names(names)
     assert (got[0] if got else None) == arch
 
@@ -275,5 +275,5 @@ def test_arch_from_kernel_names(names, arch):
     ("AMD Instinct MI300X", "9.4", "cdna"), ("", "9.4", "cdna"), ("", "", None),
 ])
 def test_arch_of_device(name, cc, arch):
-    from diagnoser.kernels.names import arch_of_device
+    from diagnoser.kernel_names import arch_of_device
     assert arch_of_device(name, cc) == arch

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from diagnoser.cli import cli
 from diagnoser.distributed import executing
 from diagnoser.pipeline import collect_facts, diagnose
-from diagnoser.ranks import expand_inputs, rank_from_name
+from diagnoser.families.rank_files import rank_from_name
+from diagnoser.ingest.expansion import expand_inputs
 from diagnoser.report.render import render_html, render_json, render_markdown
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

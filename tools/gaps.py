@@ -1,7 +1,7 @@
 """Print the biggest GPU idle gaps of a timeline with the host evidence around them (a debugging aid)."""
 import sys
 import numpy as np
-from diagnoser.pipeline import read_input
+from diagnoser.families import read_input
 from diagnoser import inputs
 from diagnoser.timeline.view import TimelineView
 from diagnoser.timeline.gaps import device_busy

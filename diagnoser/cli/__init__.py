@@ -14,8 +14,8 @@ from ..errors import DiagnoserError
 from ..text_safety import visible_line
 from .compare import compare_cmd
 from .facts import facts_cmd
-from .group import DefaultGroup, MainCommand, OneLineError  # noqa: F401
-from .output import EXTENSION_FORMATS, output_format, write_output  # noqa: F401
+from .group import DefaultGroup, MainCommand
+from .output import output_format, write_output
 from .playbook import playbook_cmd
 from .rules import rules_group
 
@@ -72,9 +72,10 @@ def run_cmd(files, fmt, output, top, min_severity, user_rules, params, set_items
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--max-memory") from None
     from .. import settings
+    from ..catalogue import all_settings
 
     if set_items:
-        settings.parse_assignments(set_items)  # a bad --set is an error before any input is read
+        settings.parse_assignments(set_items, all_settings())  # a bad --set is an error before any input is read
     fmt = output_format(fmt, output, sys.stdout.isatty())
     if progress is None:
         progress = sys.stderr.isatty()

@@ -70,12 +70,14 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     diagnose compare k.ncu-rep --kernels 0,7 --to k.ncu-rep --to-kernels 1,8   # twins in one report
     """
     from .. import settings
+    from ..catalogue import all_settings
     from ..pipeline import load_pack
-    from ..compare.core import compare_runs, gate
+    from ..compare.core import compare_runs
+    from ..compare.gate import gate
     from ..compare.render import render_json, render_markdown
 
     fmt = output_format(fmt, output, False, FORMATS)  # an unknown -o extension or a missing folder: an error
-    set_values = settings.parse_assignments(set_items) if set_items else {}
+    set_values = settings.parse_assignments(set_items, all_settings()) if set_items else {}
     pack = load_pack(user_rules, params)
     ids = [lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None][0]
     c = compare_runs(list(before), list(after), pack, set_values=set_values, kernels=ids(kernels), to_kernels=ids(to_kernels), force=force)

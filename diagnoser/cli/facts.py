@@ -20,7 +20,7 @@ def facts_cmd(files, show_catalogue, fmt):
     facts catalogue and the analysis settings (`--set NAME=VALUE`)."""
     if show_catalogue:
         from ..catalogue import catalogue
-        from ..settings import all_settings
+        from ..catalogue import all_settings
         specs = list(catalogue().values())
         known = list(all_settings().values())
         if fmt == "json":

@@ -64,10 +64,10 @@ def rules_show(rule_id, user_rules):
 @click.argument("paths", nargs=-1, required=True)
 def rules_validate(paths):
     """Validate rule files; exit 1 on the first error (file:line: what to fix)."""
-    from ..catalogue import catalogue
+    from ..catalogue import all_settings, catalogue
     from ..rulespec.loader import build_pack
     from ..resources import rules_dir
-    pack = build_pack(rules_dir(), [Path(p) for p in paths], known_facts=catalogue())
+    pack = build_pack(rules_dir(), [Path(p) for p in paths], known_facts=catalogue(), known_settings=all_settings)
     from ..errors import RuleError
     for r in pack.ordered():  # shipped rules must say how compare checks their Verify step
         if (r.shipped or Path(r.path).resolve().parent == Path(rules_dir()).resolve()) and not r.verify_check:
@@ -83,7 +83,7 @@ def rules_validate(paths):
 def rules_test(paths, user_rules):
     """Run NAME.test.yaml cases beside rule files; fail rules lacking a firing and a silent case."""
     from ..catalogue import catalogue
-    from ..rulespec.testing import rule_files_under_test, run_tests
+    from .rule_tests import rule_files_under_test, run_tests
     extra = list(user_rules) + [str(p) for p in rule_files_under_test(paths)]  # a test file: NAME.yaml beside it
     pack = pack_of(extra)
     run = run_tests([Path(p) for p in paths], pack, catalogue())

@@ -31,17 +31,13 @@ both diagnoses and assembles the comparison.
 from __future__ import annotations
 
 from .. import settings
-from .changes import HEADLINE_DIRECTIONS, HEADLINES, LOWER_UNITS, SAME_PCT, change, direction_of, fact_directions  # noqa: F401
-from .gate import SECONDARY, fmt, gate  # noqa: F401
+from .changes import fact_directions
 from .kernel_selection import restrict
 from .likeness import refusal, step_basis
-from .matching import _launch_order, _subj_json, kernel_keys, match_subjects  # noqa: F401
-from .sides import Side, _num, side_of, step_noise  # noqa: F401
-from .tables import (TIMELINE_KERNEL_ROWS, fact_rows, headlines, kernel_rows, kernel_totals, op_totals, phase_rows,  # noqa: F401
-                     timeline_kernel_rows)
-from .thresholds import MIN_CHANGE, MIN_COST_SHARE, MIN_KERNEL_SHARE  # noqa: F401
-from .verdicts import (GATE_SEVERITIES, SEV_RANK, VERDICT_ORDER, _base, _counts, _facts_for, _leaves,  # noqa: F401
-                       _subject_key, check_verify, cost, finding_verdicts)
+from .matching import _subj_json, match_subjects
+from .sides import side_of
+from .tables import fact_rows, headlines, kernel_rows, kernel_totals, op_totals, phase_rows, timeline_kernel_rows
+from .verdicts import SEV_RANK, VERDICT_ORDER, finding_verdicts
 
 SCHEMA = "diagnoser.compare/1"
 

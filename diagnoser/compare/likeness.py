@@ -20,16 +20,8 @@
 """
 from __future__ import annotations
 
-from .. import settings
 from .sides import Side, _num
-
-SAME_WORK_SHARE = settings.register(
-    "compare.same_step_kernel_share", 0.6, "fraction",
-    "steps not both from markers measure the same thing when at least this share of each side's kernel time per step "
-    "is in kernels (name, grid, block) both sides launch equally often per step")
-SAME_WORK_FACTOR = settings.register(
-    "compare.same_step_launch_factor", 1.25, "ratio",
-    "a kernel is launched equally often per step on both sides when the larger count is at most this many times the smaller")
+from .thresholds import SAME_WORK_FACTOR, SAME_WORK_SHARE
 
 # steps the program marks itself: one step is one iteration of the program's loop, on both sides alike
 MARKED = {"profiler_step": "ProfilerStep# markers", "nvtx": "NVTX step ranges", "optimizer": "optimizer step annotations"}
@@ -44,8 +36,8 @@ def is_per_step(name: str) -> bool:
 
 
 def families(side: Side) -> list[str]:
-    from ..pipeline import READERS
-    return sorted({READERS[i["kind"]][2] for i in side.report.inputs if i.get("kind") in READERS})
+    from ..families import family_of, known_kind
+    return sorted({family_of(i["kind"]).name for i in side.report.inputs if known_kind(i.get("kind"))})
 
 
 def _kinds(side: Side) -> str:

@@ -1,4 +1,6 @@
-"""The settings that decide what counts as a change in a comparison (`--set compare.NAME=V`)."""
+"""The settings that decide what counts as a change in a comparison, and when two sides' steps measure
+the same work (`--set compare.NAME=V`): one module of settings alone, so the catalogue lists them
+without importing the comparison."""
 from __future__ import annotations
 
 from .. import settings
@@ -9,3 +11,10 @@ MIN_COST_SHARE = settings.register("compare.min_cost_change_share_pct", 1.0, "%"
                                    "smallest change of a finding's cost counted, % of the time (or memory) it is a share of")
 MIN_KERNEL_SHARE = settings.register("compare.min_kernel_share_pct", 1.0, "%",
                                      "kernels below this share of BEFORE's GPU time are not gated on their duration")
+SAME_WORK_SHARE = settings.register(
+    "compare.same_step_kernel_share", 0.6, "fraction",
+    "steps not both from markers measure the same thing when at least this share of each side's kernel time per step "
+    "is in kernels (name, grid, block) both sides launch equally often per step")
+SAME_WORK_FACTOR = settings.register(
+    "compare.same_step_launch_factor", 1.25, "ratio",
+    "a kernel is launched equally often per step on both sides when the larger count is at most this many times the smaller")

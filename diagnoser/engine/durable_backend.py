@@ -9,7 +9,7 @@ Traps handled (durable_rules 2.0.28, unmaintained since 2020):
 - Identical facts raise MessageObservedException and distinct ones can collide on hash; `id` is the
   identity and `sid` selects a session: every record gets a unique `id` and no `sid`.
 - Floats with an exponent and no dot (1e-05), NaN and inf break its parser: we serialize the JSON
-  ourselves with records.format_number (values were sanitized in records.py).
+  ourselves with rulespec.values.format_number (values were sanitized there, once).
 - `$mt` is its own regex dialect: regexes are evaluated in Python and passed as flag fields.
 - `$nex` alone can hang and `$ex` is unreliable: presence and type are passed as flag fields.
 - `$or` fires an action once per true branch: matches are de-duplicated.
@@ -26,7 +26,7 @@ import threading
 
 from ..errors import EngineError
 from ..rulespec.compile import CompiledRule
-from .records import format_number
+from ..rulespec.values import format_number
 
 _LOCK = threading.Lock()
 _COUNTER = itertools.count()

@@ -243,6 +243,8 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
     subject_name = rec.subject.name if rec.subject and rec.subject.name else None
     # text says a kernel by its short name; the evidence keeps the full demangled one
     env["subject"] = short_name(subject_name) if subject_name else (rec.subject.id if rec.subject else "run")
+    gain_of = rec.gain_units.get(rule.gain_of, rule.gain_of)  # what the gain (and a share in the text) is of
+    env["gain_of"] = gain_of
     gain = eval_expr(rule.estimated_gain, env) if rule.estimated_gain is not None else None
     known = gain is not None
     gain = 0.0 if gain is None else max(0.0, min(1.0, gain))
@@ -258,10 +260,11 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
     return Finding(
         rule=rule.id, name=rule.name, category=rule.category, tree=rule.tree, severity=rule.severity,
         title=texts["title"], message=render_template(texts["message"], env), evidence=evidence,
-        estimated_gain=gain, gain_of=rule.gain_of, subject=rec.subject, fix=render_template(texts["fix"], env),
+        estimated_gain=gain, gain_of=gain_of, subject=rec.subject, fix=render_template(texts["fix"], env),
         verify=render_template(texts["verify"], env), refs=tuple(texts["refs"]), sources=sorted(rec.sources),
         gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known,
         evidence_sources=evidence_sources, variant=variant, own_fix=texts["fix"] == rule.fix,
+        params=dict(rule.params),
     )
 
 

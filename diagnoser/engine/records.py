@@ -1,58 +1,18 @@
 """Facts -> records: one flat dict per subject, the unit the engine matches rules against.
 
 A run-scoped record holds the facts with no subject; a subject record (kernel 3, rank 1...) holds
-that subject's facts over the run-level ones. Values are sanitized here, once, so every backend
+that subject's facts over the run-level ones. Values are sanitized here (rulespec.values), once, so every backend
 (durable_rules and the reference evaluator in tests) sees exactly the same numbers: NaN/inf are
 dropped, magnitudes are clamped to what durable_rules parses, and floats are rounded to the
 decimal text the engine will read.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 
 from ..facts import Fact, Subject, Value
-from ..text_safety import FACT_TEXT_LIMIT
-
-MAX_ABS = 1e15
-MIN_ABS = 1e-9
-_SAFE_STR = re.compile(r"[^\x20-\x7e]|[\"\\]")
-
-
-def format_number(x: float | int) -> str:
-    """Decimal text durable_rules parses correctly: never an exponent, always a dot for floats."""
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, int):
-        return str(x)
-    r = repr(x)
-    if "e" in r or "E" in r:
-        r = f"{x:.17f}".rstrip("0")
-    if "." not in r:
-        r += ".0"
-    if r.endswith("."):
-        r += "0"
-    return r
-
-
-def sanitize(value) -> Value | None:
-    """The value both evaluators will see, or None when it cannot be represented (NaN, inf, other)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return max(-int(MAX_ABS), min(int(MAX_ABS), value))
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        if abs(value) < MIN_ABS:
-            return 0.0
-        value = max(-MAX_ABS, min(MAX_ABS, value))
-        return float(format_number(value))
-    if isinstance(value, str):
-        return _SAFE_STR.sub("?", value)[:FACT_TEXT_LIMIT]
-    return None
-
+from ..rulespec.values import sanitize
 
 @dataclass
 class Record:
@@ -62,10 +22,13 @@ class Record:
     units: dict[str, str] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
     fact_sources: dict[str, str] = field(default_factory=dict)  # fact -> the source that measured it
+    # a finding's unit here, for a rule's gain_of (AnalysisResult.gain_units): {"GPU time": "step time"}
+    gain_units: dict[str, str] = field(default_factory=dict)
 
 
-def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
-    """Group facts into records (run first, then subjects in a stable order); also return warnings."""
+def build_records(facts: list[Fact], gain_units: dict | None = None) -> tuple[list[Record], list[str]]:
+    """Group facts into records (run first, then subjects in a stable order); also return warnings.
+    `gain_units`: subject -> the units its findings are stated in (AnalysisResult.gain_units)."""
     warnings: list[str] = []
     run = Record("run", None)
     subjects: dict[Subject, Record] = {}
@@ -88,6 +51,7 @@ def build_records(facts: list[Fact]) -> tuple[list[Record], list[str]]:
         rec.values, rec.units = merged, units
         rec.sources |= run.sources
         rec.fact_sources = {**run.fact_sources, **rec.fact_sources}
+        rec.gain_units = dict((gain_units or {}).get(rec.subject, {}))
     return ordered, warnings
 
 

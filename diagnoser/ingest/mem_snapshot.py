@@ -1,111 +1,23 @@
 """Reader for CUDA memory snapshots (`torch.cuda.memory._dump_snapshot`, a pickle, maybe gzipped).
 
 The pickle is loaded by an Unpickler that refuses every global, so a hostile file cannot run code:
-a real snapshot holds plain builtins only. The model keeps the allocator's own records (segments,
-blocks, per-device trace entries as numpy columns, the OOM events, allocator settings) and a
-deduplicated table of allocation stacks; it computes no metrics (that is analysis/memory.py).
+a real snapshot holds plain builtins only. It fills the memory family's model (diagnoser/memory/model.py:
+the allocator's own records and a deduplicated table of allocation stacks) and computes no metrics.
 """
 from __future__ import annotations
 
 import os
 import pickle
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
 from ..inputs import GZIP_MAX_RATIO, open_input
+from ..memory.model import (ACTION_CODE, UNKNOWN_ACTION, Annotation, Block, Frame, MemorySnapshot, OomEvent, Segment,
+                            TraceTable)
 from ..progress import Progress
-
-READER = "mem_snapshot"
-# Trace actions, in the allocator's own words; `TraceTable.action` holds indexes into this tuple.
-ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-           "segment_map", "segment_unmap", "oom", "snapshot")
-_ACTION_CODE = {a: i for i, a in enumerate(ACTIONS)}
-UNKNOWN_ACTION = -1
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One stack frame: a Python frame (filename ends with .py) or a native one."""
-
-    filename: str
-    line: int
-    name: str
-
-
-@dataclass(frozen=True)
-class Block:
-    address: int
-    size: int
-    requested_size: int
-    state: str  # active_allocated | active_awaiting_free | inactive
-    stack: int  # index into MemorySnapshot.stacks (-1: none recorded)
-
-
-@dataclass(frozen=True)
-class Segment:
-    device: int
-    address: int
-    total_size: int
-    allocated_size: int
-    active_size: int
-    requested_size: int
-    stream: int
-    segment_type: str  # small | large
-    is_expandable: bool
-    blocks: tuple[Block, ...]
-
-
-@dataclass
-class TraceTable:
-    """One device's trace entries as columns, in recorded order (oldest first)."""
-
-    device: int
-    action: np.ndarray  # int8 index into ACTIONS (UNKNOWN_ACTION for others)
-    addr: np.ndarray  # int64 (addresses fit: user space is below 2**63)
-    size: np.ndarray  # int64 bytes
-    time_us: np.ndarray  # int64
-    stream: np.ndarray  # int64
-    stack: np.ndarray  # int32 index into MemorySnapshot.stacks, -1 when no frames
-
-    def __len__(self) -> int:
-        return len(self.action)
-
-
-@dataclass(frozen=True)
-class OomEvent:
-    device: int
-    index: int  # position in that device's TraceTable
-    time_us: int
-    size: int  # bytes of the failing request
-    device_free: int  # bytes the driver reported free on the device at the OOM
-
-
-@dataclass(frozen=True)
-class Annotation:
-    stage: str  # START | END
-    name: str  # e.g. "Optimizer.step#AdamW.step"
-    device: int
-    time_us: int
-
-
-@dataclass
-class MemorySnapshot:
-    path: str
-    segments: list[Segment]
-    traces: dict[int, TraceTable]
-    stacks: list[tuple[Frame, ...]]  # innermost frame first, as recorded
-    ooms: list[OomEvent]
-    allocator_settings: dict = field(default_factory=dict)
-    annotations: list[Annotation] = field(default_factory=list)
-
-    @property
-    def source(self) -> str:
-        return f"{self.path} ({READER})"  # the path as given, like the timeline readers
-
 
 class SafeUnpickler(pickle.Unpickler):
     """Unpickler for plain builtins only: any global (class, function) is refused before lookup."""
@@ -330,7 +242,7 @@ def _build(path: str, data: dict) -> MemorySnapshot:
         time_us = np.empty(n, np.int64)
         stream = np.empty(n, np.int64)
         stack = np.empty(n, np.int32)
-        code, index = _ACTION_CODE.get, table.index
+        code, index = ACTION_CODE.get, table.index
         for i, e in enumerate(entries):
             a = code(e["action"], UNKNOWN_ACTION)
             action[i] = a

@@ -8,39 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..inputs import as_text_stream
+from ..memory.model import MemoryStats
 
-READER_JSON = "mem_stats"
-READER_TEXT = "mem_summary"
 _UNITS = {"B": 1, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30,
           "TB": 1 << 40, "TiB": 1 << 40, "PB": 1 << 50, "PiB": 1 << 50}
-
-
-@dataclass
-class MemoryStats:
-    path: str
-    kind: str  # mem-stats | mem-summary
-    allocated_current: int | None = None
-    allocated_peak: int | None = None
-    reserved_current: int | None = None
-    reserved_peak: int | None = None
-    active_peak: int | None = None
-    requested_peak: int | None = None
-    inactive_split_current: int | None = None
-    inactive_split_peak: int | None = None
-    num_ooms: int | None = None
-    num_alloc_retries: int | None = None
-    device: int | None = None
-    counters: dict = field(default_factory=dict)  # every raw counter read (name -> number)
-
-    @property
-    def source(self) -> str:
-        return f"{self.path} ({READER_JSON if self.kind == 'mem-stats' else READER_TEXT})"
-
-
 MAX_TEXT_CHARS = 64 << 20  # memory_stats JSON and memory_summary text are a few KB
 
 

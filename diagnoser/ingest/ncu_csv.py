@@ -18,7 +18,8 @@ import zlib
 
 from ..errors import InputError
 from ..inputs import open_input
-from .ncu_report import NcuLaunch, NcuReport, NcuRule, short_kernel_name
+from ..ncu.model import NcuLaunch, NcuReport, NcuRule
+from .ncu_messages import short_kernel_name
 
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
             "Block Size", "Grid Size", "Device", "CC")

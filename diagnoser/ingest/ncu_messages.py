@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from ..kernels.names import without_parameters
-from .ncu_model import MetricValue, NcuLaunch, NcuReport, NcuRule
+from ..kernel_names import without_parameters
+from ..ncu.model import MetricValue, NcuLaunch, NcuReport, NcuRule
 from .ncu_wire import CorruptReport, as_text, fields, unpack_d, unpack_f, varint
 
 MESSAGE_TYPES = {0: "none", 1: "info", 2: "warning", 3: "error", 4: "optimization"}

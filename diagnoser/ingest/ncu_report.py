@@ -5,7 +5,7 @@ number, a file header, then blocks, each a header (string table, session, counts
 length-prefixed results. This module walks that framing, with every length checked against what
 the file holds before it is read, and skips SASS/source payloads with a seek, never reading them.
 The messages themselves are decoded by ncu_messages.py (over the wire format in ncu_wire.py) into
-the model in ncu_model.py; those names are re-exported here, where the other readers import them.
+the family's model, diagnoser/ncu/model.py.
 """
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ import zlib
 from ..errors import InputError
 from ..inputs import GzipStream, open_input, regular_file
 from ..progress import NULL_PROGRESS, Progress
-from .ncu_messages import launch_from_result, read_session, short_kernel_name
-from .ncu_model import MetricValue, NcuLaunch, NcuReport, NcuRule
+from ..ncu.model import NcuReport
+from .ncu_messages import launch_from_result, read_session
 from .ncu_wire import CorruptReport, as_text, fields
-
-__all__ = ["MetricValue", "NcuLaunch", "NcuReport", "NcuRule", "read_ncu_report", "short_kernel_name"]
 
 MAGIC = b"NVR\x00"
 _fields = fields  # benchmarks/fuzz.py reads protobuf fields through this name

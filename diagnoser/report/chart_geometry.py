@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .chart_palette import NEUTRAL, PALETTE, palette  # noqa: F401  (the one palette; re-exported for the chart modules)
 from .formatting import fmt_value, shorten
 
 

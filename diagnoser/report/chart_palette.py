@@ -4,7 +4,7 @@ A known category always gets the same colour class (`p0`..`p9`, CSS variables in
 whichever chart and whatever order it appears: memory_bound is orange in the single-run SOL chart and
 in the compare page's before -> after chart, like the roofline's memory-bound region (`r-memory`);
 compute_bound is blue like `r-compute`. Kernel categories (timeline/kernels.KERNEL_CATEGORIES) and SOL
-classes (kernels/analysis.sol_class) never share a chart, so they may share colours. Names with no fixed
+classes (ncu/analysis.sol_class) never share a chart, so they may share colours. Names with no fixed
 colour (memory owners, custom idle classes) take the free classes in order of first appearance;
 catch-all names ("other", "unknown", "none") are grey.
 """
@@ -18,7 +18,7 @@ CATEGORY_COLOURS: dict[str, str] = {
     # kernel categories (timeline/kernels.py)
     "gemm": "p0", "attention": "p6", "softmax": "p3", "normalization": "p5", "elementwise": "p1",
     "reduction": "p2", "copy": "p8", "communication": "p7", "optimizer": "p4",
-    # SOL classes (kernels/analysis.sol_class), coloured like the roofline's regions
+    # SOL classes (ncu/analysis.sol_class), coloured like the roofline's regions
     "compute_bound": "p0", "memory_bound": "p1", "latency_bound": "p8", "near_speed_of_light": "p4",
 }
 

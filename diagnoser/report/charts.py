@@ -9,15 +9,14 @@ optional: a key that is absent or empty yields no chart.
 """
 from __future__ import annotations
 
-from .chart_geometry import (NEUTRAL, PALETTE, Chart, _hbars, _num, _overlap, _r, _tick_label, _y_axis,  # noqa: F401
-                             fmt_bytes, nice_ticks, palette)
-from .kernel_charts import (MAX_BARS, MAX_KERNEL_ROWS, MAX_POINT_LABELS, SOL_KNEE_PCT,  # noqa: F401
-                            kernel_categories_chart, kernel_sol_chart)
+from .chart_geometry import Chart, _num
+from .chart_palette import palette
+from .kernel_charts import kernel_categories_chart, kernel_sol_chart
 from .memory_charts import memory_composition_chart, memory_composition_table, memory_timeline_chart, top_sites_table
 from .roofline_chart import roofline_chart, roofline_ncu_table, roofline_table
-from .rank_charts import rank_charts, ranks_chart  # noqa: F401
+from .rank_charts import rank_charts
 from .strip_chart import step_strip_chart
-from .timeline_charts import IDLE_LABELS, MAX_STEPS, step_label, steps_chart, top_kernels_table, top_ops_table  # noqa: F401
+from .timeline_charts import steps_chart, top_kernels_table, top_ops_table
 
 
 def report_tables(data: dict | None) -> list[dict]:

@@ -107,7 +107,7 @@ def finding_view(index: int, f, library: PlaybookLibrary, meanings: dict[str, st
     section = library.section(f.rule)
 
     def part(name: str) -> Markup | None:
-        md = section.part(name) if section else ""
+        md = section.part(name, f.params) if section else ""
         return render_markdown(md, 3) if md else None
 
     subject_label, name = "", ""

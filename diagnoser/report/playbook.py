@@ -36,8 +36,25 @@ class Section:
     line: int
     parts: dict[str, str] = field(default_factory=dict)  # lower-cased part heading -> Markdown
 
-    def part(self, name: str) -> str:
-        return self.parts.get(name, "").strip()
+    def part(self, name: str, params: dict | None = None) -> str:
+        """The part's Markdown; with `params` (the rule's, as --param set them) its `{param}` numbers filled."""
+        text = self.parts.get(name, "").strip()
+        return fill_prose(text, params) if params else text
+
+
+PARAM_REF = re.compile(r"\{([a-z][a-z0-9_]*)(?::([^{}]*))?\}")
+
+
+def fill_prose(text: str, params: dict) -> str:
+    """A playbook's `{param}` / `{param:spec}` filled from `params`; every other brace (code) left as it is."""
+    def value(m):
+        if m.group(1) not in params:
+            return m.group(0)
+        try:
+            return format(params[m.group(1)], m.group(2) or "")
+        except (ValueError, TypeError):
+            return str(params[m.group(1)])
+    return PARAM_REF.sub(value, text)
 
 
 @dataclass
@@ -279,21 +296,24 @@ def _tree_key(tree: str):
 
 
 def _rule_view(rule: Rule, section: Section | None, titles: dict) -> dict:
-    fix_md = section.part("fix") if section else ""
-    verify_md = section.part("verify") if section else ""
+    def part(name: str):  # the part's Markdown rendered, its `{param}` numbers filled; None when empty
+        md = section.part(name, rule.params) if section else ""
+        return render_markdown(md, 3) if md else None
+
     return {
         "rule": rule,
         "anchor": rule.playbook_anchor,
         "severity_rank": SEVERITY_RANK[rule.severity],
         "has_section": section is not None,
-        "summary": render_markdown(section.part(""), 3) if section and section.part("") else None,
-        "meaning": render_markdown(section.part("meaning"), 3) if section and section.part("meaning") else None,
-        "evidence_md": render_markdown(section.part("evidence"), 3) if section and section.part("evidence") else None,
-        "fix": render_markdown(fix_md, 3) if fix_md else None,
-        "verify": render_markdown(verify_md, 3) if verify_md else None,
+        "summary": part(""),
+        "meaning": part("meaning"),
+        "evidence_md": part("evidence"),
+        "fix": part("fix"),
+        "verify": part("verify"),
         "rule_fix": render_inline(fill_params(rule.fix, rule.params)),
         "rule_verify": render_inline(fill_params(rule.verify, rule.params)),
-        "extra_parts": [(name.capitalize(), render_markdown(md, 3)) for name, md in (section.parts.items() if section else [])
+        "extra_parts": [(name.capitalize(), render_markdown(fill_prose(md, rule.params), 3))
+                        for name, md in (section.parts.items() if section else [])
                         if name and name not in PART_NAMES and md.strip()],
         "when": describe_condition(rule.when, rule.params, titles),
         "params": [(k, _literal(v)) for k, v in sorted(rule.params.items())],
@@ -343,10 +363,10 @@ def rule_playbook_markdown(pack: RulePack, rule_id: str) -> str:
     section = PlaybookLibrary.of_pack(pack).section(rule.id)
     lines = [f"# {rule.id} {rule.name}", "", f"**{rule.title}** · tree {rule.tree} · severity {rule.severity} · "
              f"category `{rule.category}`", ""]
-    if section and section.part(""):
-        lines += [section.part(""), ""]
+    if section and section.part("", rule.params):
+        lines += [section.part("", rule.params), ""]
     for part in PART_NAMES:
-        text = section.part(part) if section else ""
+        text = section.part(part, rule.params) if section else ""
         if text:
             lines += [f"## {part.capitalize()}", "", text, ""]
     if not section:

@@ -11,10 +11,7 @@ from dataclasses import replace
 
 from ..rulespec.model import SEVERITY_RANK
 from ..text_safety import displayable, visible_text
-from .finding_parts import (KERNEL_COLUMNS, evidence_sources, gain_note, kernel_table, playbook_ref,  # noqa: F401
-                            settings_lines, severity_note, subject_label, summary_counts)
-from .formatting import fmt_value, md_cell, share_pct, shorten  # noqa: F401  (importable from here, as before)
-from .json_report import SCHEMA, render_json, report_json  # noqa: F401
+from .json_report import render_json
 from .run_sections import first_findings
 from .template_env import template_env as _env
 from .text_view import present

@@ -62,7 +62,7 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
             fail(where, f"param `{cond.param}` is not defined; add it under `params:` with its default")
         if known_facts is not None and cond.fact not in known_facts:
             fail(where, f"unknown fact `{cond.fact}` in verify_check; `diagnose facts --catalogue` lists the facts")
-    names = set(rule.params) | {"subject"}
+    names = set(rule.params) | {"subject", "gain_of"}
     if known_facts is not None:
         na_facts = rule.not_applicable[0].facts() if rule.not_applicable else set()
         for fact in sorted(rule.when.facts() | set(rule.requires) | set(rule.evidence) | na_facts):
@@ -83,7 +83,7 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
             fail(where, f"bad {label} template: {e}")
         unknown = sorted(f for f in fields if f not in names)
         if unknown:
-            fail(where, f"{label} uses unknown name(s) {', '.join(unknown)}; use facts, params or `subject`")
+            fail(where, f"{label} uses unknown name(s) {', '.join(unknown)}; use facts, params, `subject` or `gain_of`")
     if rule.estimated_gain is not None:
         try:
             used = parse_expr(rule.estimated_gain)

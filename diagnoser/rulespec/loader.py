@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 
-from ..engine.records import sanitize
 from ..errors import RuleError
 from . import cache
 from .checks import check_rule, line_for as _line_for
 from .model import Condition, Rule, RulePack, Variant
+from .values import sanitize
 
 # libyaml's C parser where PyYAML was built with it (5-10x faster), the pure-Python one otherwise
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -156,14 +156,15 @@ def build_rules(path: Path, data: dict, shared: dict, known_facts: dict | None, 
     return rules
 
 
-def file_settings(path: Path, data: dict) -> dict:
-    """The analysis settings a rule file sets (`settings:`), checked against the registry."""
+def file_settings(path: Path, data: dict, known: Callable[[], dict] | None = None) -> dict:
+    """The analysis settings a rule file sets (`settings:`), checked against `known()` (else the settings
+    registered so far)."""
     out = {}
     for name, (value, line) in data["settings"].items():
         from .. import settings as settings_mod
         from ..errors import DiagnoserError
         try:
-            out[name] = settings_mod.checked(name, value, "settings")
+            out[name] = settings_mod.checked(name, value, "settings", settings_mod.registered() if known is None else known())
         except DiagnoserError as e:
             raise RuleError(path, line or None, str(e)) from None
     return out
@@ -256,8 +257,11 @@ def rule_files(path: Path) -> list[Path]:
 
 
 def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overrides: Iterable[str] = (),
-               known_facts: dict | None = None) -> RulePack:
+               known_facts: dict | None = None, known_settings: Callable[[], dict] | None = None) -> RulePack:
     """Shipped rules, then user packs (a user rule with a shipped id replaces it), then --param overrides.
+    `known_facts`: the catalogue's facts that conditions are checked against; `known_settings`: the function
+    that lists every setting (diagnoser.catalogue.all_settings: it imports the analyses, so it is called
+    only for a file that sets some), else the settings registered so far.
 
     `conditions:` of every file in the pack are shared: a rule anywhere may use `{condition: NAME}`
     (a user pack's condition replaces a shipped one of the same name); a user rule file given alone
@@ -293,7 +297,7 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
     packs: dict[str, dict] = {}
     pack_settings: dict = {}
     for file, shipped, given, data in loaded:
-        pack_settings.update(file_settings(file, data))
+        pack_settings.update(file_settings(file, data, known_settings))
         for rule in build_rules(file, data, shared, known_facts, shipped):
             if rule.id in rules and rules[rule.id].shipped == shipped:
                 raise RuleError(file, rule.line, f"duplicate id {rule.id} (also in {rules[rule.id].path}); ids are never reused")

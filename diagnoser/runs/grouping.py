@@ -26,8 +26,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..kernels.names import without_parameters
 from .. import settings
+from ..input_family import RunRole
+from ..kernel_names import without_parameters
 
 SAME_RUN_SHARE = settings.register(
     "runs.same_run_kernel_share", 0.6, "fraction",
@@ -253,7 +254,7 @@ def memory_evidence(timeline, memory) -> tuple[bool | None, str]:
 
 def _join_memory(runs: list, g, r) -> None:
     """Put memory input (g, r) into the run the evidence names, or into a run of its own."""
-    timeline_runs = [run for run in runs if run.members[0][0].family == "timeline"]
+    timeline_runs = [run for run in runs if run.members[0][0].family.role is RunRole.TIMELINE]
     votes = [(run, *memory_evidence(run.members[0][1], r)) for run in timeline_runs]
     paths, ties = ", ".join(g.paths), [v for v in votes if v[1] is True]
     if ties:
@@ -287,7 +288,7 @@ def group_runs(analysed: list) -> list[Run]:
     runs: list[Run] = []
     share = SAME_RUN_SHARE.value
     for g, r in analysed:
-        if g.family != "timeline":
+        if g.family.role is not RunRole.TIMELINE:
             continue
         for run in runs:
             if _tool(g) in {_tool(x) for x, _ in run.members}:
@@ -305,16 +306,16 @@ def group_runs(analysed: list) -> list[Run]:
         else:
             runs.append(Run([(g, r)]))
     for g, r in analysed:
-        if g.family == "memory":
+        if g.family.role is RunRole.MEMORY:
             _join_memory(runs, g, r)
             continue
-        if g.family == "timeline":
+        if g.family.role is RunRole.TIMELINE:
             continue
         best, best_m = None, 0.0
-        if g.family == "kernel":
+        if g.family.role is RunRole.KERNEL_PROFILE:
             for run in runs:
                 m = ncu_match(run.members[0][1], r)
-                if m > best_m and run.members[0][0].family == "timeline":
+                if m > best_m and run.members[0][0].family.role is RunRole.TIMELINE:
                     best, best_m = run, m
         if best is not None and best_m >= share:
             best.members.append((g, r))

@@ -10,10 +10,10 @@ Nsight Compute launches are matched to the primary timeline's kernels by demangl
 configuration (grid, block): a matched launch's `kernel_time_share_pct` becomes its kernel's share of
 step time on the timeline (split evenly over the report's launches of that kernel, so the launches of
 one kernel sum to the kernel's share), its ncu-only share is kept as `kernel_ncu_time_share_pct`, and
-its findings are restated in step-time units (`restate_kernel_findings`) so they rank against the
-timeline's idle-gap findings. Unmatched launches keep their ncu-only share, with a note. With a
-PyTorch trace's per-op roofline in the run, `charts["roofline_ncu"]` sets each op's numbers from the
-shapes next to ncu's measured ones (runs/roofline_ncu.py).
+its findings are stated in step time (AnalysisResult.gain_units: their gain, and `{gain_of}` in their
+text) so they rank against the timeline's idle-gap findings. Unmatched launches keep their ncu-only
+share, with a note. With a PyTorch trace's per-op roofline in the run, `charts["roofline_ncu"]` sets
+each op's numbers from the shapes next to ncu's measured ones (runs/roofline_ncu.py).
 
 A memory snapshot or memory_stats of the run (joined on evidence: diagnoser.runs.grouping) adds its
 facts, and where the timeline has no allocator events of its own (a trace without profile_memory, an
@@ -23,11 +23,11 @@ against the timeline's device size (memory_headroom_*), and what was allocated w
 """
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from .. import settings
 from ..facts import AnalysisResult, Fact, short_name
+from ..input_family import RunRole
 from .grouping import kernel_key_name, launch_in, ncu_launches, timeline_durations
 from .roofline_ncu import side_by_side
 
@@ -58,10 +58,10 @@ def _disagreement(name: str, used: Fact, other: Fact) -> str | None:
     return f"{name} {a:.4g} {used.unit} ({used.source}) vs {b:.4g} {other.unit} ({other.source})"
 
 
-def merge_run(run) -> tuple[AnalysisResult, set[str]]:
-    """The run's merged result and the ids of the ncu launches matched to the timeline."""
-    timelines = [(g, r) for g, r in run.members if g.family == "timeline"]
-    others = [(g, r) for g, r in run.members if g.family != "timeline"]
+def merge_run(run) -> AnalysisResult:
+    """The run's merged result (the ncu launches matched to the timeline: in its gain_units)."""
+    timelines = [(g, r) for g, r in run.members if g.family.role is RunRole.TIMELINE]
+    others = [(g, r) for g, r in run.members if g.family.role is not RunRole.TIMELINE]
     timelines.sort(key=lambda gr: not _is_nsys(gr[0]))  # the primary first
     pg, primary = timelines[0]
     out = AnalysisResult(charts=dict(primary.charts), notes=list(run.evidence))
@@ -85,21 +85,20 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
         why = WHY_NSYS if _is_nsys(pg) else "the first timeline given is used"
         out.notes.append(f"the sources of this run disagree: {'; '.join(disagree)}. The report uses "
                          f"{', '.join(pg.paths)}'s numbers ({why}).")
-    matched: set[str] = set()
-    memory = [(g, r) for g, r in others if g.family == "memory"]
+    memory = [(g, r) for g, r in others if g.family.role is RunRole.MEMORY]
     kv, note = _memory_headroom(have, memory)
     facts += kv
     if note:
         out.notes.append(note)
     for g, r in others:
-        if g.family != "kernel":
+        if g.family.role is not RunRole.KERNEL_PROFILE:
             facts += r.facts
             for k, v in r.charts.items():  # the memory timeline and composition
                 out.charts.setdefault(k, v)
             continue
         kf, ids, note = _kernel_facts(r, primary, pg)
         facts += kf
-        matched |= ids
+        out.gain_units.update({l["subject"]: {"GPU time": "step time"} for l in ncu_launches(r) if l["id"] in ids})
         if note:
             out.notes.append(note)
         if ids:
@@ -112,7 +111,7 @@ def merge_run(run) -> tuple[AnalysisResult, set[str]]:
         if shaped is not None and "roofline_ncu" not in out.charts:
             out.charts["roofline_ncu"] = side_by_side(shaped, r)
     out.facts = facts
-    return out, matched
+    return out
 
 
 def _memory_headroom(have: dict[str, Fact], memory: list) -> tuple[list[Fact], str]:
@@ -191,17 +190,3 @@ def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:
                 f"{', ...' if len(names) > 5 else ''}) match no kernel of the timeline by name, grid/block and duration: "
                 f"their shares are of the ncu report's GPU time only ({ncu_share:.1f}% of it)")
     return out, set(share), note
-
-
-GPU_TIME = re.compile(r"\bof GPU time\b")
-
-
-def restate_kernel_findings(findings: list, matched: set[str]) -> list:
-    """Kernel findings on matched launches: their shares are of step time now; say so."""
-    out = []
-    for f in findings:
-        if f.subject is not None and f.subject.kind == "kernel" and f.subject.id in matched and f.gain_of == "GPU time":
-            f = replace(f, gain_of="step time", message=GPU_TIME.sub("of step time", f.message),
-                        verify=GPU_TIME.sub("of step time", f.verify))
-        out.append(f)
-    return out

@@ -72,6 +72,10 @@ MULTI_TENSOR = re.compile(r"multi_tensor_apply", re.I)
 TRAINING_RANGE = re.compile(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^autograd::engine", re.I)
 
 SHORT_KERNEL_NS = settings.register("timeline.short_kernel_ns", 10_000, "ns", "a kernel shorter than this is short (short_kernel_pct, small batch)")
+OPTIMIZER_STYLE_SHARE = settings.register(
+    "timeline.optimizer_style_share", 0.5, "fraction",
+    "optimizer_style is fused when at least this share of the optimizer kernels are fused multi-tensor kernels, "
+    "else foreach when this share are multi-tensor, else single_tensor")
 
 
 def _per_name(names: pd.Series, label) -> pd.Series:
@@ -260,7 +264,8 @@ def optimizer_stats(tl: Timeline, kt: KernelTable, steps: Steps) -> dict:
     fused = multi & names.mask(FUSED_OPTIMIZER)
     out["optimizer_kernels_per_step"] = n / max(kt.steady_steps, 1)
     out["optimizer_single_tensor_pct"] = 100.0 * float((~multi).sum()) / n
-    out["optimizer_style"] = ("fused" if fused.mean() >= 0.5 else "foreach" if multi.mean() >= 0.5 else "single_tensor")
+    style = OPTIMIZER_STYLE_SHARE.value
+    out["optimizer_style"] = "fused" if fused.mean() >= style else "foreach" if multi.mean() >= style else "single_tensor"
     out["optimizer_gpu_pct"] = 100.0 * float(kt.dur_ns[sel].sum()) / max(kt.steady_ns, 1)
     opt = optimizer_ranges(tl)
     if len(opt):

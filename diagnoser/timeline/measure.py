@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import settings
 from ..source_files import program_identity
 from ..text_safety import regex_any_of
 from .tables import Timeline
@@ -32,6 +33,15 @@ from .strip import middle_step, step_strip
 from .view import TimelineView
 
 
+# the one-time-setup condition (rules/shared.yaml) with enough steady steps: the rule stays silent, a note
+# says what was left out (tests/test_settings_match_rules.py keeps the defaults equal to its params)
+SETUP_NOTE_MIN_PCT = settings.register(
+    "timeline.setup_note_min_pct", 50, "%",
+    "start-up work at least this share of the trace, with more steady steps than timeline.setup_note_max_steps, "
+    "gets a note that it is left out (rules/shared.yaml one-time-setup: min_setup_pct)")
+SETUP_NOTE_MAX_STEPS = settings.register(
+    "timeline.setup_note_max_steps", 2, "count",
+    "... steady steps above this many show the steady state (one-time-setup: max_steady_steps)")
 GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
 IDLE_FACT = {"data": "idle_data_pct", "host": "idle_host_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
@@ -194,7 +204,7 @@ def analyze_timeline(tl: Timeline) -> TimelineMetrics:
                "trace_span_ms": setup.span_ns / 1e6}
     if setup.top:
         v["setup_calls"] = setup_text(setup)
-    if setup.pct >= 50 and steps.steady.size > 2:
+    if setup.pct >= SETUP_NOTE_MIN_PCT.value and steps.steady.size > SETUP_NOTE_MAX_STEPS.value:
         notes.append(f"{setup.pct:.0f}% of the trace is one-time start-up work ({setup_text(setup, 2)}); it is left out: "
                      f"the numbers are over the {steps.steady.size} steady steps")
     idx = steps.steady

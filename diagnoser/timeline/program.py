@@ -11,14 +11,14 @@ decided it: which framework wrote it, what kind of attention it computes, which 
                     bidirectional; a trace with both (a causal text tower beside a vision encoder) is
                     bidirectional, so that no advice drops a mask a part of the model needs
   gpu_arch          the generation (program_kinds.GPU_ARCHS): from the device properties, else from the
-                    kernel names built for one generation (kernels/names.py), else unknown
+                    kernel names built for one generation (kernel_names.py), else unknown
 Each has a `<fact>_evidence` string naming what decided it. Pure: reads the tables, O(n) in events.
 """
 from __future__ import annotations
 
 import re
 
-from ..kernels.names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
+from ..kernel_names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
 from .tables import Timeline
 
 _SERVING_FILES = (("vllm", re.compile(r"(^|/)vllm/")), ("sglang", re.compile(r"(^|/)sglang/")),

@@ -11,6 +11,17 @@ from __future__ import annotations
 import math
 import re
 
+from .. import settings
+from ..kernel_names import kernel_origin
+
+WASTE_MIN_SHARE = settings.register(
+    "kernel.wasteful_access_min_share", 0.01, "fraction",
+    "loads (or stores) are named in global_wasteful_access when their wasted sectors are at least this share of "
+    "all global sectors moved")
+WASTE_SIDE_SHARE = settings.register(
+    "kernel.wasteful_access_side_share", 0.2, "fraction",
+    "... and at least this share of all wasted sectors (so the side that wastes little is not named)")
+
 # pipe -> metric bases (each read as .avg.pct_of_peak_sustained_elapsed, else _active); the pipe's
 # utilization is the largest of its bases. `sm__pipe_shared_cycles_active` is left out on purpose:
 # the "shared pipe" is the FP64 + tensor datapath, not shared memory.
@@ -44,26 +55,6 @@ PIPE_WORK = {
     "tma": "bulk tensor copies (TMA)",
 }
 MIN_PIPES = 3  # fewer pipe metrics than this (a CSV with a few columns): no busiest-pipe verdict
-
-# Whose code a kernel is, judged by its name, most specific first. Library kernels' fix is never
-# in their code, only in how they are called; Triton kernels are the user's (torch.compile or
-# @triton.jit), PyTorch's ATen kernels the framework's.
-ORIGIN_PATTERNS = (
-    ("cuDNN", r"cudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|_(fprop|dgrad|wgrad)_implicit|implicit_convolve"
-              r"|winograd|^void fft2d_|^fft2d_|cask_plugin|engines_precompiled"),
-    ("cuBLAS", r"cublas|^nvjet_|^sm\d+_xmma_|gemv|gemmk|^(ampere|hopper|volta|turing|maxwell)_.*gemm"),
-    ("flash-attention", r"flash|fmha|sdpa"),
-    ("CUTLASS", r"cutlass"),
-    ("NCCL", r"^nccl|ncclDevKernel"),
-    ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)|cub::|at_cuda_detail::Device"),
-    ("Triton", r"^triton_|^triton__"),
-    # Nsight Compute may print ATen's kernels without the `at::` namespace (`void native::...`)
-    ("PyTorch", r"at::native::|at::cuda::|^void at::|^void c10::|^(vectorized_|unrolled_)?elementwise_kernel"
-                r"|^(void )?native::|indexing_backward_kernel|index(Func|Add)(Small|Large)Index|kernelHistogram1D"),
-)
-NOT_LIBRARIES = {"Triton", "PyTorch"}
-ORIGIN_RES = tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)
-
 
 def _num(metrics: dict, name: str) -> float | None:
     v = metrics.get(name)
@@ -136,7 +127,7 @@ def access_waste_facts(m: dict) -> dict[str, object]:
     f["global_store_wasted_share_pct"] = 100.0 * wasted["store"] / total
     all_wasted = sum(wasted.values())
     sides = [w + "s" for w in ("load", "store")
-             if wasted[w] >= 0.01 * total and wasted[w] >= 0.2 * all_wasted]
+             if wasted[w] >= WASTE_MIN_SHARE.value * total and wasted[w] >= WASTE_SIDE_SHARE.value * all_wasted]
     f["global_wasteful_access"] = " and ".join(sides) if sides else "none"
     return f
 
@@ -154,15 +145,6 @@ def cudnn_conv_gemm(prev_name: str | None, name: str, next_name: str | None, ori
         return False
     return any(n is not None and CUDNN_CONV_STEP.search(n) and kernel_origin(n) == "cuDNN"
                for n in (prev_name, next_name))
-
-
-def kernel_origin(*names: str) -> str:
-    """cuBLAS | cuDNN | flash-attention | CUTLASS | NCCL | CUB | Triton | PyTorch | user code."""
-    for name in names:
-        for origin, pattern in ORIGIN_RES:
-            if name and pattern.search(name):
-                return origin
-    return "user code"
 
 
 # The call that moves an FP32 matmul/convolution of this origin onto tensor cores.

@@ -1,5 +1,11 @@
-"""Demangled kernel names, the pieces every reader and analysis cuts the same way."""
+"""Demangled kernel names, the pieces every reader and analysis cuts the same way: a name without
+its parameters, whose code a kernel is (cuBLAS, cuDNN, ..., user code), the GPU generation and the
+program's framework a set of names tells (the timeline, the Nsight Compute report and runs use them)."""
 from __future__ import annotations
+
+import re
+
+from .program_kinds import GPU_ARCHS
 
 
 def without_parameters(name: str) -> str:
@@ -18,9 +24,6 @@ def without_parameters(name: str) -> str:
 
 # ---------------------------------------------------------------- the GPU generation and the program, by name
 
-import re  # noqa: E402
-
-from ..program_kinds import GPU_ARCHS  # noqa: E402
 
 # compute capability major (minor) -> NVIDIA generation
 _CC_ARCH = {3: "kepler", 5: "maxwell", 6: "pascal", 8: "ampere", 9: "hopper", 10: "blackwell", 11: "blackwell",
@@ -102,8 +105,36 @@ def framework_from_kernel_names(names) -> tuple[str, str] | None:
             note = (" (NVHPC's <function>_<line>_gpu naming of OpenACC/OpenMP compute regions)"
                     if framework == "openacc-openmp" else "")
             return framework, f"{len(hits)} kernel name(s) like {_short(hits[0])}{note}"
-    from .units import kernel_origin  # the library a kernel belongs to, as the kernel analysis judges it
     own = [n for n in names if not _LIBRARY.search(n) and kernel_origin(n) == "user code"]
     if own:
         return "cuda", f"{len(own)} kernel(s) of the program's own (e.g. {_short(own[0])}) and no framework's"
     return None
+
+
+# Whose code a kernel is, judged by its name, most specific first. Library kernels' fix is never
+# in their code, only in how they are called; Triton kernels are the user's (torch.compile or
+# @triton.jit), PyTorch's ATen kernels the framework's.
+ORIGIN_PATTERNS = (
+    ("cuDNN", r"cudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|_(fprop|dgrad|wgrad)_implicit|implicit_convolve"
+              r"|winograd|^void fft2d_|^fft2d_|cask_plugin|engines_precompiled"),
+    ("cuBLAS", r"cublas|^nvjet_|^sm\d+_xmma_|gemv|gemmk|^(ampere|hopper|volta|turing|maxwell)_.*gemm"),
+    ("flash-attention", r"flash|fmha|sdpa"),
+    ("CUTLASS", r"cutlass"),
+    ("NCCL", r"^nccl|ncclDevKernel"),
+    ("CUB", r"^Device(Radix|Reduce|Scan|Select|Segmented|Unique|Compact)|cub::|at_cuda_detail::Device"),
+    ("Triton", r"^triton_|^triton__"),
+    # Nsight Compute may print ATen's kernels without the `at::` namespace (`void native::...`)
+    ("PyTorch", r"at::native::|at::cuda::|^void at::|^void c10::|^(vectorized_|unrolled_)?elementwise_kernel"
+                r"|^(void )?native::|indexing_backward_kernel|index(Func|Add)(Small|Large)Index|kernelHistogram1D"),
+)
+NOT_LIBRARIES = {"Triton", "PyTorch"}
+ORIGIN_RES = tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)
+
+
+def kernel_origin(*names: str) -> str:
+    """cuBLAS | cuDNN | flash-attention | CUTLASS | NCCL | CUB | Triton | PyTorch | user code."""
+    for name in names:
+        for origin, pattern in ORIGIN_RES:
+            if name and pattern.search(name):
+                return origin
+    return "user code"

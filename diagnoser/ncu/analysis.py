@@ -10,18 +10,22 @@ from __future__ import annotations
 import math
 import re
 
+from .. import settings
 from ..facts import AnalysisResult, Fact, Subject
+from ..kernel_names import (NOT_LIBRARIES, arch_from_kernel_names, arch_of_device, framework_from_kernel_names,
+                            kernel_origin)
 from .units import _num  # one reading of a metric value for both modules
-from .units import (NOT_LIBRARIES, PIPE_WORK, access_waste_facts, cudnn_conv_gemm, kernel_origin,
-                           pipe_facts, tensor_core_switch)
+from .units import access_waste_facts, cudnn_conv_gemm, pipe_facts, tensor_core_switch
 from .achieved_work import launch_work
 from .aten_ops import aten_op_of
 from .shared_memory import shared_conflict_facts
 from .sm_balance import sm_balance_facts
 
-from .catalogue import CATALOGUE, COLLECT, COLLECT_FULL, READER  # noqa: F401 (re-exported)
-from .names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
+from .catalogue import CATALOGUE, READER
 
+FULL_OCCUPANCY_PCT = settings.register(
+    "kernel.full_occupancy_pct", 99.5, "%",
+    "theoretical occupancy at or above this is full: occupancy_limiter is none (no resource limits it)")
 SOL_HIGH_PCT = 60.0  # only for the chart's colouring; rules use their own params
 
 M_DURATION = "gpu__time_duration.sum"
@@ -53,17 +57,6 @@ def _ratio(a: float | None, b: float | None, scale: float = 1.0) -> float | None
     return r if math.isfinite(r) else None
 
 
-def library_of(name: str) -> str | None:
-    """Library a kernel belongs to, judged by its name; None for user/framework/Triton kernels."""
-    origin = kernel_origin(name)
-    return None if origin in NOT_LIBRARIES or origin == "user code" else origin
-
-
-def kernel_group_key(subject: Subject) -> str:
-    """Launches of the same kernel share this key (its demangled name), for grouped reports."""
-    return subject.name or subject.id
-
-
 def _first_sentence(text: str, limit: int = 200) -> str:
     text = re.sub(r"@\w+:(\w+):([^@]*)@", r"\2", text)  # "@section:Id:Title@" -> "Title"
     m = re.match(r"(.+?[.!?])(\s|$)", text)
@@ -89,7 +82,7 @@ def _occupancy_limiter(m: dict, theoretical: float | None) -> str | None:
     limits = [(v, name) for name, metric in LIMITERS if (v := _num(m, metric)) is not None]
     if not limits:
         return None
-    if theoretical is not None and theoretical >= 99.5:
+    if theoretical is not None and theoretical >= FULL_OCCUPANCY_PCT.value:
         return "none"
     return min(limits)[1]
 

@@ -1,4 +1,5 @@
-"""Run the test cases beside rule files (`NAME.test.yaml`) and check every rule's coverage."""
+"""Run the test cases beside rule files (`NAME.test.yaml`) and check every rule's coverage (`diagnose rules test`):
+real inputs diagnosed through the pipeline, so this runner sits above it, not in the rule layer."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from ..errors import RuleError
 from ..facts import Fact, Subject
-from .model import SCOPES, RulePack
+from ..rulespec.model import SCOPES, RulePack
 
 NO_FINDING = "none"
 TEST_SUFFIX = ".test.yaml"
@@ -48,7 +49,7 @@ def rule_files_under_test(paths) -> list[Path]:
     """The rule files `diagnose rules test PATH...` tests, each once: every rule file of a folder, a
     rule file itself, and for a test file NAME.test.yaml the rule file NAME.yaml beside it (the cases
     are about its rules, so it is loaded with the pack)."""
-    from .loader import rule_files
+    from ..rulespec.loader import rule_files
     out: dict[Path, Path] = {}
     for path in map(Path, paths):
         if path.name.endswith(TEST_SUFFIX) and not path.is_dir():
@@ -177,8 +178,8 @@ def read_cases(test_file: Path, rule_ids) -> list[dict]:
     """A test file's cases, checked: only known keys (with file:line, a did-you-mean and the known
     keys), real `input` or synthetic `facts`/`subjects` but not both, at least one check, rule ids
     in `fires`/`silent` that name rules in force, subjects of a kind a rule can be scoped to."""
-    from .checks import line_for
-    from .loader import read_yaml
+    from ..rulespec.checks import line_for
+    from ..rulespec.loader import read_yaml
     data, lines = read_yaml(test_file)
     data = {} if data is None else data
 
@@ -260,7 +261,7 @@ def run_tests(paths: list[Path], pack: RulePack, catalogue: dict) -> RuleTestRun
 
     The pack under test (`rule_files_under_test`) is every rule file of a folder given, a rule file
     given, or the one beside a test file given; every test file is checked before any case runs."""
-    from .loader import file_data
+    from ..rulespec.loader import file_data
     test_files: list[Path] = []
     for path in paths:
         files = case_files(Path(path))

@@ -1,4 +1,4 @@
-"""The Nsight Compute report model: what both ncu readers (binary ncu_report.py, CSV ncu_csv.py)
+"""The Nsight Compute family's model: what both ncu readers (diagnoser/ingest: ncu_report.py, ncu_csv.py)
 fill, whichever form the report came in. Values are stored as Nsight Compute stores them (base
 units: ns, bytes, Hz, per second); no metric is computed here.
 """

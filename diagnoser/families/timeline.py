@@ -1,0 +1,52 @@
+"""The timeline family: Nsight Systems exports and PyTorch traces, one rank per input, read into one
+table schema (diagnoser.timeline.tables) and measured where they are read (diagnoser.timeline.measure);
+the ranks of a run analysed together (diagnoser.timeline.rank_scale)."""
+from __future__ import annotations
+
+from ..input_family import Family, Reader, RunRole
+from ..timeline.catalogue import CATALOGUE
+from . import reading
+
+
+def _nsys_sqlite(path, progress: bool = False):
+    from ..ingest.nsys_sqlite import read_nsys_sqlite
+    return read_nsys_sqlite(path, progress=progress)
+
+
+def _nsys_rep(path, progress: bool = False):
+    from ..ingest.nsys_rep import read_nsys_rep
+    return read_nsys_rep(path, progress=progress)
+
+
+def _torch_trace(path, progress: bool = False):
+    from ..ingest.torch_trace import read_torch_trace
+    return read_torch_trace(path, progress=progress)
+
+
+READERS = (Reader("nsys-sqlite", _nsys_sqlite), Reader("nsys-rep", _nsys_rep), Reader("torch-trace", _torch_trace))
+_BY_KIND = {r.kind: r for r in READERS}
+
+
+def measure(source: str, local: str, kind: str, progress: bool = False):
+    """One rank's trace read, its claimed rank checked, measured (timeline.measure.MeasuredTimeline);
+    its tables dropped. `source` names it in the report, `local` is where this process reads it."""
+    from ..timeline.measure import measure_timeline
+    tl = reading.read_with(_BY_KIND[kind], local, progress)
+    tl.path = source
+    if tl.rank is not None and tl.world_size:
+        reading.check_ranks(source, tl)  # a rank outside its world is a corrupt rank: named, the others go on
+    return measure_timeline(tl)
+
+
+def analyse(measured: list):
+    from ..timeline.rank_scale import ranks_analysis
+    return ranks_analysis(measured)
+
+
+def settings() -> None:
+    from ..timeline import attention, gaps, kernels, measure, roofline, setup, steps, sync  # noqa: F401 - they register settings
+
+
+FAMILY = Family("timeline", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.TIMELINE, per_rank=True,
+                worker_preload=("diagnoser.ingest.torch_trace", "diagnoser.ingest.nsys_sqlite",
+                                "diagnoser.timeline.measure", "diagnoser.timeline.rank_scale"))
