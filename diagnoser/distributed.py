@@ -114,7 +114,7 @@ def measure_trace(source: str, kind: str | None = None, read_path: str | None = 
 def _measure_trace(source: str, kind: str | None, read_path: str | None, progress: bool) -> RankOutcome:
     """Measure one rank (see measure_trace): its family's `measure`, where this process reads it."""
     from .families import family_of
-    from .inputs import sniff
+    from .ingest.sniff import sniff
 
     t0, cpu0 = time.perf_counter(), time.process_time()
     read_path = read_path or source
@@ -321,7 +321,7 @@ class MeasuredInputs:
 def _sniff_here(path: str) -> str | None:
     """The kind of a local input; None for a URL or an unreadable content (the per-rank task sniffs it
     again and reports the problem as that rank's). A file that does not exist fails here, at once."""
-    from .inputs import sniff
+    from .ingest.sniff import sniff
     if is_url(path):
         return None
     if not os.path.exists(path):

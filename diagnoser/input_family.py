@@ -22,7 +22,7 @@ class RunRole(enum.Enum):
 
 @dataclass(frozen=True)
 class Reader:
-    """One input kind (as diagnoser.inputs.sniff names it) and the reader that loads it."""
+    """One input kind (as diagnoser.ingest.sniff names it) and the reader that loads it."""
 
     kind: str
     read: Callable[..., object]  # (path, progress=False) -> the reader's model

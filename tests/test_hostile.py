@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from diagnoser.errors import InputError
-from diagnoser.inputs import sniff
+from diagnoser.ingest.sniff import sniff
 from diagnoser.families import read_input
 from diagnoser.pipeline import load_groups
 
@@ -241,7 +241,7 @@ def test_gzip_bomb_with_a_valid_header_stops_at_the_documented_bound(tmp_path, m
     _bomb(path, _no_declared_size(head), 256 << 20)
     before = io_bytes()[1]
     refuse(path, "decompression bomb")
-    from diagnoser.inputs import gzip_limit
+    from diagnoser.ingest.input_files import gzip_limit
     assert io_bytes()[1] - before <= gzip_limit(path.stat().st_size) + (8 << 20)
     assert list(scratch.iterdir()) == []
 
@@ -260,7 +260,7 @@ def test_sqlite_gzip_stops_past_the_size_its_header_declares(tmp_path, monkeypat
 
 
 def test_unpacking_stops_before_the_temp_folder_is_full(tmp_path, monkeypatch, fixtures_dir):
-    from diagnoser import inputs
+    from diagnoser.ingest import input_files as inputs
     path = fixtures_dir / "nsys" / "sdpa_attention.sqlite.gz"
     monkeypatch.setattr(inputs, "_free_bytes", lambda folder: inputs.TMP_RESERVE_BYTES + 4096)
     with pytest.raises(InputError, match="free in"):

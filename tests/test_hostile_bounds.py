@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from diagnoser.ingest import torch_trace
-from diagnoser.inputs import GZIP_MAX_SMALL_MEMBERS, open_input
+from diagnoser.ingest.input_files import GZIP_MAX_SMALL_MEMBERS, open_input
 from diagnoser.families import read_input
 from diagnoser.pipeline import diagnose, load_groups
 from diagnoser.report.render import render_report

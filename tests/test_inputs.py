@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from diagnoser.errors import InputError
-from diagnoser.inputs import sniff
+from diagnoser.ingest.sniff import sniff
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -230,7 +230,7 @@ def test_the_nsys_export_and_a_snapshot_of_another_process_stay_apart():
 
 
 def test_library_and_standard_library_frames_are_no_evidence():
-    from diagnoser.source_files import main_script, user_python_file
+    from diagnoser.identity import main_script, user_python_file
     assert user_python_file("enum.py") is None  # Kineto writes the standard library's files bare
     assert user_python_file("torch/nn/modules/module.py") is None
     assert user_python_file("/usr/lib/python3.11/site-packages/x/y.py") is None

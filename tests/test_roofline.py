@@ -10,7 +10,7 @@ import pytest
 
 from diagnoser.ingest.torch_trace import read_torch_trace
 from diagnoser.timeline import device_peaks
-from diagnoser.timeline.measure import analyze_timeline
+from diagnoser.timeline.measure import timeline_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -21,7 +21,7 @@ need = pytest.mark.skipif(not FP32.exists() or not TIMESFORMER.exists(), reason=
 
 @pytest.fixture(scope="module")
 def fp32():
-    return analyze_timeline(read_torch_trace(FP32))
+    return timeline_metrics(read_torch_trace(FP32))
 
 
 @need
@@ -41,7 +41,7 @@ def test_fp32_gemms_are_compute_bound_on_the_fp32_roof(fp32):
 
 @need
 def test_bf16_trace_softmax_is_memory_bound_linear_compute_bound():
-    m = analyze_timeline(read_torch_trace(TIMESFORMER))
+    m = timeline_metrics(read_torch_trace(TIMESFORMER))
     rows = m.roofline_chart
     soft = next(r for r in rows if r["op"] == "aten::_softmax")  # softmax's kernel
     assert soft["bound"] == "memory" and soft["family"] == "softmax"
@@ -56,14 +56,14 @@ def test_bf16_trace_softmax_is_memory_bound_linear_compute_bound():
 def test_unknown_device_gives_achieved_numbers_without_percentages():
     tl = read_torch_trace(FP32)
     tl = replace(tl, devices=[dict(tl.devices[0], name="Imaginary GPU 9000")])
-    m = analyze_timeline(tl)
+    m = timeline_metrics(tl)
     assert m.roofline_chart and all(r["roof_pct"] is None and r["tflops"] > 0 for r in m.roofline_chart)
     assert m.values["roofline_device_known"] is False
     assert any("not in the peaks table" in n and "Imaginary GPU 9000" in n for n in m.notes)
 
 
 def test_trace_without_shapes_says_how_to_record_them():
-    m = analyze_timeline(read_torch_trace(ROOT / "fixtures" / "torch" / "m_train_convnet_bf16.pt.trace.json.gz"))
+    m = timeline_metrics(read_torch_trace(ROOT / "fixtures" / "torch" / "m_train_convnet_bf16.pt.trace.json.gz"))
     assert m.roofline_chart == []
     assert m.values["roofline_shapes_recorded"] is False
     assert any("record_shapes=True" in n for n in m.notes)
@@ -74,7 +74,7 @@ AUTOCAST = ROOT / "fixtures" / "torch" / "x_ddp_comm_wait.rank0.pt.trace.json.gz
 
 def test_autocast_gemm_gets_the_dtype_it_ran_in():
     # autocast: aten::linear records fp32 inputs, the addmm inside it bf16; the GEMM kernel is the addmm's
-    m = analyze_timeline(read_torch_trace(AUTOCAST))
+    m = timeline_metrics(read_torch_trace(AUTOCAST))
     gemms = [r for r in m.roofline_chart if r["family"] == "gemm"]
     assert gemms and all(r["dtype"] == "bf16" for r in gemms if r["op"] == "aten::addmm")
     assert all(r["roof_pct"] is None or r["roof_pct"] <= 110 for r in m.roofline_chart)
@@ -97,7 +97,7 @@ GRAPH = SHARED / "external" / "tracelens" / "inference" / "vllm_decode_full" / "
 
 @pytest.mark.skipif(not GRAPH.exists(), reason="../shared/external/tracelens absent")
 def test_cuda_graph_replays_are_reported_apart():
-    m = analyze_timeline(read_torch_trace(GRAPH))  # vLLM decode: every kernel replayed by cudaGraphLaunch
+    m = timeline_metrics(read_torch_trace(GRAPH))  # vLLM decode: every kernel replayed by cudaGraphLaunch
     assert m.values["roofline_graph_kernel_pct"] == pytest.approx(100.0)
     assert m.roofline_chart == []
     assert any("replayed from CUDA graphs" in n for n in m.notes)

@@ -34,7 +34,7 @@ import pytest
 
 from diagnoser.ingest.ncu_csv import read_ncu_csv
 from diagnoser.ingest.torch_trace import read_torch_trace
-from diagnoser.timeline.measure import analyze_timeline
+from diagnoser.timeline.measure import timeline_metrics
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 TRACE = FIX / "torch" / "roofline_pairs.pt.trace.json.gz"
@@ -81,7 +81,7 @@ def _step_kernels():
 
 def _pairs() -> dict:
     """op -> (its roofline row, ncu's measured {tflops, tbs, bytes, ms, bound})."""
-    rows = {(r["op"], r["shapes"]): r for r in analyze_timeline(read_torch_trace(TRACE)).roofline_chart}
+    rows = {(r["op"], r["shapes"]): r for r in timeline_metrics(read_torch_trace(TRACE)).roofline_chart}
     launches = read_ncu_csv(NCU).launches
     kernels = _step_kernels()
     assert len(kernels) == len(launches)
@@ -206,9 +206,9 @@ def test_the_table_lists_both_numbers(report, side):
 def test_the_transposed_add_is_strided_and_ncu_sees_its_loads_uncoalesced(report, side):
     """Input Strides: add(t1.t(), t2) is the one strided row, KERN020 names that cause, and Nsight Compute's
     sectors of the same kernel say why it runs far under the roof (most of each loaded sector unused)."""
-    rows = analyze_timeline(read_torch_trace(TRACE)).roofline_chart
+    rows = timeline_metrics(read_torch_trace(TRACE)).roofline_chart
     assert [r["shapes"] for r in rows if r["shapes"].endswith("(strided)")] == [ROW["add_bf16_transposed"][1]]
-    with_facts = analyze_timeline(read_torch_trace(TRACE)).values
+    with_facts = timeline_metrics(read_torch_trace(TRACE)).values
     assert with_facts["roofline_memory_gap_cause"] == "strided"
     assert with_facts["roofline_memory_gap_op"].startswith("aten::add 8192x8192, 8192x8192 (strided)")
     eff = {f.subject.id: f.value for f in report.facts if f.name == "global_load_efficiency_pct" and f.subject}

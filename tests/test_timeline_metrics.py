@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnoser.timeline.analysis import CATALOGUE, analyze_timeline, timeline_analysis
+from diagnoser.timeline.analysis import timeline_analysis
+from diagnoser.timeline.catalogue import CATALOGUE
+from diagnoser.timeline.measure import timeline_metrics
 from diagnoser.timeline.gaps import IDLE_CLASSES
 from diagnoser.timeline.intervals import IntervalSet, intersect, subtract
 from diagnoser.timeline.kernels import categorize, tensor_core_use
@@ -352,7 +354,7 @@ def test_interval_sets_merge_intersect_and_subtract():
 
 def test_synthetic_trace_without_gpu_activity_says_so_instead_of_reporting_zero_busy():
     tl = synthetic_timeline([], host=[("cudaMalloc", 0, 10, -1)])
-    m = analyze_timeline(tl)
+    m = timeline_metrics(tl)
     assert "gpu_busy_pct" not in m.values  # rules needing it are "not evaluated", not fed a fake 0
     assert m.values["step_detection"] == "none"
     assert any("no GPU activity" in n for n in m.notes)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnoser.timeline.analysis import analyze_timeline
+from diagnoser.timeline.measure import timeline_metrics
 from diagnoser.timeline.gaps import _cut
 from diagnoser.timeline.intervals import IntervalSet, searchsorted
 from diagnoser.timeline.attention import ATTENTION_MAX_KERNELS, _unfused_blocks
@@ -214,8 +214,8 @@ def test_analysis_does_not_depend_on_how_names_are_stored(fixtures_dir, name, so
         tl = read_nsys_sqlite(fixtures_dir / "nsys" / f"{name}.sqlite.gz")
     else:
         tl = read_torch_trace(fixtures_dir / "torch" / f"{name}.pt.trace.json.gz")
-    a = analyze_timeline(tl)
-    b = analyze_timeline(_restyle(tl, categorical=source == "torch"))
+    a = timeline_metrics(tl)
+    b = timeline_metrics(_restyle(tl, categorical=source == "torch"))
     _same(a.values, b.values)
     assert a.steps_chart == b.steps_chart and a.categories_chart == b.categories_chart and a.notes == b.notes
 
@@ -223,13 +223,13 @@ def test_analysis_does_not_depend_on_how_names_are_stored(fixtures_dir, name, so
 def test_analysis_does_not_depend_on_host_row_order_of_correlation_ids(fixtures_dir):
     """Host calls reordered by correlation id (unsorted ids) give the same launch join."""
     tl = read_nsys_sqlite(fixtures_dir / "nsys" / "host_sync.sqlite.gz")
-    a = analyze_timeline(tl)
+    a = timeline_metrics(tl)
     host = tl.host.copy()
     host["correlation"] = host["correlation"].to_numpy()[::-1]  # descending ids: the general join path
     gpu = tl.gpu.copy()
     old_to_new = dict(zip(tl.host["correlation"].to_numpy(), host["correlation"].to_numpy()))
     gpu["correlation"] = [old_to_new.get(c, c) if c >= 0 else c for c in gpu["correlation"].to_numpy()]
-    b = analyze_timeline(dataclasses.replace(tl, host=host, gpu=gpu))
+    b = timeline_metrics(dataclasses.replace(tl, host=host, gpu=gpu))
     _same(a.values, b.values)
 
 
@@ -245,7 +245,7 @@ def test_kernels_without_a_name_do_not_anchor_kernel_pattern_steps(categorical):
         gpu["name"] = gpu["name"].astype("category")
     host = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in HOST_COLUMNS.items()})
     ranges = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in RANGE_COLUMNS.items()})
-    assert analyze_timeline(Timeline("t", "torch", gpu, host, ranges)).values["step_detection"] == "none"
+    assert timeline_metrics(Timeline("t", "torch", gpu, host, ranges)).values["step_detection"] == "none"
 
 
 # ---------------------------------------------------------------- issue 22: linear forms of quadratic loops

@@ -2,13 +2,13 @@
 import sys
 import numpy as np
 from diagnoser.families import read_input
-from diagnoser import inputs
+from diagnoser.ingest.sniff import sniff
 from diagnoser.timeline.view import TimelineView
 from diagnoser.timeline.gaps import device_busy
 
 path = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-tl = read_input(path, inputs.sniff(path))
+tl = read_input(path, sniff(path))
 tv = TimelineView(tl)
 devs = device_busy(tv)
 dev = max(devs, key=lambda d: d.busy.total)

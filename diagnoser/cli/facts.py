@@ -35,7 +35,7 @@ def facts_cmd(files, show_catalogue, fmt):
         return
     if not files:
         raise DiagnoserError("give FILE(s), or --catalogue")
-    from ..inputs import display_kind
+    from ..ingest.sniff import display_kind
     from ..pipeline import analyse, load_groups
     blocks = []
     for group in load_groups(files):

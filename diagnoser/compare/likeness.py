@@ -41,7 +41,7 @@ def families(side: Side) -> list[str]:
 
 
 def _kinds(side: Side) -> str:
-    from ..inputs import display_kind
+    from ..ingest.sniff import display_kind
     kinds = list(dict.fromkeys(display_kind(i["kind"]) for i in side.report.inputs))
     return " + ".join(kinds) or "no input"
 

@@ -13,7 +13,7 @@ _BY_KIND: dict[str, tuple[Family, Reader]] = {r.kind: (f, r) for f in FAMILIES f
 
 
 def family_of(kind: str) -> Family:
-    """The family that reads inputs of `kind` (as diagnoser.inputs.sniff names it)."""
+    """The family that reads inputs of `kind` (as diagnoser.ingest.sniff names it)."""
     return _BY_KIND[kind][0]
 
 

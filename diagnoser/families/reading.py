@@ -6,7 +6,7 @@ import warnings
 
 from ..errors import DiagnoserError, InputError, unexpected_problem
 from ..input_family import Reader
-from ..inputs import display_kind
+from ..ingest.sniff import display_kind
 
 # Largest distributed run a trace may claim to be part of (the biggest jobs run ~1e5 GPUs): a
 # larger distributedInfo.world_size is a corrupt claim, never a size to allocate for.

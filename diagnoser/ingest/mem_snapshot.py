@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..inputs import GZIP_MAX_RATIO, open_input
+from .input_files import GZIP_MAX_RATIO, open_input
 from ..memory.model import (ACTION_CODE, UNKNOWN_ACTION, Annotation, Block, Frame, MemorySnapshot, OomEvent, Segment,
                             TraceTable)
 from ..progress import Progress

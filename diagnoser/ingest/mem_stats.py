@@ -10,7 +10,7 @@ import os
 import re
 
 from ..errors import InputError
-from ..inputs import as_text_stream
+from .input_files import as_text_stream
 from ..memory.model import MemoryStats
 
 _UNITS = {"B": 1, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30,

@@ -17,7 +17,7 @@ import re
 import zlib
 
 from ..errors import InputError
-from ..inputs import open_input
+from .input_files import open_input
 from ..ncu.model import NcuLaunch, NcuReport, NcuRule
 from .ncu_messages import short_kernel_name
 

@@ -14,7 +14,7 @@ import struct
 import zlib
 
 from ..errors import InputError
-from ..inputs import GzipStream, open_input, regular_file
+from .input_files import GzipStream, open_input, regular_file
 from ..progress import NULL_PROGRESS, Progress
 from ..ncu.model import NcuReport
 from .ncu_messages import launch_from_result, read_session

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import InputError
-from ..inputs import gunzip_to, is_gzip
+from .input_files import gunzip_to, is_gzip
 from ..text_safety import shell_word
 from ..timeline.tables import Timeline
 from .nsys_sqlite import read_nsys_sqlite

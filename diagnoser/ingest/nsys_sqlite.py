@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..inputs import gunzip_to, is_gzip, regular_file
+from .input_files import gunzip_to, is_gzip, regular_file
 from ..progress import NULL_PROGRESS, Progress
 from ..timeline.tables import Timeline
 from .nsys_host import read_host_threads

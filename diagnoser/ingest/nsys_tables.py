@@ -17,7 +17,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from ..source_files import is_unix_ns
+from ..identity import is_unix_ns
 from ..timeline.tables import (
     GPU_COLUMNS,
     GPU_KINDS,

@@ -31,9 +31,9 @@ import msgspec
 import numpy as np
 
 from ..errors import InputError
-from ..inputs import open_input
+from .input_files import open_input
 from ..progress import Progress
-from ..source_files import is_unix_ns
+from ..identity import is_unix_ns
 from ..timeline.tables import Timeline
 from .kineto_events import KinetoEvent, KinetoTrace, as_int
 from .torch_tables import TraceColumns, devices_from_properties, process_groups

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
-from ..source_files import UNIX_NS_MAX, UNIX_NS_MIN, program_identity
+from ..identity import UNIX_NS_MAX, UNIX_NS_MIN, program_identity
 from .catalogue import CATALOGUE, COLLECT_SNAPSHOT
 from .lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
 from .owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import __version__
-from ..inputs import display_kind
+from ..ingest.sniff import display_kind
 from ..resources import templates_dir
 from ..text_safety import md_code
 from .finding_parts import playbook_ref

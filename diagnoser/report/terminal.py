@@ -16,7 +16,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..inputs import display_kind
+from ..ingest.sniff import display_kind
 from .formatting import fmt_value, share_pct
 
 SEVERITY_STYLE = {"critical": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}

@@ -17,17 +17,16 @@ import math
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
-from .catalogue import CATALOGUE, SPECS
+from .catalogue import SPECS
 from .gaps import ALLOC, COMM, DATA, IDLE_CLASSES, LAUNCH, SYNC
 from .intervals import IntervalSet
-from ..source_files import PYTHON_FILES_KEPT
-from .measure import IDLE_FACT, READER, MeasuredTimeline, TimelineMetrics, analyze_timeline, measure_timeline
+from ..identity import PYTHON_FILES_KEPT
+from .measure import IDLE_FACT, READER, MeasuredTimeline, TimelineMetrics, measure_timeline
 from .ranks import critical_rank, straggler_analysis, transfer_per_kernel
 from .tables import Timeline
 
 STRIP_RANKS = 8  # ranks stacked in the step strip
 
-__all__ = ["timeline_analysis", "measured_analysis", "measure_timeline", "CATALOGUE", "analyze_timeline"]
 
 def _fact(name: str, value, source: str, subject: Subject | None = None) -> Fact | None:
     spec = SPECS.get(name)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import settings
-from ..source_files import program_identity
+from ..identity import program_identity
 from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
@@ -193,7 +193,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     return steps_chart, comm, strip_gaps
 
 
-def analyze_timeline(tl: Timeline) -> TimelineMetrics:
+def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     """All single-timeline metrics (see the catalogue for their meaning)."""
     tv = TimelineView(tl)
     setup = find_setup(tv)
@@ -332,5 +332,5 @@ def timeline_identity(tl: Timeline) -> dict:
 
 def measure_timeline(tl: Timeline) -> MeasuredTimeline:
     """The per-rank part of the analysis: one Timeline -> its compact MeasuredTimeline."""
-    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, analyze_timeline(tl), tl.process_groups,
+    return MeasuredTimeline(tl.path, tl.source, tl.rank, tl.world_size, timeline_metrics(tl), tl.process_groups,
                             timeline_identity(tl))

@@ -1,8 +1,5 @@
-"""Input detection: tell the kind of a profiler file from its content (never its extension).
-
-Kinds: ncu-rep, ncu-csv-raw, ncu-csv-details, nsys-sqlite, nsys-rep, torch-trace, mem-snapshot,
-mem-stats, mem-summary. Any of them may be gzipped. `open_input` returns a binary stream with
-gzip undone; readers use it so `.gz` is transparent everywhere.
+"""Opening an input safely: `open_input` returns a binary stream with gzip undone; readers use it
+so `.gz` is transparent everywhere (diagnoser.ingest.sniff tells the kind from the content).
 
 Hostile input is refused before work is spent on it: only regular files are opened (a FIFO, a
 device or a symlink loop gets one line, and a FIFO swapped in after the check cannot block the
@@ -22,12 +19,9 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from .errors import InputError
+from ..errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
-KINDS_HELP = ("an Nsight Compute report (.ncu-rep or its CSV export), an Nsight Systems report "
-              "(.nsys-rep or its SQLite export), a PyTorch profiler trace (JSON with traceEvents), "
-              "or a CUDA memory snapshot / memory_stats JSON / memory_summary text")
 # Real profiler files compress 5-26x (fixtures, corpus and external files measured); gzip's own
 # maximum is ~1030x, reached only by runs of one byte: a bomb, not a profile.
 GZIP_MAX_RATIO = int(os.environ.get("DIAGNOSER_GZIP_MAX_RATIO", "64"))
@@ -337,86 +331,6 @@ def _free_bytes(folder: Path) -> int | None:
 def _no_room(need: int, free: int, folder: Path) -> str:
     return (f"unpacking needs more than the {max(free, 0) >> 20} MiB free in {folder} (at least "
             f"{need >> 20} MiB); set TMPDIR to a folder with room, or gunzip it yourself")
-
-
-# ---------------------------------------------------------------- detection
-
-def read_head(path: str | os.PathLike, n: int = 65536) -> bytes:
-    """First n bytes of the (decompressed) content; a truncated gzip is reported as such."""
-    try:
-        with open_input(path) as f:
-            return f.read(n)
-    except InputError:
-        raise
-    except (EOFError, zlib.error, OSError) as e:
-        raise InputError(path, f"corrupt or truncated gzip data ({e.__class__.__name__})") from None
-
-
-def sniff(path: str | os.PathLike) -> str:
-    """Return the input kind of `path`, or raise InputError saying what was expected."""
-    head = read_head(path)
-    if not head:
-        raise InputError(path, "file is empty; expected " + KINDS_HELP)
-    if head.startswith(b"NVR\x00"):
-        return "ncu-rep"
-    if head.startswith(b"SQLite format 3\x00"):
-        return "nsys-sqlite"
-    if head.startswith(b"NVIDIA Tegra Profiler Report") or head.startswith(b"NVIDIA Nsight Systems"):
-        return "nsys-rep"
-    if head[:1] == b"\x80" and len(head) > 2 and 2 <= head[1] <= 5:
-        return "mem-snapshot"
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text.startswith(b"{"):
-        if b'"traceEvents"' in head:
-            return "torch-trace"
-        if b'"allocated_bytes.all.' in head or b'"num_alloc_retries"' in head or b'"reserved_bytes.all.' in head:
-            return "mem-stats"
-        # traceEvents may come after a large header: scan further before giving up
-        if _json_has_key(path, b'"traceEvents"'):
-            return "torch-trace"
-        raise InputError(path, "JSON without traceEvents or allocator counters; expected " + KINDS_HELP)
-    if text.startswith(b"[") and _BARE_EVENT.match(text):
-        return "torch-trace"  # late-2020 Kineto: a bare JSON array of trace events
-    if text.startswith(b'"ID","Process ID"'):
-        first_line = text.split(b"\n", 1)[0]
-        return "ncu-csv-details" if b'"Metric Name"' in first_line else "ncu-csv-raw"
-    if b"PyTorch CUDA memory summary" in head[:2048]:
-        return "mem-summary"
-    raise InputError(path, "unrecognized content; expected " + KINDS_HELP)
-
-
-# `[` then an object whose first key is a trace-event field (Kineto writes "ph" or "name" first)
-_BARE_EVENT = re.compile(rb'\[\s*\{\s*"(?:ph|name|cat|pid|tid|ts)"\s*:')
-
-
-def _json_has_key(path, key: bytes, limit: int = 64 << 20) -> bool:
-    try:
-        with open_input(path) as f:
-            seen = 0
-            tail = b""
-            while seen < limit:
-                chunk = f.read(1 << 20)
-                if not chunk:
-                    return False
-                if key in tail + chunk:
-                    return True
-                tail = chunk[-len(key):]
-                seen += len(chunk)
-    except InputError:
-        raise
-    except (EOFError, zlib.error, OSError):
-        raise InputError(path, "corrupt or truncated gzip data") from None
-    return False
-
-
-def display_kind(kind: str) -> str:
-    return {
-        "ncu-rep": "Nsight Compute report", "ncu-csv-raw": "Nsight Compute CSV (raw page)",
-        "ncu-csv-details": "Nsight Compute CSV (details page)", "nsys-sqlite": "Nsight Systems SQLite export",
-        "nsys-rep": "Nsight Systems report", "torch-trace": "PyTorch profiler trace",
-        "mem-snapshot": "CUDA memory snapshot", "mem-stats": "torch.cuda.memory_stats JSON",
-        "mem-summary": "torch.cuda.memory_summary text",
-    }.get(kind, kind)
 
 
 def as_text_stream(path) -> io.TextIOBase:
