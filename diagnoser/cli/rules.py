@@ -48,6 +48,8 @@ def rules_show(rule_id, user_rules):
     click.echo(f"  params: {json.dumps(r.params, sort_keys=True)}")
     if r.extra.get("conditions"):
         click.echo(f"  shared conditions (their params are tuned where they are defined): {', '.join(r.extra['conditions'])}")
+    if r.extra.get("pack_params"):  # thresholds declared once for the pack (docs/rules.md, Pack params)
+        click.echo("  pack params (declared once for the pack): " + ", ".join(f"{k} from {where}" for k, where in r.extra["pack_params"].items()))
     click.echo(f"  when (compiled): {json.dumps(compile_rule(r).predicate)}")
     click.echo(f"  message: {r.message}\n  estimated_gain: {r.estimated_gain} of {r.gain_of}")
     click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")

@@ -201,7 +201,8 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
     if c["notes"]:
         L += ["## Notes", ""] + [f"- {n}" for n in c["notes"]] + [""]
     st = c.get("settings") or {}
-    made = [f"--param {x['rule']}.{x['param']}={x['value']} (default {x['default']})" for x in st.get("params", [])]
+    made = [f"--param {x['pack_param'] if 'pack_param' in x else x.get('rule', x.get('condition')) + '.' + x['param']}="
+            f"{x['value']} (default {x['default']})" for x in st.get("params", [])]
     made += [f"--set {x['name']}={x['value']} (default {x['default']})" for x in st.get("settings", [])]
     made += [f"rule pack {x.get('path')}" for x in st.get("rule_packs", [])]
     L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings"

@@ -119,7 +119,10 @@ def settings_lines(report) -> list[str]:
                 ([f"replaces shipped {', '.join(pack['replaces'])}"] if pack["replaces"] else [])
         lines.append(f"rule pack `{pack['path']}`: {'; '.join(parts) or 'no rules'}")
     for p in made.get("params", []):
-        if "condition" in p:
+        if "pack_param" in p:
+            lines.append(f"--param {p['pack_param']}={p['value']} (default {p['default']}; "
+                         f"pack param of {', '.join(p['rules']) or 'no rule'})")
+        elif "condition" in p:
             lines.append(f"--param {p['condition']}.{p['param']}={p['value']} (default {p['default']}; "
                          f"shared condition of {', '.join(p['rules']) or 'no rule'})")
         else:

@@ -98,19 +98,33 @@ def load_rule_file(path: Path, known_facts: dict | None = None, shipped: bool = 
             except RuleError:
                 continue  # a broken neighbour is its own error, reported when it is loaded
     shared.update({name: (c, str(path)) for name, c in data["conditions"].items()})
-    return build_rules(path, data, shared, known_facts, shipped)
+    pack_params = {}
+    for other in rule_files(path.parent) if path.parent.is_dir() else []:
+        if other.resolve() != path.resolve():
+            try:
+                pack_params.update(_file_params(other, file_data(other)))
+            except RuleError:
+                continue
+    pack_params.update(_file_params(path, data))
+    return build_rules(path, data, shared, known_facts, shipped, pack_params)
+
+
+def _file_params(path: Path, data: dict) -> dict:
+    """A file's pack params as {name: (value, file, line)}."""
+    return {name: (value, str(path), line) for name, (value, line) in data.get("params", {}).items()}
 
 
 def file_data(path: Path) -> dict:
     """A rule file parsed and checked against the schema, as plain JSON data:
-    {"rules": [[raw, tree, line]...], "conditions": {name: {"params", "when", "line"}}, "settings": {name: [value, line]}}.
+    {"rules": [[raw, tree, line]...], "conditions": {name: {"params", "when", "line"}}, "settings": {name: [value, line]},
+    "params": {name: [value, line]}} (pack params).
 
     Files seen before (same bytes, same loader) come from the compiled-pack cache, without the
     YAML parse and the schema checks that cost most of the start-up."""
     text = read_text(path)
     key = cache.key(text, None)
     hit = cache.get(key)
-    if hit is not None and {"rules", "conditions", "settings"} <= set(hit):
+    if hit is not None and {"rules", "conditions", "settings", "params"} <= set(hit):
         return hit
     data, lines = read_yaml(path, text)
     if not isinstance(data, dict):
@@ -136,17 +150,20 @@ def file_data(path: Path) -> dict:
                   for name, c in (data.get("conditions") or {}).items()}
     settings = {name: [value, _line_for(lines, ("settings", name)) or 0]
                 for name, value in (data.get("settings") or {}).items()}
-    out = {"rules": entries, "conditions": conditions, "settings": settings}
+    params = {name: [value, _line_for(lines, ("params", name)) or 0] for name, value in (data.get("params") or {}).items()}
+    out = {"rules": entries, "conditions": conditions, "settings": settings, "params": params}
     cache.put(key, out)
     return out
 
 
-def build_rules(path: Path, data: dict, shared: dict, known_facts: dict | None, shipped: bool) -> list[Rule]:
+def build_rules(path: Path, data: dict, shared: dict, known_facts: dict | None, shipped: bool,
+                pack_params: dict | None = None) -> list[Rule]:
     """Rule objects from a file's data, `{condition: NAME}` resolved from `shared`
-    ({name: (condition data, file)}), each rule checked (names, params, templates, regexes)."""
+    ({name: (condition data, file)}), the pack params a rule names but does not set from `pack_params`
+    ({name: (value, file, line)}), each rule checked (names, params, templates, regexes)."""
     rules = []
     for i, (raw, tree, line) in enumerate(data["rules"]):
-        rule = _rule(raw, tree, path, line, shipped, shared)
+        rule = _rule(raw, tree, path, line, shipped, shared, pack_params)
         try:
             check_rule(rule, path, {}, i, known_facts)
         except RuleError:
@@ -170,7 +187,29 @@ def file_settings(path: Path, data: dict, known: Callable[[], dict] | None = Non
     return out
 
 
-def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: dict | None = None) -> Rule:
+def _named(raw: dict, conditions: Iterable[Condition]) -> set[str]:
+    """Every name a rule reads that a param could fill: `param:` of when / verify_check / not_applicable,
+    the fields of its texts (variants too) and the names of its gain expression."""
+    from .expr import ExprError, parse_expr, template_fields
+    names = set().union(*(c.params() for c in conditions)) | {c["param"] for c in raw.get("verify_check", ()) if c.get("param")}
+    texts = [raw.get(k) for k in ("title", "message", "fix", "verify")]
+    texts += [v.get(k) for v in raw.get("variants", ()) for k in ("title", "message", "fix", "verify")]
+    for text in texts:
+        if isinstance(text, str):
+            try:
+                names |= set(template_fields(text))
+            except ValueError:
+                pass  # a bad template is check_rule's error
+    if raw.get("estimated_gain") is not None:
+        try:
+            names |= set(parse_expr(str(raw["estimated_gain"])))
+        except ExprError:
+            pass
+    return names
+
+
+def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: dict | None = None,
+          pack_params: dict | None = None) -> Rule:
     used: list[str] = []
     when = _condition(raw["when"], shared or {}, used, path, line)
     params = dict(raw.get("params", {}))
@@ -181,6 +220,19 @@ def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: di
                 raise RuleError(path, line, f"rule {raw['id']}: param `{k}` is set by condition `{name}` "
                                             f"({where}:{cond['line']}); tune it there (or with --param {raw['id']}.{k}=V)")
             params.setdefault(k, v)
+    not_applicable = None if "not_applicable" not in raw else (
+        _condition(raw["not_applicable"]["when"], shared or {}, [], path, line), str(raw["not_applicable"]["reason"]))
+    inherited = {}
+    if pack_params:  # a pack param fills each name the rule reads and does not set itself (nor its conditions)
+        for k in sorted(_named(raw, [when] + ([not_applicable[0]] if not_applicable else [])) - set(params)):
+            if k in pack_params:
+                params[k] = pack_params[k][0]
+                inherited[k] = f"{pack_params[k][1]}:{pack_params[k][2]}"
+    extra = {}
+    if used:
+        extra["conditions"] = list(dict.fromkeys(used))
+    if inherited:
+        extra["pack_params"] = inherited
     return Rule(
         id=raw["id"], name=raw["name"], title=raw["title"], tree=tree, category=raw["category"],
         severity=raw["severity"], status=raw.get("status", "stable"), scope=raw.get("scope", "run"),
@@ -189,11 +241,10 @@ def _rule(raw: dict, tree: str, path: Path, line: int, shipped: bool, shared: di
         estimated_gain=None if raw.get("estimated_gain") is None else str(raw["estimated_gain"]),
         gain_of=raw.get("gain_of", "step time"), fix=raw["fix"], verify=raw["verify"],
         refs=tuple(raw.get("refs", ())), verify_check=tuple(_condition(c) for c in raw.get("verify_check", ())),
-        not_applicable=None if "not_applicable" not in raw else (
-            _condition(raw["not_applicable"]["when"], shared or {}, [], path, line), str(raw["not_applicable"]["reason"])),
+        not_applicable=not_applicable,
         variants=tuple(_variant(v) for v in raw.get("variants", ())),
         path=str(path), line=line or 0, shipped=shipped,
-        extra={"conditions": list(dict.fromkeys(used))} if used else {},
+        extra=extra,
     )
 
 
@@ -294,11 +345,18 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
         for name, cond in conditions.items():
             if origin.get(name, True):
                 shared[name], origin[name] = (cond, str(neighbours[resolved])), False
+    pack_params: dict[str, tuple] = {}  # {name: (value, file, line)}: a user pack's replaces a shipped one
+    param_origin: dict[str, bool] = {}
+    for file, shipped, _, data in loaded:
+        for name, entry in _file_params(file, data).items():
+            if name in pack_params and param_origin[name] == shipped:
+                raise RuleError(file, entry[2] or None, f"pack param `{name}` is also set in {pack_params[name][1]}:{pack_params[name][2]}")
+            pack_params[name], param_origin[name] = entry, shipped
     packs: dict[str, dict] = {}
     pack_settings: dict = {}
     for file, shipped, given, data in loaded:
         pack_settings.update(file_settings(file, data, known_settings))
-        for rule in build_rules(file, data, shared, known_facts, shipped):
+        for rule in build_rules(file, data, shared, known_facts, shipped, pack_params):
             if rule.id in rules and rules[rule.id].shipped == shipped:
                 raise RuleError(file, rule.line, f"duplicate id {rule.id} (also in {rules[rule.id].path}); ids are never reused")
             if given is not None:
@@ -310,7 +368,7 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
             trees.setdefault(rule.tree, str(file))
     applied = []
     for item in overrides:
-        applied.append(_apply_override(rules, item, shared))
+        applied.append(_apply_override(rules, item, shared, pack_params))
     for rid, rule in rules.items():  # the engine and every evaluator see the same (sanitized) thresholds
         rules[rid] = rule.with_params({k: sanitize(v) for k, v in rule.params.items() if sanitize(v) is not None})
     _check_references(rules)
@@ -320,9 +378,21 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
     return RulePack(rules=rules, trees=trees, params=applied, packs=list(packs.values()), settings=pack_settings)
 
 
-def _apply_override(rules: dict[str, Rule], item: str, shared: dict | None = None) -> dict:
-    """`RULE.NAME=V` for one rule, or `CONDITION.NAME=V` for every rule using that shared condition."""
+def _apply_override(rules: dict[str, Rule], item: str, shared: dict | None = None, pack_params: dict | None = None) -> dict:
+    """`RULE.NAME=V` for one rule, `CONDITION.NAME=V` for every rule using that shared condition, or
+    `NAME=V` for every rule that inherits the pack param NAME."""
     from ..errors import DiagnoserError
+    p = re.fullmatch(r"([a-z][a-z0-9_]*)=(.*)", item.strip())
+    if p and pack_params is not None:
+        param, raw = p.groups()
+        if param not in pack_params:
+            raise DiagnoserError(f"--param {item!r}: no pack param {param} "
+                                 f"(pack params: {', '.join(sorted(pack_params)) or 'none'}); for one rule write RULEID.{param}=VALUE")
+        users = sorted(rid for rid, r in rules.items() if param in r.extra.get("pack_params", {}))
+        for rid in users:
+            _apply_override(rules, f"{rid}.{param}={raw}")
+        return {"pack_param": param, "value": rules[users[0]].params[param] if users else yaml.safe_load(raw),
+                "default": pack_params[param][0], "rules": users}
     c = re.fullmatch(r"([a-z][a-z0-9]*(?:-[a-z0-9]+)*)\.([a-z][a-z0-9_]*)=(.*)", item.strip())
     if c and shared and c.group(1) in shared:
         cond, param, raw = c.groups()
@@ -338,7 +408,7 @@ def _apply_override(rules: dict[str, Rule], item: str, shared: dict | None = Non
     m = re.fullmatch(r"([A-Z][A-Z0-9]*[0-9]{3})\.([a-z][a-z0-9_]*)=(.*)", item.strip())
     if not m:
         raise DiagnoserError(f"--param {item!r}: expected RULEID.NAME=VALUE (e.g. TRAIN001.max_gpu_busy_pct=60) "
-                             f"or CONDITION.NAME=VALUE for a shared condition")
+                             f"or CONDITION.NAME=VALUE for a shared condition or NAME=VALUE for a pack param")
     rid, name, raw = m.groups()
     if rid not in rules:
         raise DiagnoserError(f"--param {item!r}: no rule {rid}")

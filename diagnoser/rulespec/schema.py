@@ -99,7 +99,7 @@ RULE = {
 RULE_FILE = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "anyOf": [{"required": ["rules"]}, {"required": ["conditions"]}],
+    "anyOf": [{"required": ["rules"]}, {"required": ["conditions"]}, {"required": ["params"]}],
     "properties": {
         "tree": {"type": "string", "pattern": _NAME},
         "rules": {"type": "array", "items": RULE, "minItems": 1},
@@ -115,6 +115,11 @@ RULE_FILE = {
                 },
                 "additionalProperties": False,
             },
+        },
+        "params": {  # pack params: thresholds several rules share, declared once (docs/rules.md, Pack params)
+            "type": "object",
+            "propertyNames": {"pattern": _IDENT},
+            "additionalProperties": {"type": ["number", "string", "boolean"]},
         },
         "settings": {
             "type": "object",
@@ -162,7 +167,7 @@ def advice(error) -> str:
     if v == "anyOf" and error.absolute_path and isinstance(error.instance, dict) and "for" in error.instance:
         return f"{where}: a variant needs a text: add `title`, `message`, `fix` or `verify` (missing: all four)"
     if v == "anyOf" and not error.absolute_path:
-        return "top level: missing `rules`; add a list of rules under `rules:` (or shared `conditions:`)"
+        return "top level: missing `rules`; add a list of rules under `rules:` (or shared `conditions:` or pack `params:`)"
     if v == "required":
         missing = [m for m in error.validator_value if m not in (error.instance or {})]
         if error.schema is CONDITION or "fact" in error.validator_value:
