@@ -21,18 +21,22 @@ def _shipped(overrides=()):
 
 
 def test_a_shared_threshold_is_declared_once():
-    """No (name, value) pair is set by two shipped rules or conditions when a pack param could hold it once."""
+    """A pack param's value is never restated by a shipped rule or condition (a rule's own value differs),
+    and the thresholds the review found repeated (max_gpu_busy_pct: 80 seven times...) are pack params."""
     declared = Counter()
     pack = {}
     for path in rule_files(rules_dir()):
         data = file_data(path)
         pack.update({k: v for k, (v, _) in data["params"].items()})
         for raw, _, _ in data["rules"]:
-            declared.update(raw.get("params", {}))
+            declared.update((k, v) for k, v in raw.get("params", {}).items())
         for cond in data["conditions"].values():
-            declared.update(cond["params"])
-    assert pack[SHARED] == 80
-    assert declared[SHARED] == 0, "max_gpu_busy_pct is a pack param: rules and conditions inherit it"
+            declared.update((k, v) for k, v in cond["params"].items())
+    assert {SHARED: 80, "min_ooms": 1, "max_sol_pct": 60, "min_duration_us": 5, "min_sm_pct": 60,
+            "max_graph_kernel_pct": 50, "min_idle_launch_pct": 20, "fixed_fp32_gemm_step_pct": 5,
+            "min_fp32_gemm_step_pct": 20, "tensor_core_speedup_share": 0.75}.items() <= pack.items()
+    restated = sorted(f"{k}: {v}" for (k, v), n in declared.items() if k in pack and pack[k] == v)
+    assert not restated, f"pack params restated by a rule or condition: {restated}"
 
 
 def test_rules_that_read_it_inherit_it_and_say_from_where():
@@ -104,3 +108,11 @@ def test_an_unset_name_is_still_an_error(tmp_path):
     pack = _pack(tmp_path, {"a.yaml": RULES.format(params=""), "p.yaml": "params: {other_pct: 50}\n"})
     with pytest.raises(RuleError, match="param `max_busy_pct` is not defined"):
         build_pack(pack)
+
+
+def test_a_condition_param_that_moved_to_the_pack_still_takes_condition_overrides():
+    """`--param CONDITION.NAME=V` of a threshold now declared for the pack sets it for the condition's rules."""
+    pack = _shipped(["fp32-matmul-without-tensor-cores.min_fp32_gemm_step_pct=10"])
+    assert pack.rules["TRAIN008"].params["min_fp32_gemm_step_pct"] == 10
+    assert pack.rules["INFER007"].params["min_fp32_gemm_step_pct"] == 10
+    assert pack.rules["TRAIN017"].params["min_fp32_gemm_step_pct"] == 20  # the sister condition's rule

@@ -396,11 +396,13 @@ def _apply_override(rules: dict[str, Rule], item: str, shared: dict | None = Non
     c = re.fullmatch(r"([a-z][a-z0-9]*(?:-[a-z0-9]+)*)\.([a-z][a-z0-9_]*)=(.*)", item.strip())
     if c and shared and c.group(1) in shared:
         cond, param, raw = c.groups()
-        defaults = shared[cond][0]["params"]
+        defaults = dict(shared[cond][0]["params"])
+        if param not in defaults and param in (pack_params or {}):  # a pack param its rules inherit
+            defaults[param] = pack_params[param][0]
         if param not in defaults:
             raise DiagnoserError(f"--param {item!r}: condition {cond} has no param {param} "
                                  f"(it has: {', '.join(sorted(defaults)) or 'none'})")
-        users = sorted(rid for rid, r in rules.items() if cond in r.extra.get("conditions", ()))
+        users = sorted(rid for rid, r in rules.items() if cond in r.extra.get("conditions", ()) and param in r.params)
         for rid in users:
             _apply_override(rules, f"{rid}.{param}={raw}")
         return {"condition": cond, "param": param, "value": rules[users[0]].params[param] if users else raw,
