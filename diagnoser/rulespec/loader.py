@@ -136,7 +136,7 @@ def file_data(path: Path) -> dict:
         raise RuleError(path, _line_for(lines, err.absolute_path), advice(err))
     file_tree = data.get("tree")
     entries, seen = [], {}
-    for i, raw in enumerate(data.get("rules") or []):
+    for i, raw in [(i, one) for i, many in enumerate(data.get("rules") or []) for one in per_workload(many)]:
         line = _line_for(lines, ("rules", i))
         tree = raw.get("tree", file_tree)
         if not tree:
@@ -153,6 +153,23 @@ def file_data(path: Path) -> dict:
     params = {name: [value, _line_for(lines, ("params", name)) or 0] for name, value in (data.get("params") or {}).items()}
     out = {"rules": entries, "conditions": conditions, "settings": settings, "params": params}
     cache.put(key, out)
+    return out
+
+
+def per_workload(raw: dict) -> list[dict]:
+    """A rule as the engine sees it: one, or, for `ids: {training: A, inference: B}`, one per workload
+    with its id, `when` guarded by `workload_kind` (first in `all`) and its `for_workload` keys applied
+    (docs/rules.md, One rule for training and inference)."""
+    if "ids" not in raw:
+        return [raw]
+    out = []
+    for workload, rid in raw["ids"].items():
+        one = {k: v for k, v in raw.items() if k not in ("ids", "for_workload")}
+        one.update((raw.get("for_workload") or {}).get(workload, {}))
+        guard = {"fact": "workload_kind", "op": "eq", "value": workload}
+        when = raw["when"]
+        one["when"] = {"all": [guard] + list(when["all"])} if set(when) == {"all"} else {"all": [guard, when]}
+        out.append({"id": rid, **one})
     return out
 
 

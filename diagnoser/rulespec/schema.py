@@ -58,11 +58,21 @@ VARIANT = {
     "additionalProperties": False,
 }
 
+WORKLOADS = ("training", "inference")
+
 RULE = {
     "type": "object",
-    "required": ["id", "name", "title", "category", "severity", "when", "message", "fix", "verify"],
+    "required": ["name", "title", "category", "severity", "when", "message", "fix", "verify"],
+    "if": {"not": {"required": ["ids"]}}, "then": {"required": ["id"]},  # `id`, or `ids` and no `id`
+    "dependentSchemas": {"ids": {"not": {"required": ["id"]}}},
     "properties": {
         "id": {"type": "string", "pattern": _ID},
+        # one mechanism for several workloads (docs/rules.md, One rule for training and inference): the
+        # loader expands it into one rule per id, `when` guarded by workload_kind, `for_workload` texts applied
+        "ids": {"type": "object", "minProperties": 2, "propertyNames": {"enum": list(WORKLOADS)},
+                "additionalProperties": {"type": "string", "pattern": _ID}},
+        "for_workload": {"type": "object", "propertyNames": {"enum": list(WORKLOADS)},
+                         "additionalProperties": {"type": "object"}},
         "name": {"type": "string", "pattern": _NAME},
         "title": {"type": "string", "minLength": 3},
         "tree": {"type": "string", "pattern": _NAME},
@@ -95,6 +105,11 @@ RULE = {
     },
     "additionalProperties": False,
 }
+
+# what `for_workload` may change per workload: the rule's keys but its ids and its `when`
+RULE["properties"]["for_workload"]["additionalProperties"] = {
+    "type": "object", "additionalProperties": False,
+    "properties": {k: v for k, v in RULE["properties"].items() if k not in ("id", "ids", "for_workload", "when")}}
 
 RULE_FILE = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
