@@ -14,11 +14,7 @@ from diagnoser.resources import rules_dir
 _GUARD = {"training", "inference"}
 
 # pairs with one mechanism still written twice (issue 24); remove a pair when it becomes one `ids:` rule
-KNOWN_COPIES = {
-    ("INFER001", "TRAIN009"), ("INFER002", "TRAIN002"), ("INFER006", "TRAIN001"), ("INFER007", "TRAIN008"),
-    ("INFER008", "TRAIN011"), ("INFER009", "TRAIN013"), ("INFER011", "TRAIN014"),
-    ("INFER014", "TRAIN017"), ("INFER018", "TRAIN019"),
-}
+KNOWN_COPIES: set[tuple[str, str]] = set()  # all merged
 
 
 def _unguarded(pred):
