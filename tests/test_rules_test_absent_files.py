@@ -7,23 +7,8 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from diagnoser.cli import cli
+from test_rule_pack_checks import RULE  # the same synthetic demo rule
 
-RULE = """\
-tree: demo
-rules:
-  - id: DEMO001
-    name: gpu-mostly-idle
-    title: The GPU is mostly idle (synthetic demo rule)
-    category: input_pipeline
-    severity: warning
-    params: {max_busy: 50}
-    when:
-      all:
-        - {fact: gpu_busy_pct, op: lt, param: max_busy}
-    message: "busy {gpu_busy_pct:.0f}%"
-    fix: "more workers"
-    verify: "busy above {max_busy}%"
-"""
 ABSENT = "../shared/corpus/nsys/absent_for_this_test.sqlite.gz"
 FIRES_ON_ABSENT_FILE = f"""\
   - name: real - a corpus file this checkout lacks
