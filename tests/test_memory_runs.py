@@ -3,7 +3,6 @@ belongs to which run (diagnoser.runs.grouping.memory_evidence), decided from wha
 and the inference tree's memory numbers from the memory input when the trace has no allocator events."""
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -17,7 +16,7 @@ from diagnoser.runs.grouping import memory_evidence
 GIB = 1 << 30
 CACHE_FULL = "fixtures/torch/c_decode_cache_full.pt.trace.json.gz"  # made 09:31 UTC on 2026-12-01
 KNN_SNAPSHOT = "fixtures/mem/o_knn_cdist.snapshot.pickle.gz"  # made 08:26 UTC the same day, another script
-DECODE_NSYS = "../shared/corpus/nsys/decode_small_batch.sqlite.gz"  # the corpus file (no copy in fixtures/)
+DECODE_NSYS = "fixtures/nsys/decode_small_batch.sqlite.gz"
 LEAK_STATS = "fixtures/mem/leak.memory_stats.json"
 
 
