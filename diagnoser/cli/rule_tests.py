@@ -3,6 +3,7 @@ real inputs diagnosed through the pipeline, so this runner sits above it, not in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 
 from ..errors import RuleError
@@ -83,6 +84,8 @@ def _resolve(test_file: Path, rel: str) -> str:
         for base in (test_file.resolve().parent, *test_file.resolve().parent.parents):
             if (base / p).exists():
                 return str(base / p)
+            if (base / p).is_symlink() and "shared/corpus/" in os.readlink(base / p):
+                raise CorpusAbsent(f"{rel} (a link to {os.readlink(base / p)})")  # a fixture kept once, in the corpus
     if "shared/corpus/" in rel or "shared/external/" in rel:  # the big real data beside the checkout
         raise CorpusAbsent(rel)
     raise RuleError(test_file, None, f"case input {rel} not found (paths are relative to the test file's "
