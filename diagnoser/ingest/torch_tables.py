@@ -37,100 +37,142 @@ from .kineto_events import (
 MAX_NS = float(1 << 62)  # ~146 years: a time beyond it is corrupt (and start + dur still fits int64)
 
 
+class _Codes(dict):
+    """A dict that gives each new key the next integer: `map(codes.__getitem__, keys)` interns a whole
+    column at C speed (the Python `__missing__` runs once per distinct key)."""
+
+    def __missing__(self, key) -> int:
+        code = self[key] = len(self)
+        return code
+
+
+class _Lookup(dict):
+    """A dict that computes a missing key's value once with `fn` (and keeps it)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, key):
+        value = self[key] = self.fn(key)
+        return value
+
+
+OTHER = 7  # the bucket of an event no table keeps (flows, instants, metadata)
+
+
 class TraceColumns:
     """Column accumulators filled one event batch at a time (numpy arrays per batch, no per-row
-    dicts); names are interned into integer codes, so each distinct name is stored once."""
+    dicts); names are interned into integer codes, so each distinct name is stored once.
+
+    Each batch is read column-wise: `map` of an attribute getter over the decoded events feeds numpy
+    (no Python loop per event), then the events are dropped: nothing decoded outlives its batch. The
+    modelled ops' recorded arguments are interned too: per op a code of its distinct (name, dims,
+    types, concrete, strides) raw JSON, the distinct values kept once."""
 
     def __init__(self):
-        self.names: dict[str, int] = {}
+        self.names: dict[str, int] = _Codes()
         self.gpu: dict[str, list[np.ndarray]] = {}
         self.host: dict[str, list[np.ndarray]] = {}
         self.ranges: dict[str, list[np.ndarray]] = {}
         self.memory: list[tuple] = []  # per batch: (ts, bytes, total allocated, total reserved, device) of device events
-        self.op_args: list[tuple] = []  # (ts, dur, tid, name, dims, types, concrete, strides) of ops the perf model covers
+        self.op_rows: list[tuple] = []  # per batch: (ts, dur, thread, argument code) of the ops the perf model covers
+        self.op_keys: dict[tuple, int] = _Codes()  # (name, dims, types, concrete, strides) raw JSON bytes -> code
         self.shapes_recorded = False  # some op carried Input Dims (record_shapes=True)
-        self._modeled: dict[str, bool] = {}  # op name -> whether the perf model covers it
+        self._bucket = _Lookup(lambda cat: BUCKET_OF_CAT.get(cat, OTHER))  # cat -> bucket
+        self._modeled = _Lookup(is_modeled)  # op name -> whether the perf model covers it
 
     def add(self, events: list[KinetoEvent]) -> None:
-        buckets: list[list[KinetoEvent]] = [[] for _ in range(7)]
-        get = BUCKET_OF_CAT.get
-        memory = []
-        for e in events:
-            b = get(e.cat)
-            if b is not None:
-                buckets[b].append(e)
-            elif e.name == "[memory]" and e.args is not None:
-                memory.append(e)
-        if memory:
-            self._add_memory(memory)
-        self._keep_op_args(buckets[OP])
-        for b, evs in enumerate(buckets):
-            if not evs:
+        n = len(events)
+        if not n:
+            return
+        bucket = np.fromiter(map(self._bucket.__getitem__, map(_CAT, events)), np.int8, n)
+        counts = np.bincount(bucket, minlength=OTHER + 1)
+        if counts[OTHER]:
+            self._add_memory(_pick(events, np.flatnonzero(bucket == OTHER)))
+        if counts[OTHER] == n:
+            return
+        order = np.argsort(bucket, kind="stable")[:n - counts[OTHER]]  # the kept events, by bucket, file order within
+        kept = _pick(events, order)
+        ends = np.cumsum(counts[:OTHER]).tolist()
+        names = list(map(_NAME, kept))
+        code = np.fromiter(map(self.names.__getitem__, names), np.int32, len(kept))
+        ts = np.fromiter(map(_TS, kept), np.float64, len(kept))
+        dur = np.fromiter(map(_DUR, kept), np.float64, len(kept))
+        lo = 0
+        for b, hi in enumerate(ends):
+            if hi == lo:
                 continue
+            evs = kept[lo:hi]
             table = self.gpu if b <= MEMSET else self.host if b == RUNTIME else self.ranges
-            cols = self._common(b, evs)
+            cols = {"code": code[lo:hi], "ts": ts[lo:hi], "dur": dur[lo:hi], "bucket": np.full(hi - lo, b, np.int8)}
             if b <= MEMSET:
                 cols.update(_gpu_columns(b, evs))
             else:
                 cols["thread"] = _int_array(list(map(_TID, evs)))
                 if b == RUNTIME:
                     cols["correlation"] = _int_array([e.args and e.args.correlation for e in evs])
+                elif b == OP:
+                    self._keep_op_args(evs, names[lo:hi], ts[lo:hi], dur[lo:hi], cols["thread"])
             for name, values in cols.items():
                 table.setdefault(name, []).append(values)
+            lo = hi
 
-    def _add_memory(self, events: list[KinetoEvent]) -> None:
+    def _add_memory(self, others: list[KinetoEvent]) -> None:
         """The allocator instants of CUDA devices (Device Type 1)."""
-        args = [e.args for e in events]
-        device = as_ints([a.device_type for a in args]) == 1
+        is_mem = np.fromiter(map("[memory]".__eq__, map(_NAME, others)), bool, len(others))
+        if not is_mem.any():
+            return
+        events = _pick(others, np.flatnonzero(is_mem))
+        args = [NO_ARGS if a is None else a for a in map(_ARGS, events)]  # no args: not a device's (-1)
+        device = as_ints(list(map(_DEVICE_TYPE, args))) == 1
         if device.any():
             self.memory.append(tuple(col[device] for col in (
-                np.array([e.ts for e in events], np.float64), as_ints([a.mem_bytes for a in args], 0),
-                as_ints([a.total_allocated for a in args], 0), as_ints([a.total_reserved for a in args], 0),
-                as_ints([a.device_id for a in args]))))
+                np.fromiter(map(_TS, events), np.float64, len(events)),
+                as_ints(list(map(_MEM_BYTES, args)), 0), as_ints(list(map(_TOTAL_ALLOCATED, args)), 0),
+                as_ints(list(map(_TOTAL_RESERVED, args)), 0), as_ints(list(map(_DEVICE_ID, args))))))
 
-    def _keep_op_args(self, ops: list[KinetoEvent]) -> None:
-        """The modelled ops' arguments, as raw JSON bytes (the roofline decodes each distinct value once)."""
-        modeled = self._modeled
-        for e in ops:
-            a = e.args
+    def _keep_op_args(self, ops: list[KinetoEvent], names: list[str], ts: np.ndarray, dur: np.ndarray,
+                      thread: np.ndarray) -> None:
+        """The modelled ops' arguments, as codes of their distinct raw JSON (the roofline decodes each
+        distinct value once); the raw values themselves are copied out once per distinct value."""
+        if not self.shapes_recorded:  # any op (modelled or not) with Input Dims that are not null
+            self.shapes_recorded = any(a is not None and a.input_dims and bytes(a.input_dims) != b"null"
+                                       for a in map(_ARGS, ops))
+        modeled = np.fromiter(map(self._modeled.__getitem__, names), bool, len(ops))
+        if not modeled.any():
+            return
+        keys, rows, codes = self.op_keys, [], []
+        for i in np.flatnonzero(modeled).tolist():
+            a = ops[i].args
             if a is None or not a.input_dims:
                 continue
-            name = e.name
-            m = modeled.get(name)
-            if m is None:
-                m = modeled[name] = is_modeled(name)
-            if not (m or self.shapes_recorded):
-                self.shapes_recorded = bytes(a.input_dims) != b"null"
-            if m:
-                dims = bytes(a.input_dims)
-                if dims != b"null":
-                    self.shapes_recorded = True
-                    self.op_args.append((e.ts, e.dur, e.tid, name, dims, bytes(a.input_type), bytes(a.concrete_inputs),
-                                         bytes(a.input_strides)))
+            dims = bytes(a.input_dims)
+            if dims == b"null":
+                continue
+            rows.append(i)
+            codes.append(keys[(names[i], dims, bytes(a.input_type), bytes(a.concrete_inputs),
+                               bytes(a.input_strides))])
+        if rows:
+            self.op_rows.append((ts[rows], dur[rows], thread[rows], np.array(codes, np.int32)))
 
     def op_shapes_table(self, path) -> pd.DataFrame | None:
         """The modelled ops' ranges with their recorded arguments; None when no op recorded shapes."""
         if not self.shapes_recorded:
             return None
         cols = ("start_ns", "end_ns", "thread", "name", "dims", "types", "concrete", "strides")
-        if not self.op_args:
+        if not self.op_rows:
             return pd.DataFrame({c: [] for c in cols})
-        ts, dur, tid, name, dims, types, conc, strides = zip(*self.op_args)
-        start, length = _checked_ns(path, np.asarray(ts, np.float64), np.asarray(dur, np.float64))
-        obj = lambda v: np.array(list(v) + [None], object)[:-1]  # noqa: E731 (lists stay elements)
+        ts, dur, thread, codes = (np.concatenate(col) for col in zip(*self.op_rows))
+        start, length = _checked_ns(path, ts, dur)
+        distinct = list(zip(*self.op_keys))  # per field, its value for each code
+        data = {"start_ns": start, "end_ns": start + length, "thread": thread}
+        for c, values in zip(cols[3:], distinct):
+            column = np.empty(len(values), object)
+            column[:] = values  # one shared object per distinct value: no copy per op
+            data[c] = column[codes]
         return _frame(dict.fromkeys(cols, "object") | {"start_ns": "int64", "end_ns": "int64", "thread": "int64"},
-                      start, {"start_ns": start, "end_ns": start + length, "thread": _int_array(list(tid)),
-                              "name": obj(name), "dims": obj(dims), "types": obj(types), "concrete": obj(conc),
-                              "strides": obj(strides)})
-
-    def _common(self, bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
-        code, names = self.names.setdefault, self.names
-        return {
-            "code": np.array([code(e.name, len(names)) for e in evs], np.int32),
-            "ts": np.fromiter(map(_TS, evs), np.float64, len(evs)),  # (map + attrgetter: half a listcomp's time)
-            "dur": np.fromiter(map(_DUR, evs), np.float64, len(evs)),
-            "bucket": np.full(len(evs), bucket, np.int8),
-        }
+                      start, data)
 
     def tables(self, path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """The gpu, host and ranges frames. Names, kinds and copy kinds are Categoricals (as the Nsight Systems
@@ -176,7 +218,16 @@ class TraceColumns:
                                               "total_reserved": reserved, "device": device})
 
 
-_TS, _DUR, _TID = (operator.attrgetter(a) for a in ("ts", "dur", "tid"))
+_CAT, _NAME, _TS, _DUR, _TID, _ARGS = (operator.attrgetter(a) for a in ("cat", "name", "ts", "dur", "tid", "args"))
+_DEVICE_TYPE, _MEM_BYTES, _TOTAL_ALLOCATED, _TOTAL_RESERVED, _DEVICE_ID = (operator.attrgetter(a) for a in (
+    "device_type", "mem_bytes", "total_allocated", "total_reserved", "device_id"))
+
+
+def _pick(items: list, index: np.ndarray) -> list:
+    """items[i] for each i of index, as a list (itemgetter: one C call, no Python loop)."""
+    if len(index) == 1:
+        return [items[int(index[0])]]
+    return list(operator.itemgetter(*index.tolist())(items)) if len(index) else []
 
 
 def _gpu_columns(bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:

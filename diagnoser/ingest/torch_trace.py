@@ -168,6 +168,7 @@ class _TraceStream:
         except msgspec.MsgspecError as e:
             raise self._error(e) from None
         self._add(tail.traceEvents or [])
+        tail.traceEvents = None
         for name in ("deviceProperties", "distributedInfo", "baseTimeNanoseconds"):
             if getattr(tail, name) is None and head is not None:
                 setattr(tail, name, getattr(head, name))
@@ -199,17 +200,26 @@ class _TraceStream:
 
     def _decode_batch(self, buf: bytearray, cut: int, final: bool) -> bool:
         buf[cut] = 0x5D  # "]"
-        try:
-            with memoryview(buf) as view, view[:cut + 1] as batch:
-                # from a copy: the events' raw op arguments (msgspec.Raw) point into what they were
-                # decoded from, and the buffer is cut and refilled after this batch
-                events = _EVENTS.decode(bytes(batch))
-        except msgspec.MsgspecError as e:
+        failed = None
+        with memoryview(buf) as view, view[:cut + 1] as batch:
+            # decoded in place: the events' raw op arguments (msgspec.Raw) hold the buffer, so every
+            # event is dropped before the view is released and the buffer cut and refilled
+            try:
+                events = _EVENTS.decode(batch)
+            except msgspec.MsgspecError as e:
+                failed = e
+            else:
+                try:
+                    self._add(events)
+                except BaseException as e:
+                    del events
+                    raise e.with_traceback(None)  # its frames would hold the events, and so the buffer
+                del events
+        if failed is not None:
             buf[cut] = 0x2C  # ","
             if final:
-                raise self._error(e) from None
+                raise self._error(failed) from None
             return False
-        self._add(events)
         return True
 
     def _check_partial(self, data: bytes | bytearray, end: int, where: str) -> None:
