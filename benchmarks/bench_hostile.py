@@ -43,17 +43,27 @@ def gz_bomb(path: Path, head: bytes, fill: bytes, size: int, tail: bytes = b"") 
     return path
 
 
+def _tiny_event(i: int, n: int, reverse: bool) -> bytes:
+    ts = n - i if reverse else i
+    if i % 2:
+        return b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 1}' % ts
+    return (b'{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, '
+            b'"tid": 1, "ts": %d, "dur": 1}' % ts)
+
+
 def tiny_events(n: int, reverse: bool = True) -> bytes:
     """n minimal kernel/runtime events (no args), ts in reverse order when `reverse`."""
-    parts = []
-    for i in range(n):
-        ts = n - i if reverse else i
-        if i % 2:
-            parts.append(b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 1}' % ts)
-        else:
-            parts.append(b'{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, '
-                         b'"tid": 1, "ts": %d, "dur": 1}' % ts)
-    return b'{"traceEvents": [' + b", ".join(parts) + b"]}"
+    return b'{"traceEvents": [' + b", ".join(_tiny_event(i, n, reverse) for i in range(n)) + b"]}"
+
+
+def write_tiny_events(path: Path, n: int, reverse: bool = True) -> Path:
+    """tiny_events(n) written as it is made (10M events are 1.27 GB: never held in memory)."""
+    with open(path, "wb") as f:
+        f.write(b'{"traceEvents": [')
+        for lo in range(0, n, 100_000):
+            f.write((b", " if lo else b"") + b", ".join(_tiny_event(i, n, reverse) for i in range(lo, min(n, lo + 100_000))))
+        f.write(b"]}")
+    return path
 
 
 def run(path: Path, tmp: Path, kill_after: float | None = None) -> dict:

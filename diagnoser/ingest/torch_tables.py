@@ -185,7 +185,11 @@ class TraceColumns:
             if not parts:
                 out.append(empty_table(columns))
                 continue
-            cols = {name: np.concatenate(arrays) for name, arrays in parts.items()}
+            cols = {}
+            for name in list(parts):  # each column's batches freed as it is joined: one column doubled at a time
+                arrays = parts.pop(name)
+                cols[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+                del arrays
             start, length = _checked_ns(path, cols.pop("ts"), cols.pop("dur"))
             codes, bucket = cols.pop("code"), cols.pop("bucket")
             if parts is self.ranges:
@@ -206,6 +210,7 @@ class TraceColumns:
                 copy_names = sorted(COPY_KIND_CODES)
                 cols["copy_kind"] = np.array([copy_names.index(k) for k in COPY_KIND_CODES], np.int8)[cols["copy_kind"]]
                 categories["copy_kind"] = copy_names
+            del codes, bucket, length
             out.append(_frame(columns, start, cols, categories))
         return out[0], out[1], out[2]
 
@@ -332,11 +337,17 @@ def _frame(columns: dict[str, str], start: np.ndarray, data: dict[str, np.ndarra
            categories: dict[str, list] | None = None) -> pd.DataFrame:
     """The columns in schema order, rows sorted by start (stable); a column in `categories` holds codes
     into that sorted list and becomes a Categorical."""
-    order = np.argsort(start, kind="stable")
+    order = None if (start[1:] >= start[:-1]).all() else np.argsort(start, kind="stable")
     categories = categories or {}
-    return pd.DataFrame({c: pd.Series(pd.Categorical.from_codes(data[c][order], categories=categories[c]))
-                         if c in categories else pd.Series(data[c][order], dtype=t, copy=False)
-                         for c, t in columns.items()})
+    frame = {}
+    for c, t in columns.items():  # each column sorted and the unsorted one dropped, one at a time
+        values = data.pop(c)
+        if order is not None:
+            values = values[order]
+        frame[c] = (pd.Series(pd.Categorical.from_codes(values, categories=categories[c])) if c in categories
+                    else pd.Series(values, dtype=t, copy=False))
+        del values
+    return pd.DataFrame(frame, copy=False)  # the columns as they are: no consolidating copy
 
 
 def devices_from_properties(props: list[dict] | None) -> list[dict]:
