@@ -1,11 +1,22 @@
-"""Fuzz the `diagnose` CLI with mutated real inputs, as an attacker would; print the counts table.
+"""Fuzz `diagnose` with mutated real inputs, as an attacker would; print the counts tables.
 
-Every case is a real fixture (trimmed where it is big) run through one mutation family, then
-through the real CLI (`diagnoser.cli.main`) in a forked child with its own TMPDIR. A case passes
-when the CLI either reports (exit 0/3, nothing on stderr, the -o file complete) or refuses with
-exactly one line `diagnose: error: <file>: ...` and exit 1; always in bounded time and memory,
-never a traceback, never a temp file left (after a SIGTERM mid-run too), never the input modified,
-never a pickle payload run.
+Every case is a real fixture (trimmed where it is big) run through one mutation family, then in a
+forked child with its own TMPDIR, one of four ways in turn (issue 31):
+
+- `cli`: the command piped (`diagnoser.cli.main`), `--format` md, json, html or junit in turn, `-o`;
+- `tty`: the command on a pseudo-terminal (stdin, stdout, stderr), `--progress`: the terminal report
+  and the progress lines as a user sees them;
+- `api`: `diagnoser.diagnose` in a process that does other work (a thread mapping 256 MiB at a time
+  meanwhile), then all five formats (md, terminal, html, json, junit) rendered; the address-space
+  limit must stay as it was and the thread never fail;
+- `ranks` (torch): the mutated trace as rank 1 beside the real one as rank 0, through the command.
+
+A case passes when it either reports (exit 0/3, nothing on stderr, every report complete) or
+refuses with exactly one line `diagnose: error: <file>: ...` and exit 1; always in bounded time and
+memory, never a traceback, never a temp file left (after a SIGTERM mid-run too), never the input
+modified, never a pickle payload run. Every report is checked: no raw control, bidi or
+non-character (U+FFFE/U+FFFF, surrogates) in any format (the terminal's own colours aside), JSON
+parses, JUnit is well-formed XML.
 
     python benchmarks/fuzz.py                    # full run: 1,000 cases per reader
     python benchmarks/fuzz.py --cases 50 --jobs 2 --readers torch,nsys --seed 7
@@ -23,8 +34,11 @@ import hashlib
 import io
 import json
 import os
+import pty
 import random
+import re
 import resource
+import select
 import shutil
 import signal
 import sqlite3
@@ -32,6 +46,7 @@ import struct
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +57,16 @@ HANG_S = 30.0
 BIG_RSS = 1 << 30
 SMALL_INPUT = 10 << 20
 MARKER = "PAYLOAD_RAN"
+WAYS = ("cli", "tty", "api")
+RANK_READERS = ("torch",)  # readers of per-rank traces: they also run the `ranks` way
+CLI_FORMATS = ("json", "md", "html", "junit")
+EXT = {"md": "md", "json": "json", "html": "html", "junit": "xml", "terminal": "txt"}
+# what must never reach an output raw: C0 (tab and newline aside), DEL, C1, bidi and zero-width
+# format characters, BOM, U+FFFE/U+FFFF, lone surrogates
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufffe\uffff"
+                 "\ud800-\udfff]")
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # the terminal report's own colours
+FILE_NAME_TAIL = "\x01\x1b]52;c;aWQ=\x07\x1b[2J\u202e\ufffe<b>"
 
 
 # ---------------------------------------------------------------- seeds (real fixtures)
@@ -470,13 +495,66 @@ def m_pickle(rng: random.Random, b: bytes, marker: str = MARKER) -> bytes:
     return pickle.dumps(data, protocol=rng.choice([0, 2, 4, 5]))
 
 
+# what a kernel, op, frame or file name may carry (issue 31): C0 controls, an OSC 52 clipboard write,
+# a screen clear, C1 CSI, a bidi override, a line separator, the non-characters XML 1.0 forbids, a lone
+# surrogate, HTML, Markdown and shell metacharacters
+HOSTILE_NAMES = ["\x01\x02\x08\x0b\x0c", "\x1b]52;c;aWQ=\x07", "\x1b[2J", "\x9b31m", "\u202e", "\u2028",
+                 "\ufffe\uffff", "\ud800", "<script>alert(1)</script>", "`|$(id)';id;'", "[bold]"]
+
+
+def _hostile_name(rng: random.Random, name: str, surrogates: bool = True) -> str:
+    picks = [h for h in HOSTILE_NAMES if surrogates or h != "\ud800"]
+    return name + "".join(rng.sample(picks, rng.choice([1, 2, len(picks)])))
+
+
+def m_names(rng: random.Random, b: bytes) -> bytes:
+    """Names rewritten to carry what HOSTILE_NAMES holds: torch op/kernel names, ncu CSV cells, nsys
+    StringIds, snapshot frames; the rest of the input is left real."""
+    share = rng.choice([0.05, 0.3, 1.0])
+    if b.startswith(b"SQLite format 3"):
+        def edit(conn):
+            conn.execute("UPDATE StringIds SET value = value || ? WHERE abs(random()) % 100 < ?",
+                         (_hostile_name(rng, "", surrogates=False), int(share * 100)))
+        return _sqlite_edit(b, edit)
+    if b[:2] == b"\x80\x04" or b[:1] == b"\x80":
+        import pickle
+        try:
+            data = pickle.loads(b)
+        except Exception:  # noqa: BLE001 - not the real snapshot: flip bytes instead
+            return m_flip(rng, b)
+        for _, node in _walk_nodes(data):
+            if isinstance(node, dict) and isinstance(node.get("name"), str) and rng.random() < share:
+                node["name"] = _hostile_name(rng, node["name"])
+                if isinstance(node.get("filename"), str):
+                    node["filename"] = _hostile_name(rng, node["filename"])
+        return pickle.dumps(data, protocol=4)
+    try:
+        obj = json.loads(b)
+    except ValueError:  # an ncu CSV: quoted cells with a letter in them
+        lines = b.decode("utf-8", "replace").split("\n")
+        for k in range(2, len(lines)):
+            if rng.random() < share:
+                cells = lines[k].split('","')
+                named = [i for i, c in enumerate(cells) if any(ch.isalpha() for ch in c)]
+                if named:
+                    i = rng.choice(named)
+                    cells[i] = _hostile_name(rng, cells[i]).replace('"', "").replace(",", "")
+                lines[k] = '","'.join(cells)
+        return "\n".join(lines).encode("utf-8", "surrogatepass")
+    events = obj.get("traceEvents") if isinstance(obj, dict) else None
+    for e in events if isinstance(events, list) else []:
+        if isinstance(e, dict) and isinstance(e.get("name"), str) and rng.random() < share:
+            e["name"] = _hostile_name(rng, e["name"])
+    return json.dumps(obj).encode()
+
+
 COMMON = [m_truncate, m_flip, m_chunk]
 FAMILIES = {
-    "torch": COMMON + [m_json, m_json, m_json],
-    "nsys": COMMON + [m_sqlite, m_sqlite, m_sqlite],
+    "torch": COMMON + [m_json, m_json, m_json, m_names],
+    "nsys": COMMON + [m_sqlite, m_sqlite, m_sqlite, m_names],
     "ncu-rep": COMMON + [m_ncu, m_ncu, m_ncu],
-    "ncu-csv": COMMON + [m_csv, m_csv],
-    "mem-snapshot": COMMON + [m_pickle, m_pickle, m_pickle],
+    "ncu-csv": COMMON + [m_csv, m_csv, m_names],
+    "mem-snapshot": COMMON + [m_pickle, m_pickle, m_pickle, m_names],
     "mem-stats": COMMON + [m_json, m_json],
 }
 
@@ -519,6 +597,9 @@ class Case:
     gz: bool = False
     kill_after: float | None = None  # seconds: SIGTERM the run then (litter check)
     size: int = 0
+    way: str = "cli"  # cli | tty | api | ranks (module docstring)
+    fmt: str = "json"  # the cli and ranks ways' --format
+    companion: bytes = b""  # ranks: the real trace, rank 0 beside the mutated rank 1
 
 
 def make_cases(reader: str, count: int, seed: int, seed_inputs=None):
@@ -539,6 +620,13 @@ def make_cases(reader: str, count: int, seed: int, seed_inputs=None):
             case.data, case.gz, case.family = gzip_damage(rng, data), True, case.family + "+gz"
         if rng.random() < 0.08:
             case.kill_after = rng.choice([0.05, 0.2, 0.5, 1.0])
+        ways = WAYS + (("ranks",) if reader in RANK_READERS else ())
+        case.way = ways[i % len(ways)]  # by index: the mutations stay those of the seed
+        case.fmt = CLI_FORMATS[i // len(ways) % len(CLI_FORMATS)]
+        if case.way == "api":
+            case.kill_after = None  # a library leaves signals to its caller: a SIGTERM ends it uncleaned
+        if case.way == "ranks":
+            case.companion = plain
         yield case
 
 
@@ -554,24 +642,72 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     killed: bool = False
     cpu: float = 0.0  # user + system seconds: unlike wall time, not inflated by a loaded machine
+    checked: list[str] = field(default_factory=list)  # the outputs checked (formats; `tty`: the terminal)
 
 
-def _child(path: Path, out: Path, tmp: Path, err: Path, cwd: Path) -> None:
-    os.environ["TMPDIR"] = str(tmp)
+def _api_child(paths: list[Path], work: Path) -> int:
+    """The library in a process that does other work: a thread maps 256 MiB of address space at a time
+    while `diagnoser.diagnose` runs; then every format is rendered. Returns the exit code the command
+    would give (0, or 1 with `diagnose: error: ...` on stderr), 98 when the process was disturbed."""
+    import threading
+    import mmap
+
+    import diagnoser
+    failures, done = [], threading.Event()
+
+    def other_work():
+        while not done.is_set():
+            try:
+                mmap.mmap(-1, 256 << 20).close()
+            except (OSError, MemoryError, ValueError) as e:
+                failures.append(repr(e))
+            time.sleep(0.001)
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)
+    thread = threading.Thread(target=other_work, daemon=True)
+    thread.start()
+    try:
+        report = diagnoser.diagnose([str(p) for p in paths])
+        for fmt in ("md", "terminal", "html", "json", "junit"):
+            (work / f"report.{EXT[fmt]}").write_text(report.render(fmt), encoding="utf-8")
+        code = 0
+    except diagnoser.DiagnoserError as e:
+        print(f"diagnose: error: {e}", file=sys.stderr)
+        code = 1
+    finally:
+        done.set()
+        thread.join()
+    if failures or resource.getrlimit(resource.RLIMIT_AS) != limit:
+        print(f"API: the caller's process was disturbed: {len(failures)} allocations failed "
+              f"({failures[:1]}), RLIMIT_AS {limit} -> {resource.getrlimit(resource.RLIMIT_AS)}", file=sys.stderr)
+        return 98
+    return code
+
+
+def _child(case: Case, paths: list[Path], work: Path) -> None:
+    """Runs in the forked child: the case, the way it says. Never returns."""
+    os.environ["TMPDIR"] = str(work / "tmp")
     tempfile.tempdir = None
-    os.chdir(cwd)
-    fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(fd, 2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
+    os.chdir(work)
+    if case.way != "tty":  # on the pseudo-terminal, stdout and stderr stay the terminal
+        fd = os.open(work / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
     sys.stdout = open(1, "w", closefd=False)  # under pytest, sys.std* are capture objects
     sys.stderr = open(2, "w", closefd=False)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     code = 0
     try:
-        from diagnoser.cli import main
-        main([str(path), "--format", "json", "-o", str(out)])
+        if case.way == "api":
+            code = _api_child(paths, work)
+        else:
+            from diagnoser.cli import main
+            if case.way == "tty":
+                main([*map(str, paths), "--progress"])
+            else:
+                main([*map(str, paths), "--format", case.fmt, "-o", str(work / f"report.{EXT[case.fmt]}")])
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     except BaseException:  # noqa: BLE001 - what the user would see
@@ -579,6 +715,7 @@ def _child(path: Path, out: Path, tmp: Path, err: Path, cwd: Path) -> None:
         traceback.print_exc()
         code = 99
     finally:
+        sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
 
@@ -587,25 +724,100 @@ def _start(case: Case, root: Path):
     work = root / f"{case.reader}-{case.index}"
     shutil.rmtree(work, ignore_errors=True)  # a kept folder from an earlier run
     (work / "tmp").mkdir(parents=True)
-    path = work / (f"case{case.suffix}" + (".gz" if case.gz else ""))
+    name = "case.rank1" if case.way == "ranks" else "case"
+    if case.index % 4 == 1:  # a file name from outside carries controls, an OSC 52 write, bidi, HTML
+        name = name.replace("case", "case" + FILE_NAME_TAIL)
+    path = work / (f"{name}{case.suffix}" + (".gz" if case.gz else ""))
     path.write_bytes(case.data)
-    digest = hashlib.sha256(case.data).hexdigest()
-    case.size, case.data = len(case.data), b""  # on disk now; the runner keeps no copy
-    pid = os.fork()
+    paths = [path]
+    if case.way == "ranks":
+        paths.insert(0, work / f"case.rank0{case.suffix}")
+        paths[0].write_bytes(case.companion)
+    digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+    case.size, case.data, case.companion = len(case.data), b"", b""  # on disk now; the runner keeps no copy
+    tty = None
+    if case.way == "tty":
+        pid, tty = pty.fork()
+    else:
+        pid = os.fork()
     if pid == 0:
-        _child(path, work / "report.json", work / "tmp", work / "stderr", work)
-    return {"pid": pid, "case": case, "work": work, "path": path, "digest": digest,
+        _child(case, paths, work)
+    if tty is not None:
+        os.set_blocking(tty, False)
+    return {"pid": pid, "case": case, "work": work, "path": path, "digests": digests, "tty": tty, "screen": bytearray(),
             "t0": time.monotonic(), "killed": False, "hung": False}
+
+
+def _drain(run: dict, final: bool = False) -> None:
+    """Read what the tty child wrote to its terminal (a full terminal would block it)."""
+    fd = run["tty"]
+    if fd is None:
+        return
+    while True:
+        if not final and not select.select([fd], [], [], 0)[0]:
+            return
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except (BlockingIOError, InterruptedError):
+            if final:
+                time.sleep(0.01)
+                final = False  # one more look, then whatever is left is gone with the terminal
+                continue
+            return
+        except OSError:  # EIO: the terminal's other side closed
+            chunk = b""
+        if not chunk:
+            os.close(fd)
+            run["tty"] = None
+            (run["work"] / "screen").write_bytes(bytes(run["screen"]))
+            return
+        run["screen"] += chunk
+
+
+def check_output(fmt: str, text: str) -> list[str]:
+    """What is wrong with one rendered report (module docstring)."""
+    problems = []
+    shown = SGR.sub("", text).replace("\r", "") if fmt in ("terminal", "tty") else text
+    if RAW.search(shown):
+        problems.append(f"raw control in {fmt}")
+    if fmt == "json":
+        try:
+            json.loads(text)
+        except ValueError:
+            problems.append("bad report")
+    elif fmt == "junit":
+        try:
+            ET.fromstring(text.encode("utf-8", "surrogatepass"))
+        except ET.ParseError:
+            problems.append("junit not XML")
+    return problems
+
+
+def _shown(name: str) -> str:
+    """A file name as an error line shows it (errors.InputError, then text_safety.visible_line)."""
+    from diagnoser.errors import InputError
+    from diagnoser.text_safety import visible_line
+    return visible_line(InputError(name, "").path)
+
+
+def _expected_reports(case: Case) -> list[str]:
+    if case.way == "api":
+        return ["md", "terminal", "html", "json", "junit"]
+    return [case.fmt] if case.way in ("cli", "ranks") else []
 
 
 def _finish(run: dict, status: int, usage) -> Outcome:
     case, work, path = run["case"], run["work"], run["path"]
+    _drain(run, final=True)
     seconds = time.monotonic() - run["t0"]
     rss = usage.ru_maxrss * 1024
     rc = os.waitstatus_to_exitcode(status)
-    err = (work / "stderr").read_text(errors="replace") if (work / "stderr").exists() else ""
+    if case.way == "tty":
+        err = bytes(run["screen"]).decode("utf-8", "replace")
+    else:
+        err = (work / "stderr").read_text(errors="replace") if (work / "stderr").exists() else ""
     o = Outcome(case, rc, seconds, rss, err, killed=run["killed"], cpu=usage.ru_utime + usage.ru_stime)
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip()]
     if "Traceback (most recent call last)" in err or rc == 99:
         o.problems.append("traceback")
     if run["hung"]:
@@ -614,21 +826,37 @@ def _finish(run: dict, status: int, usage) -> Outcome:
         if any((work / "tmp").iterdir()):
             o.problems.append("litter after kill")
     else:
+        if case.way == "tty":  # the terminal report and the progress lines together, as the user sees them
+            o.problems += check_output("tty", err)
+            o.checked.append("tty")
+            errors = [ln for ln in lines if "diagnose: error: " in ln]
         if rc in (0, 3):
-            if lines:
+            if lines and case.way != "tty":
                 o.problems.append("noise on success")
-            report = work / "report.json"
-            try:
-                json.loads(report.read_text())
-            except (OSError, ValueError):
-                o.problems.append("bad report")
+            if case.way == "tty" and errors:
+                o.problems.append("error on success")
+            for fmt in _expected_reports(case):
+                report = work / f"report.{EXT[fmt]}"
+                try:
+                    o.problems += check_output(fmt, report.read_text(encoding="utf-8"))
+                    o.checked.append(fmt)
+                except (OSError, ValueError):
+                    o.problems.append("bad report")
         elif rc == 1:
-            if len(lines) != 1:
+            if case.way == "tty":
+                if len(errors) != 1 or lines[-1] != errors[0]:
+                    o.problems.append("multi-line error")
+                elif not any(_shown(p.name) in errors[0] for p in run["digests"]):
+                    o.problems.append("error names no file")
+            elif len(lines) != 1:
                 o.problems.append("multi-line error")
-            elif not lines[0].startswith("diagnose: error: ") or path.name not in lines[0]:
+            elif not lines[0].startswith("diagnose: error: ") or not any(_shown(p.name) in lines[0] for p in run["digests"]):
                 o.problems.append("error names no file")
-            if (work / "report.json").exists():
+            o.problems += [p for p in check_output("stderr", err) if case.way != "tty"]
+            if any(work.glob("report.*")) and case.way != "api":
                 o.problems.append("half-written -o")
+        elif rc == 98:
+            o.problems.append("API disturbed the caller")
         else:
             o.problems.append(f"exit {rc}")
         if any((work / "tmp").iterdir()):
@@ -637,7 +865,7 @@ def _finish(run: dict, status: int, usage) -> Outcome:
         o.problems.append("over 1 GB")
     if (work / MARKER).exists() or Path(MARKER).exists():
         o.problems.append("PAYLOAD RAN")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != run["digest"]:
+    if any(hashlib.sha256(p.read_bytes()).hexdigest() != d for p, d in run["digests"].items()):
         o.problems.append("input modified")
     return o
 
@@ -676,6 +904,7 @@ def run_cases(cases, jobs: int = 2, hang_s: float = HANG_S, root: Path | None = 
                 time.sleep(0.01)
                 now = time.monotonic()
                 for run in running.values():
+                    _drain(run)
                     age = now - run["t0"]
                     ka = run["case"].kill_after
                     if ka is not None and not run["killed"] and age > ka:
@@ -693,8 +922,10 @@ def run_cases(cases, jobs: int = 2, hang_s: float = HANG_S, root: Path | None = 
             if not outcome.problems:
                 shutil.rmtree(run["work"], ignore_errors=True)
     finally:
-        for pid in running:
+        for pid, run in running.items():
             os.kill(pid, signal.SIGKILL)
+            if run["tty"] is not None:
+                os.close(run["tty"])
         if own_root and all(not o.problems for o in results):
             shutil.rmtree(root, ignore_errors=True)
     return results
@@ -719,6 +950,28 @@ def table(results: list[Outcome]) -> str:
                      probs("multi-line error"), probs("hang"), probs("over 1 GB"),
                      probs("litter after kill"), other])
     head = ["reader", *COLUMNS]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    fmt = lambda r: "| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |"  # noqa: E731
+    return "\n".join([fmt(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, rows)])
+
+
+OUTPUTS = ("md", "terminal", "html", "json", "junit", "tty")
+
+
+def ways_table(results: list[Outcome]) -> str:
+    """Per way of running: the cases, their outcomes, and the outputs checked per format (issue 31)."""
+    rows = []
+    for way in WAYS + ("ranks", "all"):
+        rs = [r for r in results if way == "all" or r.case.way == way]
+        if not rs:
+            continue
+        rows.append([way, len(rs), sum(r.rc in (0, 3) and not r.killed for r in rs), sum(r.rc == 1 and not r.killed for r in rs),
+                     sum(r.killed for r in rs), *(sum(f in r.checked for r in rs) for f in OUTPUTS),
+                     sum(any(p.startswith("raw control") for p in r.problems) for r in rs),
+                     sum("junit not XML" in r.problems for r in rs), sum("input modified" in r.problems for r in rs),
+                     sum("API disturbed the caller" in r.problems for r in rs), sum(bool(r.problems) for r in rs)])
+    head = ["way", "cases", "reported", "refused", "killed", *(f"{f} checked" for f in OUTPUTS), "raw control",
+            "junit not XML", "input modified", "API disturbed", "any problem"]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = lambda r: "| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |"  # noqa: E731
     return "\n".join([fmt(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, rows)])
@@ -761,6 +1014,8 @@ def main(argv=None) -> int:
               f"{o.seconds:.1f} s wall, {o.cpu:.1f} s CPU, {o.rss >> 20} MiB {o.stderr.strip()[-160:]}")
     print()
     print(table(results))
+    print()
+    print(ways_table(results))
     return 1 if any(r.problems for r in results) else 0
 
 

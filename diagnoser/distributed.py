@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from .errors import DiagnoserError, InputError, unexpected_problem
 from .ingest.expansion import is_url
+from .text_safety import visible_line
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
 SCHEDULER_ADDRESS = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
@@ -155,9 +156,9 @@ class RankProgress:
         if not self.enabled:
             return
         width = len(str(self.total))
-        head = f"[{self.done:>{width}}/{self.total}] {os.path.basename(o.source.rstrip('/'))}"
-        if o.problem:
-            self.stream.write(f"{head}: FAILED: {o.problem}\n")
+        head = f"[{self.done:>{width}}/{self.total}] {visible_line(os.path.basename(o.source.rstrip('/')))}"
+        if o.problem:  # file names and what a reader quoted from the input: shown, never acted on
+            self.stream.write(f"{head}: FAILED: {visible_line(o.problem)}\n")
         else:
             mb = o.bytes / 1e6
             self.stream.write(f"{head}: {mb:.1f} MB in {o.seconds:.2f} s ({mb / max(o.seconds, 1e-9):.1f} MB/s)\n")
@@ -166,7 +167,7 @@ class RankProgress:
     def close(self, how: str) -> None:
         if self.enabled and self.total > 1:
             wall = time.perf_counter() - self.t0
-            self.stream.write(f"{self.done} rank traces ({self.bytes / 1e6:.0f} MB) measured {how} in {wall:.1f} s: "
+            self.stream.write(f"{self.done} rank traces ({self.bytes / 1e6:.0f} MB) measured {visible_line(how)} in {wall:.1f} s: "
                               f"{self.done / max(wall, 1e-9):.1f} ranks/s, {self.bytes / 1e6 / max(wall, 1e-9):.1f} MB/s\n")
             self.stream.flush()
 

@@ -1,5 +1,10 @@
-"""One exception family; the CLI turns each into a one-line message and exit code 1."""
+"""One exception family; the CLI turns each into a one-line message and exit code 1. An input's
+error names the file and may quote the input: its message is shown safe already (C0 as `?` or a
+space, every other control, bidi or non-character escaped: text_safety.visible_line), so `str(e)`
+printed by a program using the API acts on no terminal either."""
 import re
+
+from .text_safety import visible_line
 
 MAX_PROBLEM_CHARS = 500
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
@@ -20,8 +25,8 @@ class InputError(DiagnoserError):
     """An input file is missing, unreadable, truncated, corrupt or of the wrong kind."""
 
     def __init__(self, path, problem: str):
-        self.path = _CONTROL.sub("?", str(path))  # a newline in a file name stays on the line
-        self.problem = one_line(problem)
+        self.path = visible_line(_CONTROL.sub("?", str(path)))  # a newline in a file name stays on the line
+        self.problem = visible_line(one_line(problem))
         super().__init__(f"{self.path}: {self.problem}")
 
 

@@ -6,6 +6,11 @@ the process (and, with it, the cleanup of temporary files). The default is the m
 memory: nothing real can use more without swapping to death. `--max-memory SIZE` (or
 DIAGNOSER_MAX_MEMORY) sets another ceiling; `0`/`none` lifts it.
 
+These are process-wide: only a process diagnoser owns sets them. `owning_process()` marks the
+span in which it does (the `diagnose` command's main, a reader's child process); elsewhere (the
+Python API in a notebook or a server, whose other threads allocate too) a reader that needs an
+address-space ceiling runs in a child process (ingest/mem_snapshot.py), never lowering the caller's.
+
 `exit_cleanly_on_signals` turns SIGTERM and SIGHUP into an exception (as SIGINT already is), so
 `finally` blocks and context managers run and temporary files are removed on those exits too.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+from contextlib import contextmanager
 
 try:
     import resource
@@ -23,6 +29,7 @@ except ImportError:  # not POSIX: no limits to set
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 MIN_LIMIT = 256 << 20  # below this the interpreter and its imports do not start
 _applied: int | None = None
+_owned = 0  # depth of owning_process() blocks: > 0 while diagnoser owns this process
 
 
 class Terminated(BaseException):
@@ -31,6 +38,22 @@ class Terminated(BaseException):
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
+
+
+@contextmanager
+def owning_process():
+    """Within this block the process is diagnoser's (the CLI's main): its process-wide limits may be set."""
+    global _owned
+    _owned += 1
+    try:
+        yield
+    finally:
+        _owned -= 1
+
+
+def process_owned() -> bool:
+    """Is this process diagnoser's own (owning_process), so that RLIMIT_AS may be lowered in it?"""
+    return _owned > 0
 
 
 def parse_size(text: str) -> int | None:

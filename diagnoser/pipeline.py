@@ -69,6 +69,26 @@ def _missing_ranks(world: int, present: set[int]) -> str:
     return ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
 
 
+def drop_rank_claimed_twice(g: Group) -> None:
+    """Two traces of one run that claim the same rank: the first given (command-line order; a folder's
+    files in name order) is that rank, the others are left out, and a note names every claimant."""
+    claims: dict[int, list[int]] = {}
+    for i, m in enumerate(g.models):
+        claims.setdefault(m.rank, []).append(i)
+    twice = {rank: idx for rank, idx in claims.items() if len(idx) > 1}
+    if not twice:
+        return
+    dropped = {i for idx in twice.values() for i in idx[1:]}
+    for rank, idx in sorted(twice.items()):
+        others = ", ".join(g.paths[i] for i in idx[1:])
+        g.notes.append(f"{len(idx)} traces claim rank {rank}: {g.paths[idx[0]]} (kept: the first given) and {others} "
+                       "(left out); pass one trace per rank")
+    keep = [i for i in range(len(g.models)) if i not in dropped]
+    g.paths = [g.paths[i] for i in keep]
+    g.kinds = [g.kinds[i] for i in keep]
+    g.models = [g.models[i] for i in keep]
+
+
 def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
     """Sniff and read every input (directories and globs expanded; timeline traces measured per rank,
     in parallel as distributed.executing() says); group the ranks of a distributed run together."""
@@ -92,6 +112,8 @@ def load_groups(paths: Iterable[str], progress: bool = False) -> list[Group]:
             g.models.append(model)
         else:
             singles.append(Group(family, [str(path)], [kind], [model]))
+    for g in ranked.values():
+        drop_rank_claimed_twice(g)
     for (world, _), g in ranked.items():
         present = {m.rank for m in g.models}
         if len(present) < world:

@@ -1,8 +1,11 @@
-"""Progress on stderr for long work (reading big inputs); silent when disabled or not a TTY-less CI log."""
+"""Progress on stderr for long work (reading big inputs); silent when disabled or not a TTY-less CI log.
+The label names an input: it is shown by text_safety.visible_line (no escape sequence reaches the terminal)."""
 from __future__ import annotations
 
 import sys
 import time
+
+from .text_safety import visible_line
 
 
 class Progress:
@@ -10,7 +13,7 @@ class Progress:
 
     def __init__(self, label: str, total: float | None = None, unit: str = "MB",
                  enabled: bool = True, interval: float = 1.0, stream=None):
-        self.label, self.total, self.unit = label, total, unit
+        self.label, self.total, self.unit = visible_line(label), total, unit
         self.enabled, self.interval = enabled, interval
         self.stream = stream or sys.stderr
         self._last = time.monotonic()

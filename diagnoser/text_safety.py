@@ -9,7 +9,11 @@ builder uses it, so the rules live in one place:
   overrides and isolates such as U+202E, zero-width characters, line separators) are shown escaped
   (`\\x1b`, `\\u202e`), so nothing reaches a terminal raw; `visible_text` keeps newlines and tabs.
 - `displayable`: the same over a whole report (dataclasses, dicts, lists), before it is drawn.
+  The same characters also include lone surrogates and U+FFFE/U+FFFF, so `visible_text` output is
+  XML 1.0 character data (JUnit) and encodes as UTF-8.
+- `json_text`: a JSON text with those characters as `\\uXXXX` escapes (the values unchanged).
 - `md_code`: a Markdown code span that holds any text (backticks inside widen the delimiter).
+- `md_inert`: a whole Markdown report with every `<` that could open raw HTML outside code escaped.
 - `shell_word` / `shell_fill`: a value in a suggested command stays one argument (shlex.quote).
 - `regex_any_of`: a regex matching names literally, with nothing in it a shell, a terminal or the
   rule engine changes.
@@ -30,6 +34,9 @@ _CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
 # word joiner and invisible operators, bidi isolates (U+2066-U+2069), BOM, interlinear annotation.
 _INVISIBLE = [0x061C, *range(0x200B, 0x2010), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2060, 0x2065),
               *range(0x2066, 0x206A), 0xFEFF, *range(0xFFF9, 0xFFFC)]
+# ...and what is no character at all: lone surrogates (a JSON `\ud800` reads as one; UTF-8 cannot
+# encode it) and the noncharacters U+FFFE/U+FFFF (XML 1.0 forbids them; a byte-order probe reads them)
+_NONCHARACTERS = [*range(0xD800, 0xE000), 0xFFFE, 0xFFFF]
 _SHORT = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
 
 
@@ -37,7 +44,7 @@ def _escape(cp: int) -> str:
     return _SHORT.get(cp) or (f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}")
 
 
-_LINE = {cp: _escape(cp) for cp in _CONTROLS + _INVISIBLE}
+_LINE = {cp: _escape(cp) for cp in _CONTROLS + _INVISIBLE + _NONCHARACTERS}
 _TEXT = {cp: v for cp, v in _LINE.items() if cp not in (0x09, 0x0A)}
 
 
@@ -49,6 +56,17 @@ def visible_line(text) -> str:
 def visible_text(text) -> str:
     """Like visible_line, but newlines and tabs stay (multi-line text: a whole report, a rule's message)."""
     return str(text).translate(_TEXT)
+
+
+# JSON: what visible_line escapes, as a `\\uXXXX` escape (json.dumps already escapes C0 itself)
+_JSON = {cp: f"\\u{cp:04x}" for cp in _LINE if cp >= 0x20}
+
+
+def json_text(dumped: str) -> str:
+    """JSON text (json.dumps with ensure_ascii=False) with every character visible_line escapes
+    written as a `\\uXXXX` escape: parsed, every value is as read; shown, nothing acts on a terminal.
+    Outside its strings JSON text is ASCII, so the whole text is translated at once."""
+    return dumped.translate(_JSON)
 
 
 def md_code(text) -> str:
@@ -64,6 +82,58 @@ def code_span(text: str) -> str:
     fence = "`" * (max(len(run) for run in re.findall(r"`+", text)) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+# `<` that starts raw HTML in CommonMark (a tag, a closing tag, a comment, a declaration, a processing
+# instruction) or an autolink; `<=`, `< 5%` start nothing
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def md_inert(markdown: str) -> str:
+    """A Markdown document with every `<` that could open raw HTML backslash-escaped outside code spans
+    and fenced code: a viewer that passes HTML through (markdown-it with html=True, wikis, notebooks)
+    shows `<script>` from a kernel or file name as text, and every viewer renders the same `<`."""
+    out, fence = [], None
+    for line in markdown.split("\n"):
+        m = _FENCE.match(line)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line[m.end():].strip():
+                fence = None
+            out.append(line)
+        elif m and not (m.group(1)[0] == "`" and "`" in line[m.end():]):
+            fence = m.group(1)
+            out.append(line)
+        else:
+            out.append(_inert_line(line))
+    return "\n".join(out)
+
+
+def _inert_line(line: str) -> str:
+    if "<" not in line:
+        return line
+    out, i, n = [], 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == "\\":  # a backslash escape is kept whole (`\\<` is already text)
+            out.append(line[i:i + 2])
+            i += 2
+        elif c == "`":  # a code span (a run of N backticks closed by the next run of exactly N) stays as it is
+            j = i
+            while j < n and line[j] == "`":
+                j += 1
+            run = line[i:j]
+            close = re.compile(r"(?<!`)" + run + r"(?!`)").search(line, j)
+            end = close.end() if close else j
+            out.append(line[i:end])
+            i = end
+        else:
+            j = i
+            while j < n and line[j] not in "\\`":
+                j += 1
+            out.append(_HTML_START.sub(r"\\<", line[i:j]))
+            i = j
+    return "".join(out)
 
 
 def shell_word(text) -> str:

@@ -76,12 +76,13 @@ def run_cmd(files, fmt, output, top, min_severity, user_rules, params, set_items
 
     if set_items:
         settings.parse_assignments(set_items, all_settings())  # a bad --set is an error before any input is read
-    fmt = output_format(fmt, output, sys.stdout.isatty())
+    inputs = files + user_rules  # what -o may never name
+    fmt = output_format(fmt, output, sys.stdout.isatty(), inputs=inputs)
     if progress is None:
         progress = sys.stderr.isatty()
     report = diagnose(files, user_rules, params, set_items, progress=progress, jobs=jobs, scheduler=scheduler)
     text = report.render(fmt, top=top, min_severity=min_severity, fail_on=fail_on)
-    write_output(text, output, ansi=fmt == "terminal")
+    write_output(text, output, ansi=fmt == "terminal", inputs=inputs)
     if fail_on and report.failed(fail_on):
         sys.exit(EXIT_GATE)
 
@@ -95,7 +96,8 @@ def main(argv=None):
     signals = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
     previous_handlers = {s: signal.getsignal(s) for s in signals}
     try:
-        _main(argv)
+        with limits.owning_process():
+            _main(argv)
     except limits.Terminated as e:  # a signal that lands while an error is being reported
         sys.exit(128 + e.signum)
     finally:  # an in-process caller gets its process back as it was

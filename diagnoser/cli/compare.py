@@ -76,7 +76,8 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     from ..compare.gate import gate
     from ..compare.render import render_json, render_markdown
 
-    fmt = output_format(fmt, output, False, FORMATS)  # an unknown -o extension or a missing folder: an error
+    inputs = before + after + user_rules  # what -o may never name
+    fmt = output_format(fmt, output, False, FORMATS, inputs)  # an unknown -o extension or a missing folder: an error
     set_values = settings.parse_assignments(set_items, all_settings()) if set_items else {}
     pack = load_pack(user_rules, params)
     ids = [lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None][0]
@@ -91,7 +92,7 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
         text = render_html(c, fail_pct, reasons)
     else:
         text = render_markdown(c, fail_pct, reasons)
-    write_output(text, output)
+    write_output(text, output, inputs=inputs)
     if reasons:
         for r in reasons:
             click.echo(f"diagnose compare: regression: {visible_line(r)}", err=True)

@@ -7,7 +7,7 @@ import json
 import click
 
 from ..errors import DiagnoserError
-from ..text_safety import visible_line
+from ..text_safety import json_text, visible_line
 
 
 @click.command("facts", short_help="The measured facts of FILE(s), or the facts and settings catalogue.")
@@ -46,7 +46,7 @@ def facts_cmd(files, show_catalogue, fmt):
             {"name": f.name, "value": f.value, "unit": f.unit, "source": f.source,
              "subject": f.subject.to_json() if f.subject else None,
              "inputs": [i["path"] for i in inputs]} for inputs, facts in blocks for f in facts]}
-        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        click.echo(json_text(json.dumps(out, indent=2, ensure_ascii=False)))
         return
     for n, (inputs, facts) in enumerate(blocks):
         kinds = sorted({display_kind(i["kind"]) for i in inputs})

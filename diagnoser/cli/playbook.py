@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import DiagnoserError
-from .output import write_output
+from .output import check_destination, write_output
 from .rules import pack_of
 
 
@@ -18,6 +18,7 @@ from .rules import pack_of
 def playbook_cmd(rule_id, user_rules, output):
     """The remediation handbook: one rule's playbook section (`diagnose playbook TRAIN002`, Markdown),
     or, without RULE, every rule's (shipped and custom) as one HTML file."""
+    check_destination(output, user_rules)  # a rule file is never written over
     pack = pack_of(user_rules)
     if rule_id:
         from ..report.playbook import rule_playbook_markdown
@@ -29,9 +30,9 @@ def playbook_cmd(rule_id, user_rules, output):
         if not output and sys.stdout.isatty():
             from ..report.terminal import render_markdown_text
             text = render_markdown_text(text)
-            write_output(text, output, ansi=True)
+            write_output(text, output, ansi=True, inputs=user_rules)
             return
-        write_output(text, output)
+        write_output(text, output, inputs=user_rules)
         return
     from ..report.playbook import render_playbook_html
-    write_output(render_playbook_html(pack), output)
+    write_output(render_playbook_html(pack), output, inputs=user_rules)

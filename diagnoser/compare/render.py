@@ -5,7 +5,7 @@ import json
 
 from .. import __version__
 from ..report.formatting import fmt_value, md_cell
-from ..text_safety import displayable, md_code, visible_text
+from ..text_safety import displayable, json_text, md_code, md_inert, visible_text
 
 FACT_ROWS_MD = 40  # changed facts listed in Markdown (JSON: every fact both sides have)
 KERNEL_ROWS_MD = 25
@@ -89,7 +89,7 @@ def _totals_md(c: dict) -> list[str]:
 
 
 def render_json(c: dict, gate_pct=None, reasons=None) -> str:
-    return json.dumps(json_doc(c, gate_pct, reasons), indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n"
+    return json_text(json.dumps(json_doc(c, gate_pct, reasons), indent=2, ensure_ascii=False, sort_keys=False, default=str)) + "\n"
 
 
 def _inputs(side) -> str:
@@ -207,7 +207,7 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
     made += [f"rule pack {x.get('path')}" for x in st.get("rule_packs", [])]
     L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings"
           + (": " + ", ".join(made) + "." if made else " (shipped rules, defaults).")]
-    return visible_text("\n".join(L) + "\n")
+    return md_inert(visible_text("\n".join(L) + "\n"))
 
 
 def presence(k) -> str:

@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..limits import process_owned
 from .input_files import GZIP_MAX_RATIO, open_input
 from ..memory.model import (ACTION_CODE, UNKNOWN_ACTION, Annotation, Block, Frame, MemorySnapshot, OomEvent, Segment,
                             TraceTable)
 from ..progress import Progress
+from .snapshot_child import read_in_child
 
 class SafeUnpickler(pickle.Unpickler):
     """Unpickler for plain builtins only: any global (class, function) is refused before lookup."""
@@ -116,7 +118,8 @@ class _GuardedReader:
 
 class _AddressCeiling:
     """During the load, RLIMIT_AS at what the process maps now plus `extra`: one giant
-    allocation a length field asks for (BYTEARRAY8 of 64 GiB) fails at once as a MemoryError."""
+    allocation a length field asks for (BYTEARRAY8 of 64 GiB) fails at once as a MemoryError.
+    Process-wide: used only in a process diagnoser owns (load_snapshot)."""
 
     def __init__(self, extra: int):
         self.extra, self.saved = extra, None
@@ -170,7 +173,11 @@ def load_raw(path: str | os.PathLike, progress: Progress | None = None):
 
 
 def load_snapshot(path: str | os.PathLike, progress: Progress | None = None) -> MemorySnapshot:
-    """Read a CUDA memory snapshot into a MemorySnapshot (see module docstring)."""
+    """Read a CUDA memory snapshot into a MemorySnapshot (see module docstring). The load caps the
+    address space (_AddressCeiling), a process-wide limit: where diagnoser does not own the process
+    (the Python API), it runs in a child process that does (snapshot_child)."""
+    if not process_owned():
+        return read_in_child(path, progress)
     data = load_raw(path, progress)
     if isinstance(data, list):  # torch.cuda.memory_snapshot(): segments only
         data = {"segments": data, "device_traces": []}

@@ -5,6 +5,7 @@ import json
 
 from .. import __version__
 from ..rulespec.model import SEVERITY_RANK
+from ..text_safety import json_text
 from .finding_parts import summary_counts
 from .run_sections import first_findings, run_sections
 
@@ -64,4 +65,5 @@ def _settings_json(report) -> dict:
 
 
 def render_json(report, top: int | None = None, min_severity: str = "info") -> str:
-    return json.dumps(report_json(report, top, min_severity), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    # every value as read; controls, bidi and non-characters as \u escapes (text_safety.json_text)
+    return json_text(json.dumps(report_json(report, top, min_severity), indent=2, sort_keys=False, ensure_ascii=False)) + "\n"

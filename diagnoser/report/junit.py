@@ -8,7 +8,9 @@ inputs show has nothing to act on (not applicable: no GEMMs, no OOM; the reason 
 rule of a tree that applies to the run but whose facts are absent is a skipped test case, with what
 it needs and how to collect it; rules of trees that do not apply (the kernel tree on a PyTorch
 trace) are no test cases. The failure's body is what the Markdown report says of the finding: its
-message, evidence, gain, fix, verify and sources. No timestamps or host names: same inputs, same bytes.
+message, evidence, gain, fix, verify and sources. Text from the inputs (file and kernel names) is
+shown as in the other formats (text_safety.displayable), and the whole document passes through
+visible_text: no control character, bidi override or U+FFFE/U+FFFF, so it is well-formed XML 1.0. No timestamps or host names: same inputs, same bytes.
 
 The element and attribute names follow the JUnit schema of Jenkins' xunit plugin (junit-10.xsd),
 which GitLab's test reports read too: testsuites > testsuite (name, tests, failures, errors,
@@ -20,6 +22,7 @@ import xml.etree.ElementTree as ET
 
 from .. import __version__
 from ..rulespec.model import SEVERITY_RANK
+from ..text_safety import displayable, visible_text
 from .finding_parts import kernel_table, subject_label
 from .formatting import fmt_value, share_pct
 
@@ -110,6 +113,7 @@ def _suite(name: str, inputs: list[str], rules, evaluated: set[str], findings, n
 def render_junit(report, rules, fail_on: str | None = None) -> str:
     """`rules`: the rules in force (RulePack.ordered()); `fail_on`: warning | critical (None: warning)."""
     fail_on = fail_on or DEFAULT_FAIL_ON
+    report = displayable(report)  # names from the inputs shown escaped, as in every other format
     not_evaluated = {ne.rule: ne for ne in report.not_evaluated}
     not_applicable = {na.rule: na for na in getattr(report, "not_applicable", [])}
     root = ET.Element("testsuites", name=f"diagnoser {__version__}")
@@ -125,4 +129,5 @@ def render_junit(report, rules, fail_on: str | None = None) -> str:
     for key in ("tests", "failures", "errors"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in root)))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # visible_text over the whole: what is left outside XML 1.0's characters (rule texts) shown escaped
+    return visible_text('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n")

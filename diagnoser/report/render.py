@@ -4,13 +4,14 @@ report/ imports this module (the helpers they share live in formatting.py and fi
 
 Names in a report come from the profiled program: Markdown, HTML and the terminal draw the report
 as text_safety.displayable shows it (control characters escaped), and Markdown and HTML pass once
-more through visible_text whole; JSON keeps every value as read (json.dumps escapes)."""
+more through visible_text whole (Markdown through md_inert too: no raw HTML from a name); JSON keeps every value as read, written with text_safety.json_text
+(controls, bidi and non-characters as \\u escapes). JUnit (junit.py) does as Markdown does."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..rulespec.model import SEVERITY_RANK
-from ..text_safety import displayable, visible_text
+from ..text_safety import displayable, md_inert, visible_text
 from .json_report import render_json
 from .run_sections import first_findings
 from .template_env import template_env as _env
@@ -19,7 +20,7 @@ from .text_view import present
 
 def render_markdown(report, top: int | None = None, min_severity: str = "info") -> str:
     view = present(displayable(report), top, min_severity)
-    return visible_text(_env(False).get_template("report.md.j2").render(view=view))
+    return md_inert(visible_text(_env(False).get_template("report.md.j2").render(view=view)))
 
 
 def render_html(report, top: int | None = None, min_severity: str = "info") -> str:

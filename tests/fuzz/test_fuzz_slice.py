@@ -1,10 +1,12 @@
-"""CI slice of the fuzz suite (benchmarks/fuzz.py): mutated real fixtures through the real CLI.
+"""CI slice of the fuzz suite (benchmarks/fuzz.py): mutated real fixtures through the real CLI (piped,
+on a pseudo-terminal, as rank 1 of two ranks) and the Python API in a process that does other work.
 
 A fixed seed and 40 cases per reader (240 in all, about a minute on 2 cores): every case must be
 reported (exit 0/3, nothing on stderr) or refused on one line naming the file (exit 1); never a
 traceback, a hang, over 1 GB, a temp file left (after a SIGTERM mid-run too), the input modified,
-a half-written -o or a pickle payload run. The full run (1,000 cases per reader) is
-`python benchmarks/fuzz.py`.
+a half-written -o or a pickle payload run; every report (md, terminal, html, json, junit, and the
+terminal screen with its progress lines) without a raw control, bidi or non-character, JUnit
+well-formed XML. The full run (1,000 cases per reader) is `python benchmarks/fuzz.py`.
 """
 from __future__ import annotations
 
@@ -46,6 +48,13 @@ def test_mutated_real_inputs_are_reported_or_refused_on_one_line(outcomes, reade
     assert not bad, "\n".join(bad)
     # the slice exercises both outcomes: mutations the readers survive and ones they refuse
     assert any(o.rc == 1 for o in mine) and any(o.rc in (0, 3) for o in mine)
+
+
+def test_the_slice_runs_every_way_and_checks_every_format(outcomes):
+    assert {o.case.way for o in outcomes} == {"cli", "tty", "api", "ranks"}
+    checked = {fmt for o in outcomes for fmt in o.checked}
+    assert checked == {"md", "terminal", "html", "json", "junit", "tty"}, checked
+    assert any("]52;c;aWQ=" in o.stderr for o in outcomes if o.case.way == "tty")  # a hostile file name reached the screen (escaped: no raw control)
 
 
 def test_mutation_families_are_deterministic():
