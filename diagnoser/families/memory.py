@@ -38,7 +38,7 @@ def analyse(models: list):
 
 
 def settings() -> None:
-    from ..memory import lifetimes  # noqa: F401 - it registers settings
+    from ..memory import kv_cache, lifetimes  # noqa: F401 - they register settings
 
 
 FAMILY = Family("memory", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.MEMORY)

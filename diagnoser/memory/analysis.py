@@ -23,6 +23,7 @@ from ..facts import AnalysisResult, Fact, Subject
 from ..identity import UNIX_NS_MAX, UNIX_NS_MIN, program_identity
 from .catalogue import CATALOGUE, COLLECT_SNAPSHOT
 from .lifetimes import TEMP_PHASES, AllocationOwners, iteration_bounds
+from .kv_cache import kv_cache_facts
 from .owners import DURABLE_OWNER, OWNERS, describe_call, describe_stack, phase_of_stack, site_of_stack
 from .replay import SMALL_SEGMENT, AllocatorReplay
 
@@ -113,6 +114,8 @@ def analyze_snapshot(snap) -> AnalysisResult:
     ref = oom.index if oom else peak
     sink.add("composition_at", "oom" if oom else "peak", "")
     total = _composition(sink, out, rep, snap, ref, own.owners, own.sites)
+    live, _older = rep.live_at(ref)
+    kv_cache_facts(sink, rep, snap.stacks, own, live, np.searchsorted(rep.alloc_idx, live).tolist(), total)
     if oom and total + oom.size > 0:  # the failing request against everything live (with or without its frames)
         sink.add("oom_request_share_pct", 100.0 * oom.size / (total + oom.size), "%")
     _temporaries(sink, rep, snap, ref, own, total, request)

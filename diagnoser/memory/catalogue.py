@@ -104,6 +104,17 @@ CATALOGUE: list[FactSpec] = [
     _spec("expandable_segments", "", "allocator setting expandable_segments was on", type="bool"),
     _spec("composition_at", "", "when the owner composition was taken: oom | peak", type="string"),
     _spec("composition_allocated_gib", "GiB", "allocated bytes at the composition point"),
+    _spec("kv_cache_gib", "GiB", "live memory in KV-cache tensors at the OOM (else the peak): blocks whose stack names a KV "
+          "cache, or an even run of equal tensors allocated back to back outside any model call (memory/kv_cache.py)"),
+    _spec("kv_cache_share_pct", "%", "the KV cache's share of live memory at the OOM (else the peak)"),
+    _spec("kv_cache_limit_pct", "%", "the KV cache's size as a share of the memory limit at the OOM (memory_limit_gib)"),
+    _spec("kv_cache_tensor_count", "count", "KV-cache tensors live (K and V per layer, or the blocks of a pool)"),
+    _spec("kv_cache_tensor_mib", "MiB", "the most common size of one KV-cache tensor (layers x batch x heads x "
+          "positions x head_dim x bytes over the tensors)"),
+    _spec("kv_cache_equal_tensor_count", "count", "KV-cache tensors of that most common size"),
+    _spec("kv_cache_site", "", "allocation site holding most KV-cache bytes", type="string"),
+    _spec("kv_cache_evidence", "", "how the KV cache was recognised: frames (a frame names it) | shape (equal "
+          "tensors preallocated together)", type="string"),
     _spec("dominant_owner", "", "owner holding the most live memory: " + " | ".join(OWNERS), type="string"),
     _spec("dominant_owner_gib", "GiB", "live memory of the dominant owner"),
     _spec("dominant_owner_share_pct", "%", "dominant owner's share of live memory"),
