@@ -157,6 +157,15 @@ CATALOGUE: list[FactSpec] = [
     _n("gemm_no_tensor_core_pct", "%", "share of GEMM time in kernels without tensor cores (SGEMM / FFMA)"),
     _n("gemm_no_tensor_core_step_pct", "%", "share of step time in GEMMs without tensor cores"),
     _s("top_no_tensor_core_kernel", "the GEMM without tensor cores that takes the most time"),
+    _n("gemm_unaligned_kernel_pct", "%", "share of GPU kernel time in GEMM kernels whose names say they were built for "
+       "operands aligned to fewer than 16 bytes (`align1`, `align2` in bf16/fp16, `align1`-`align2` in fp32): cuBLAS's "
+       "fallback when a dimension is not a multiple of 8 elements (a vocabulary of 50257)"),
+    _n("gemm_unaligned_step_pct", "%", "share of step time in those narrow-alignment GEMM kernels"),
+    _n("gemm_unaligned_ms_per_step", "ms", "time per steady step in those narrow-alignment GEMM kernels"),
+    _n("gemm_unaligned_kernel_count", "count", "narrow-alignment GEMM launches per steady step"),
+    _s("gemm_unaligned_top_kernel", "the narrow-alignment GEMM kernel that takes the most time"),
+    _n("gemm_unaligned_top_kernel_pct", "%", "its share of GPU kernel time"),
+    _s("gemm_unaligned_alignment", "the alignment its name declares, in elements and bytes"),
     _n("fused_attention_pct", "%", "share of GPU activity time in fused attention kernels (flash / cuDNN SDPA / mem-efficient)"),
     _n("unfused_attention_blocks_per_step", "count", "softmax kernels sandwiched between GEMMs (hand-written attention) per step"),
     _n("unfused_attention_pct", "%", "share of step time in hand-written attention (score GEMM through value GEMM)"),

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import settings
+from ..kernel_names import ALIGNED_BYTES, gemm_alignment
 from .tables import Timeline
 from .intervals import IntervalSet
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
@@ -218,6 +219,36 @@ def tensor_core_stats(kt: KernelTable) -> dict:
     if no_tc.any():
         top = names.subset(no_tc).sum_by_name(kt.dur_ns[g][no_tc]).sort_values(ascending=False)
         out["top_no_tensor_core_kernel"] = str(top.index[0])
+    return out
+
+
+def _alignment_bytes(name: str) -> int:
+    a = gemm_alignment(name)
+    return a[0] * a[1] if a else -1
+
+
+def gemm_alignment_stats(kt: KernelTable) -> dict:
+    """GEMM kernels whose names say they were built for operands aligned to less than 16 bytes (`align1`,
+    `align2` in bf16): the fallback cuBLAS takes when a dimension is not a multiple of 8 elements."""
+    kernel_total = float(kt.dur_ns.sum())
+    if kernel_total <= 0:
+        return {}
+    g = (kt.category == GEMM) & kt.is_kernel
+    names = kt.names.subset(g)
+    nbytes = names.per_unique("align_bytes", _alignment_bytes, -1)[names.codes] if g.any() else np.zeros(0, int)
+    bad = (nbytes >= 0) & (nbytes < ALIGNED_BYTES)
+    dur = kt.dur_ns[g]
+    ns = float(dur[bad].sum())
+    out = {"gemm_unaligned_kernel_pct": 100.0 * ns / kernel_total, "gemm_unaligned_step_pct": 100.0 * ns / max(kt.steady_ns, 1)}
+    if ns <= 0:
+        return out
+    out["gemm_unaligned_ms_per_step"] = ns / 1e6 / max(kt.steady_steps, 1)
+    out["gemm_unaligned_kernel_count"] = int(bad.sum()) / max(kt.steady_steps, 1)
+    top = names.subset(bad).sum_by_name(dur[bad]).sort_values(ascending=False, kind="stable")
+    out["gemm_unaligned_top_kernel"] = str(top.index[0])[:200]
+    out["gemm_unaligned_top_kernel_pct"] = 100.0 * float(top.iloc[0]) / kernel_total
+    a = gemm_alignment(str(top.index[0]))
+    out["gemm_unaligned_alignment"] = f"{a[0]} element{'s' if a[0] > 1 else ''} ({a[0] * a[1]} bytes)"
     return out
 
 

@@ -22,7 +22,8 @@ from .program import program_facts
 from .roofline import op_roofline
 from .ops import ncu_window, op_distribution, op_facts, top_kernels
 from .kernels import CATEGORY_PATTERNS
-from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, graph_kernel_pct, is_training,
+from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, gemm_alignment_stats, graph_kernel_pct,
+                               is_training,
                                kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .ranks import CollectiveKernels, RankSummary
@@ -262,6 +263,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     v.update(alloc_stats(tv, steps, setup.intervals))
     v.update(sync_calls(tv, steps, act))
     v.update(tensor_core_stats(kt))
+    v.update(gemm_alignment_stats(kt))
     att = attention_stats(kt, steps)
     v.update(att)
     v.update(memory_bound_stats(kt))
