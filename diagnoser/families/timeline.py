@@ -44,7 +44,8 @@ def analyse(measured: list):
 
 
 def settings() -> None:
-    from ..timeline import attention, gaps, kernels, measure, roofline, setup, steps, sync  # noqa: F401 - they register settings
+    from ..timeline import (attention, decode_prefix, gaps, kernels, measure, roofline, setup, steps,  # noqa: F401 - they register settings
+                            sync)
 
 
 FAMILY = Family("timeline", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.TIMELINE, per_rank=True,

@@ -52,3 +52,30 @@ CATALOGUE = [
     FactSpec("top_op_cpu_ms_per_step", "number", "ms", "CPU time in top_op_name per steady step (its ranges' total "
              "duration)", "run", SOURCES, OPS),
 ]
+
+SHAPES = ("profile the decode loop with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
+          "record_shapes=True and one prof.step() per generated token (the GEMMs' input shapes say how many tokens "
+          "each step runs; an Nsight Systems export has no shapes)")
+
+
+def _d(name, unit, meaning, type="number"):
+    return FactSpec(name, type, unit, meaning, "run", SOURCES, SHAPES)
+
+
+CATALOGUE += [
+    _d("decode_gemm_rows_first", "count", "input rows of the step's GEMM-class ops (linear / mm / addmm / matmul: "
+       "the most common row count of the step) in the first steady step (timeline/decode_prefix.py)"),
+    _d("decode_gemm_rows_last", "count", "... in the last steady step"),
+    _d("decode_gemm_rows_growth_per_step", "count", "rows the GEMMs' inputs grow by per step (median; a decoder "
+       "without a KV cache: the batch, one token per sequence per step; 0 with a cache)"),
+    _d("decode_rows_growth_steps_pct", "%", "steps whose GEMM rows grew by exactly that amount"),
+    _d("decode_recomputed_tokens_first", "count", "tokens each sequence runs through the model in the first steady "
+       "step (rows / growth): the prefix re-run without a KV cache"),
+    _d("decode_recomputed_tokens_last", "count", "... in the last steady step"),
+    _d("decode_recompute_work_ratio", "ratio", "tokens run per generated token, averaged over the steps: the GEMM "
+       "work against a decoder that keeps a KV cache and runs the new token only"),
+    _d("decode_gpu_ms_per_step_first", "ms", "GPU kernel time of the first steady step"),
+    _d("decode_gpu_ms_per_step_last", "ms", "GPU kernel time of the last steady step"),
+    _d("decode_gpu_ms_per_prefix_token", "ms", "GPU kernel time each token of re-run prefix adds to a step "
+       "(least-squares slope of kernel time per step against the tokens it re-runs)"),
+]

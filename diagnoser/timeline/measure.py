@@ -17,6 +17,7 @@ from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, q
                             device_busy, host_activity, idle_gaps, per_step_breakdown,
                             quiet_after_sync_ns, sync_wait_evidence, MAJORITY)
 from .intervals import IntervalSet, subtract
+from .decode_prefix import decode_prefix_stats
 from .kv_cache import kv_cache_stats
 from .program import program_facts
 from .roofline import op_roofline
@@ -269,6 +270,8 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     v.update(memory_bound_stats(kt))
     v.update(optimizer_stats(tl, kt, steps))
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
+    if v["workload_kind"] == "inference":  # one step per generated token: is the prefix re-run every step?
+        v.update(decode_prefix_stats(tl, kt, steps))
     v.update(kv_cache_stats(tl, steps))  # device memory over the steps (allocator events), when the trace has them
     v.update(program_facts(tl, v))  # framework, attention_kind, gpu_arch: what the advice is written for
     v["tensor_core_dtypes"] = tensor_core_dtypes(tl.devices, v["gpu_arch"])
