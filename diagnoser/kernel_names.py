@@ -144,17 +144,23 @@ def kernel_origin(*names: str) -> str:
 # `_aligna4_alignc4`): cuBLAS picks a narrower build when a dimension (or leading dimension) is not a
 # multiple of 16 bytes, e.g. a vocabulary of 50257 in bf16. Element bytes from the name's data types.
 _ALIGN = re.compile(r"_align([abc])?(\d+)(?=_|$|[^0-9a-z])", re.I)
-_ELEM_BYTES = (
-    (re.compile(r"f64|dgemm|_d\d|double", re.I), 8),
-    (re.compile(r"tf32|f32|sgemm|fp32|float(?!16)", re.I), 4),
+_ELEM_BYTES = (  # input types first: a 16-bit kernel's name also carries its f32 accumulator
+    (re.compile(r"e4m3|e5m2|fp8|_i8|i8i8|s8s8|int8", re.I), 1),
     (re.compile(r"bf16|f16|fp16|hgemm|half|s1688|s16816|h1688|h16816", re.I), 2),
-    (re.compile(r"e4m3|e5m2|fp8|i8|s8|int8", re.I), 1),
+    (re.compile(r"tf32|f32|fp32|float", re.I), 4),
+    (re.compile(r"f64|double", re.I), 8),
 )
 ALIGNED_BYTES = 16  # a 128-bit access per operand row: what tensor-core GEMM kernels are built for
 
 
+_NOT_TENSOR_OP = re.compile(r"simt|_ffma|sgemm|dgemm|gemv", re.I)
+
+
 def gemm_alignment(name: str) -> tuple[int, int] | None:
-    """(alignment in elements, element bytes) a GEMM kernel name declares (the narrowest operand), else None."""
+    """(alignment in elements, element bytes) a tensor-core GEMM kernel name declares (the narrowest operand),
+    else None. CUDA-core (SIMT / FFMA) GEMMs load scalars whatever the shapes: their `align1` says nothing."""
+    if _NOT_TENSOR_OP.search(name):
+        return None
     aligns = [int(m.group(2)) for m in _ALIGN.finditer(name)]
     if not aligns:
         return None

@@ -61,9 +61,13 @@ def kv_cache_blocks(rep, stacks, own, live, pos) -> tuple[list[int], str]:
 
 
 def kv_cache_facts(sink, rep, stacks, own, live, pos, total) -> None:
-    """kv_cache_* facts of the blocks live at one moment (none when no KV cache is seen)."""
+    """kv_cache_* facts of the blocks live at one moment (size and share 0 when no KV cache is seen)."""
     idx, evidence = kv_cache_blocks(rep, stacks, own, live, pos)
-    if not idx or total <= 0:
+    if total <= 0:
+        return
+    if not idx:  # measured: no KV-cache tensor among the live blocks
+        sink.add("kv_cache_gib", 0.0, "GiB")
+        sink.add("kv_cache_share_pct", 0.0, "%")
         return
     sizes = rep.tr.size[live].tolist()
     b = sum(sizes[i] for i in idx)
