@@ -157,6 +157,11 @@ CATALOGUE: list[FactSpec] = [
     _n("gemm_no_tensor_core_pct", "%", "share of GEMM time in kernels without tensor cores (SGEMM / FFMA)"),
     _n("gemm_no_tensor_core_step_pct", "%", "share of step time in GEMMs without tensor cores"),
     _s("top_no_tensor_core_kernel", "the GEMM without tensor cores that takes the most time"),
+    FactSpec("anomaly_nan_checks_per_step", "number", "count", "NaN checks of autograd's anomaly mode per steady step "
+             "(`aten::_is_any_true` inside `autograd::engine::evaluate_function` ranges, each followed by a read-back: "
+             "`torch.autograd.set_detect_anomaly(True)` left on; timeline/debug_apis.py)", "run", ("torch-trace",),
+             "profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (the aten op ranges "
+             "come with the CPU activity)"),
     _n("gemm_unaligned_kernel_pct", "%", "share of GPU kernel time in GEMM kernels whose names say they were built for "
        "operands aligned to fewer than 16 bytes (`align1`, `align2` in bf16/fp16, `align1`-`align2` in fp32): cuBLAS's "
        "fallback when a dimension is not a multiple of 8 elements (a vocabulary of 50257)"),

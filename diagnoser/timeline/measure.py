@@ -17,6 +17,7 @@ from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, q
                             device_busy, host_activity, idle_gaps, per_step_breakdown,
                             quiet_after_sync_ns, sync_wait_evidence, MAJORITY)
 from .intervals import IntervalSet, subtract
+from .debug_apis import anomaly_check_stats
 from .decode_prefix import decode_prefix_stats
 from .kv_cache import kv_cache_stats
 from .program import program_facts
@@ -263,6 +264,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     v.update(memcpy_stats(tv, steps, act))
     v.update(alloc_stats(tv, steps, setup.intervals))
     v.update(sync_calls(tv, steps, act))
+    v.update(anomaly_check_stats(tl, steps))
     v.update(tensor_core_stats(kt))
     v.update(gemm_alignment_stats(kt))
     att = attention_stats(kt, steps)
