@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import DiagnoserError
+from ..text_safety import visible_line, visible_text
 
 
 @click.group("rules")
@@ -41,7 +42,7 @@ def rules_show(rule_id, user_rules):
     if rule_id not in pack.rules:
         raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
     r = pack.rules[rule_id]
-    click.echo(f"{r.id} {r.name}\n  {r.title}\n  file: {r.path}:{r.line}")
+    click.echo(f"{r.id} {r.name}\n  {r.title}\n  file: {visible_line(r.path)}:{r.line}")
     click.echo(f"  tree: {r.tree}  category: {r.category}  severity: {r.severity}  status: {r.status}  scope: {r.scope}")
     click.echo(f"  requires: {', '.join(r.requires) or '-'}")
     click.echo(f"  needs (requires + every fact `when` reads; absent -> not evaluated): {', '.join(r.needs()) or '-'}")
@@ -76,7 +77,7 @@ def rules_validate(paths):
             raise RuleError(Path(r.path), r.line or None, f"rule {r.id}: missing `verify_check`; add its Verify step as "
                             "conditions on the re-profiled run, e.g. [{fact: idle_data_pct, op: lt, param: min_idle_data_pct}]")
     n = sum(1 for r in pack.rules.values() if not r.shipped or any(Path(p).resolve() in (Path(r.path).resolve(), Path(r.path).resolve().parent) for p in paths))
-    click.echo(f"ok: {n} rule(s) valid in {', '.join(paths)}")
+    click.echo(f"ok: {n} rule(s) valid in {', '.join(map(visible_line, paths))}")
 
 
 @rules_group.command("test")
@@ -94,9 +95,9 @@ def rules_test(paths, user_rules):
     skipped = [r for r in results if r.skipped]
     for r in results:
         status = "SKIP" if r.skipped else ("PASS" if r.ok else "FAIL")
-        click.echo(f"{status}  {Path(r.file).name}: {r.name}{'  (' + r.skipped + ')' if r.skipped else ''}")
-        for p in r.problems:
-            click.echo(f"      {p}")
+        click.echo(visible_line(f"{status}  {Path(r.file).name}: {r.name}{'  (' + r.skipped + ')' if r.skipped else ''}"))
+        for p in r.problems:  # a case's file names and what its trace holds: shown, never acted on
+            click.echo(f"      {visible_text(p)}")
     for c in coverage:
         click.echo(f"COVERAGE  {c}")
     for c in run.unchecked:
