@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import InputError
+from ..limits import process_owned
 from .input_files import gunzip_to, is_gzip
 from ..text_safety import shell_word
 from ..timeline.tables import Timeline
@@ -59,7 +60,9 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
         try:
             done = subprocess.run(cmd, check=False, capture_output=True, text=True, errors="replace",
                                   timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                                  preexec_fn=_without_memory_ceiling)
+                                  # the API sets no ceiling to drop, and a preexec_fn is unsafe in a
+                                  # process with threads (a notebook, a server): only the command's
+                                  preexec_fn=_without_memory_ceiling if process_owned() else None)
         except subprocess.TimeoutExpired:
             raise InputError(p, f"`nsys export` did not finish in {EXPORT_TIMEOUT_S} s") from None
         except OSError as e:
