@@ -164,8 +164,19 @@ def test_tensors_created_on_cpu_then_moved_read_as_pageable_copies():
     assert {"TRAIN001", "TRAIN007"} <= rules_of(path)
 
 
-def test_anomaly_detection_left_on_reads_as_host_syncs_in_the_step():
-    assert first_category(TORCH / "q_anomaly_on.pt.trace.json.gz") == "host_sync"
+def test_anomaly_detection_left_on_is_named_with_its_nan_checks():
+    path = TORCH / "q_anomaly_on.pt.trace.json.gz"
+    assert first_category(path) == "host_sync"
+    assert "TRAIN002" not in rules_of(path)
+    f = finding("TRAIN031", path)
+    assert f.evidence["anomaly_nan_checks_per_step"]["value"] == 21  # every one of the 21 syncs a step
+    assert "set_detect_anomaly" in f.fix
+
+
+def test_host_sync_training_without_anomaly_mode_keeps_its_sync_finding():
+    path = FIXTURES / "torch" / "host_sync.pt.trace.json.gz"
+    assert facts_of(path)["anomaly_check_sync_pct"] == 0
+    assert "TRAIN002" in rules_of(path) and "TRAIN031" not in rules_of(path)
 
 
 def test_denoiser_healthy_twin_raises_no_warning():

@@ -162,6 +162,10 @@ CATALOGUE: list[FactSpec] = [
              "`torch.autograd.set_detect_anomaly(True)` left on; timeline/debug_apis.py)", "run", ("torch-trace",),
              "profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (the aten op ranges "
              "come with the CPU activity)"),
+    FactSpec("anomaly_check_sync_pct", "number", "%", "those NaN checks as a share of the step's host syncs (each "
+             "check reads its result back)", "run", ("torch-trace",),
+             "profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (the aten op ranges "
+             "inside backward show anomaly mode's NaN checks; an Nsight Systems export has no op ranges)"),
     _n("gemm_unaligned_kernel_pct", "%", "share of GPU kernel time in GEMM kernels whose names say they were built for "
        "operands aligned to fewer than 16 bytes (`align1`, `align2` in bf16/fp16, `align1`-`align2` in fp32): cuBLAS's "
        "fallback when a dimension is not a multiple of 8 elements (a vocabulary of 50257)"),

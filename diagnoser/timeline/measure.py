@@ -265,6 +265,8 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     v.update(alloc_stats(tv, steps, setup.intervals))
     v.update(sync_calls(tv, steps, act))
     v.update(anomaly_check_stats(tl, steps))
+    if "anomaly_nan_checks_per_step" in v and v.get("syncs_per_step"):  # the share of the syncs they make
+        v["anomaly_check_sync_pct"] = min(100.0, 100.0 * v["anomaly_nan_checks_per_step"] / v["syncs_per_step"])
     v.update(tensor_core_stats(kt))
     v.update(gemm_alignment_stats(kt))
     att = attention_stats(kt, steps)
