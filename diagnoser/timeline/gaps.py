@@ -469,14 +469,17 @@ def quiet_after_sync_ns(gaps: Gaps, act: HostActivity) -> int:
 
 def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | None = None) -> list[dict]:
     """For each steady step (the first `limit` only: one dict per step does not scale to the
-    millions of "steps" of a degenerate trace): window, busy time, idle time by class (ns)."""
-    idx = steps.steady
+    millions of "steps" of a degenerate trace): window, busy time, idle time by class (ns). Only the
+    steps returned are measured (a gap belongs to the last step that starts at or before it)."""
+    idx = steps.steady if limit is None else steps.steady[:limit]
     s, e = steps.start[idx], steps.end[idx]
     busy = dev.busy.overlap(s, e)
     compute = dev.compute.overlap(s, e)
     # one pass: gap -> (its step, its class) as one bin; the same per-bin sums as one pass per class
     key = np.searchsorted(s, gaps.start, side="right") - 1
     inside = key >= 0
+    if idx.size < steps.steady.size:  # gaps from the first step left out on belong to the steps left out
+        inside &= gaps.start < steps.start[steps.steady[idx.size]]
     key *= len(IDLE_CLASSES)
     key += gaps.cls
     sums = np.bincount(key[inside], weights=(gaps.end - gaps.start)[inside],
@@ -486,7 +489,7 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
     return [{"index": int(i), "label": steps.labels[i], "start_ns": int(s[k]), "end_ns": int(e[k]),
              "busy_ns": int(busy[k]), "compute_ns": int(compute[k]),
              "idle_ns_by_class": {c: int(by_cls[c][k]) for c in IDLE_CLASSES}}
-            for k, i in enumerate(idx[:limit].tolist())]
+            for k, i in enumerate(idx.tolist())]
 
 
 def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int, act: HostActivity | None = None) -> dict:

@@ -112,7 +112,7 @@ def _collectives(tv: TimelineView, steps, device: int) -> CollectiveKernels:
     s = tv.gpu_start[rows]
     k = np.searchsorted(ss, s, side="right") - 1
     inside = (k >= 0) & (s < se[np.maximum(k, 0)])
-    labels = [steps.labels[i] for i in idx.tolist()]
+    labels = steps.labels[steps.warmup:]  # the steady steps' (idx is warmup .. count - 1)
     rows, k = rows[inside], k[inside]
     return CollectiveKernels(np.array([labels[j] for j in k.tolist()], dtype=object),
                              gpu["stream"].to_numpy()[rows], tv.gpu_start[rows], tv.gpu_end[rows], labels,

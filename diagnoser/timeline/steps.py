@@ -15,6 +15,7 @@ the GPU work it launched have finished, so a host running ahead of the GPU does 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,12 +47,42 @@ MAX_PATTERN_PERIOD_CV = settings.register("timeline.max_pattern_period_cv", 0.2,
     "intervals, up to the first quarter of them left out as warm-up)")
 
 
+class NumberedLabels(Sequence):
+    """"period 0", "period 1", ...: the labels of inferred steps, made when read (a trace of tiny kernels
+    can cut into millions of periods: a string each was ~65 bytes per step held for the whole run)."""
+
+    def __init__(self, prefix: str, count: int, first: int = 0):
+        self.prefix, self.count, self.first = prefix, count, first
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self.count)
+            if step == 1:
+                return NumberedLabels(self.prefix, max(0, hi - lo), self.first + lo)
+            return [self[j] for j in range(lo, hi, step)]
+        i = i.__index__()
+        if i < 0:
+            i += self.count
+        if not 0 <= i < self.count:
+            raise IndexError("step label index out of range")
+        return f"{self.prefix}{self.first + i}"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"NumberedLabels({self.prefix!r}, {self.count}, {self.first})"
+
+
 @dataclass
 class Steps:
     """Steps of one Timeline. Arrays are per step, all steps (warm-up included)."""
 
     method: str                 # profiler_step | nvtx | optimizer | graph_launch | kernel_pattern | none
-    labels: list[str]           # the step numbers/names as recorded
+    labels: Sequence[str]       # the step numbers/names as recorded (a list, or NumberedLabels)
     host_start: np.ndarray      # host-side range of each step (ns)
     host_end: np.ndarray
     start: np.ndarray           # window of each step on the GPU-completion clock (ns)
@@ -239,8 +270,7 @@ def _kernel_pattern_steps(tv: TimelineView) -> pd.DataFrame | None:
     if best is None:
         return None
     t = best[1]
-    return pd.DataFrame({"name": [f"period {i}" for i in range(t.size - 1)],
-                         "start_ns": t[:-1], "end_ns": t[1:]})
+    return pd.DataFrame({"start_ns": t[:-1], "end_ns": t[1:]})  # named "period i" by find_steps
 
 
 def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
@@ -279,7 +309,8 @@ def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
             notes.append(f"no ProfilerStep or NVTX step ranges: steps inferred from the {method.replace('_', ' ')}")
     hs = ranges["start_ns"].to_numpy(dtype=np.int64)
     he = ranges["end_ns"].to_numpy(dtype=np.int64)
-    labels = [str(x) for x in ranges["name"].tolist()]
+    labels = (NumberedLabels("period ", len(ranges)) if "name" not in ranges
+              else [str(x) for x in ranges["name"].tolist()])
 
     # GPU work launched inside each host step range; the step is over when that work is done
     launched, known = tv.launch_ns, tv.launch_known
