@@ -3,7 +3,8 @@
 The big cases are made here as their make.sh makes them (sparse files take no disk; the gzip bombs
 and the 3M-event trace take a few seconds to write). Target (issues 14, 22): each case one line naming
 the file, exit 1 (or a report, exit 0, for the valid 3M-event trace), in under 2 s, no temp file
-left, also after SIGTERM. Run: `python benchmarks/bench_hostile.py [--skip-big]`.
+left, also after SIGTERM. Run: `python benchmarks/bench_hostile.py [--skip-big] [--only TEXT]` (`--only`:
+the cases whose name holds TEXT, e.g. `--only tiny-events`).
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def write_tiny_events(path: Path, n: int, reverse: bool = True) -> Path:
     return path
 
 
-def run(path: Path, tmp: Path, kill_after: float | None = None) -> dict:
+def run(path: Path, tmp: Path, kill_after: float | None = None, timeout: float = 60) -> dict:
     env = {**os.environ, "TMPDIR": str(tmp)}
     t0 = time.monotonic()
     proc = subprocess.Popen([*DIAGNOSE, str(path), "--format", "json"], env=env, stdin=subprocess.DEVNULL,
@@ -75,15 +76,16 @@ def run(path: Path, tmp: Path, kill_after: float | None = None) -> dict:
         time.sleep(kill_after)
         proc.send_signal(signal.SIGTERM)
     try:
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
     seconds = time.monotonic() - t0
     lines = [ln for ln in err.splitlines() if ln.strip()]
     litter = [str(p.relative_to(tmp)) for p in tmp.rglob("*")]
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the only child: the CLI
-    return {"rc": proc.returncode, "s": seconds, "lines": lines, "litter": litter, "rss": rss}
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the only child: the CLI
+    return {"rc": proc.returncode, "s": seconds, "cpu": usage.ru_utime + usage.ru_stime, "lines": lines,
+            "litter": litter, "rss": usage.ru_maxrss / 1024}
 
 
 def in_child(fn):
@@ -103,7 +105,8 @@ def in_child(fn):
     return json.loads(data)
 
 
-def cases(work: Path, big: bool) -> list[tuple[str, Path, float | None]]:
+def cases(work: Path, big: bool, only: str = "") -> list[tuple[str, Path, float | None]]:
+    """The cases; with `only`, the 4 GiB gzip bombs are not made (the rest are small or sparse)."""
     c: list[tuple[str, Path, float | None]] = []
     ws = work / "ws30000000.pt.trace.json"
     ws.write_text('{"distributedInfo": {"rank": 0, "world_size": 30000000}, "traceEvents": [{"ph": "X", '
@@ -154,7 +157,7 @@ def cases(work: Path, big: bool) -> list[tuple[str, Path, float | None]]:
     conn.commit()
     conn.close()
     c.append(("nsys NVTX globalTid as text", nvtx, None))
-    if big:
+    if big and not only:
         c.append(("pickle EMPTY_LIST 4 GiB behind gzip", gz_bomb(work / "lists4G.snapshot.pickle.gz", b"\x80\x04", b"]",
                                                               4 << 30, b"."), None))
         bomb = gz_bomb(work / "bomb.sqlite.gz", b"SQLite format 3\0", b"\0", 4 << 30)
@@ -164,26 +167,42 @@ def cases(work: Path, big: bool) -> list[tuple[str, Path, float | None]]:
         valid = gz_bomb(work / "valid-head.sqlite.gz", head, b"\0", 4 << 30)
         c.append(("sqlite-gz-bomb, valid header", valid, None))
         c.append(("sqlite-gz-bomb, SIGTERM at 0.5 s", valid, 0.5))
+    if big:
         tiny = work / "tiny3M.pt.trace.json"
-        tiny.write_bytes(tiny_events(3_000_000))
+        write_tiny_events(tiny, 3_000_000)
         c.append(("tiny-events-3M (valid, 3M events)", tiny, None))
+        # issue 31: 10M events (0.98 GB, written as it is made, deleted after its run), against
+        # min(0.5x the file, 2 GB) of peak RSS and time linear in events (the 3M case above)
+        c.append((TEN_MILLION, work / "tiny10M.pt.trace.json", None))
     return c
+
+
+TEN_MILLION = "tiny-events-10M (valid, 10M events)"
 
 
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(REPO))
     work = Path(tempfile.mkdtemp(prefix="diagnoser-hostile-"))
-    print("| case | rc | time | peak RSS | stderr lines | temp litter | message |\n|---|---|---|---|---|---|---|")
+    print("| case | rc | time | CPU | peak RSS | stderr lines | temp litter | message |\n|---|---|---|---|---|---|---|---|")
     try:
         rows = []
-        for name, path, kill in cases(work, "--skip-big" not in argv):
+        only = argv[argv.index("--only") + 1] if "--only" in argv else ""
+        for name, path, kill in cases(work, "--skip-big" not in argv, only):
+            if only not in name:
+                continue
             tmp = work / f"tmp-{len(rows)}"
             tmp.mkdir()
-            out = in_child(lambda: run(path, tmp, kill))
+            big_file = name == TEN_MILLION
+            if big_file:
+                write_tiny_events(path, 10_000_000)
+            out = in_child(lambda: run(path, tmp, kill, timeout=900 if name.startswith("tiny-events") else 60))
             rows.append((name, out))
             last = out["lines"][-1][:140] if out["lines"] else ""
-            print(f"| {name:<36} | {out['rc']:>4} | {out['s']:6.2f} s | {out['rss']:6.0f} MiB | "
+            size = f" ({out['rss'] * 2**20 / path.stat().st_size:.2f}x the file)" if big_file else ""
+            print(f"| {name:<36} | {out['rc']:>4} | {out['s']:6.2f} s | {out['cpu']:6.2f} s | {out['rss']:6.0f} MiB{size} | "
                   f"{len(out['lines'])} | {len(out['litter'])} | {last} |", flush=True)
+            if big_file:
+                path.unlink()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
