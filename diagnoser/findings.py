@@ -32,7 +32,8 @@ TIE_POINTS = settings.register(
 # needs first. Long host-side stalls (syncs, allocations, input, host compute, communication) come
 # before launch overhead, whose fix (CUDA graphs, torch.compile) needs a step free of them; timeline
 # causes before kernel-level ones.
-CAUSE_ORDER = ("host_sync", "allocator_churn", "input_pipeline", "host_compute", "straggler", "communication_wait",
+CAUSE_ORDER = ("compile_recompile", "cudnn_autotune", "gil_contention",
+               "host_sync", "allocator_churn", "input_pipeline", "host_compute", "straggler", "communication_wait",
                "one_time_setup", "launch_overhead", "small_batch", "pageable_memcpy", "unexplained_idle",
                "unfused_attention", "fp32_no_tensor_cores", "single_tensor_optimizer", "memory_bound_kernels")
 KERNEL_ROWS = 8  # per-kernel rows a grouped finding shows in text reports (JSON lists them all)

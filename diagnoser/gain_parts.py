@@ -86,6 +86,13 @@ SHARES: dict[str, dict] = {
         "optimizer_gpu_pct": _busy("optimizer"),
         # the host blocked in a pageable copy: the copy itself, or the GPU idle while the host stages it
         "pageable_memcpy_pct": _busy("copy") + _idle("data", "sync"),
+        # torch.compile compiling inside the steps; cuDNN's algorithm trials; waits for the GIL: the idle they
+        # leave is classed unexplained (compile, GIL) or launch and sync (the trials inside the conv operators)
+        "compile_step_pct": _idle("unexplained", "launch"),
+        "idle_compile_pct": _idle("unexplained"),
+        "conv_autotune_step_pct": _idle("launch", "sync", "alloc", "unexplained"),
+        "gil_idle_pct": _idle("unexplained", "launch"),
+        "idle_staging_copy_pct": _idle("unexplained"),
         "top_kernel_pct": _top_kernel,
         # the per-op roofline's op furthest below its roof (timeline/roofline.py)
         "roofline_compute_gap_step_pct": _busy("gemm", "attention", "other"),

@@ -120,6 +120,18 @@ def _running(conn: sqlite3.Connection) -> pd.DataFrame:
     return pd.DataFrame({"start_ns": s[order], "end_ns": e[order], "thread": th[order]})
 
 
+def _thread_names(conn: sqlite3.Connection, tables: set[str]) -> dict:
+    """Thread id -> its OS name (ThreadNames: nameId, globalTid), for the threads an export names."""
+    if "ThreadNames" not in tables or not {"nameId", "globalTid"} <= _columns(conn, "ThreadNames"):
+        return {}
+    a = _rows(conn, "ThreadNames", "SELECT coalesce(globalTid, -1), coalesce(nameId, -1) FROM ThreadNames", 2)
+    a = a[(a[:, 0] >= 0) & (a[:, 1] >= 0)]
+    if not a.shape[0]:
+        return {}
+    found = lookup_strings(conn, tables, distinct_ids(a[:, 1]))
+    return {int(t % TID_MOD): str(found.get(int(i), "")) for t, i in a.tolist()}
+
+
 def read_host_threads(conn: sqlite3.Connection, tables: set[str]) -> HostThreads:
     """The HostThreads tables of an export (each empty, and left out of `traced`, when not recorded)."""
     traced = set()
@@ -131,4 +143,5 @@ def read_host_threads(conn: sqlite3.Connection, tables: set[str]) -> HostThreads
     if "SCHED_EVENTS" in tables:
         h.running, traced = _running(conn), traced | {"sched"}
     h.traced = frozenset(traced)
+    h.names = _thread_names(conn, tables)
     return h

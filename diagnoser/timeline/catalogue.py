@@ -114,6 +114,44 @@ CATALOGUE: list[FactSpec] = [
     _n("idle_comm_pct", "%", "share of step time the GPU only waits in communication (NCCL) or for a collective; "
        "in a multi-rank run only the collectives' transfer (waiting for peers is idle_peer_wait_pct)"),
     _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST),
+    _n("recompiles_per_step", "count", "torch.compile compiles (Dynamo `_compile.compile_inner`) that start inside the "
+       "steady steps, per step: a recompile for each new shape or specialised constant (a PyTorch trace)"),
+    _n("compile_ms_per_step", "ms", "host time inside torch.compile's compile ranges (Dynamo, AOTAutograd, Inductor) "
+       "in the steady steps, per step"),
+    _n("compile_step_pct", "%", "share of the steady steps' time the host spends compiling (torch.compile ranges)"),
+    _n("idle_compile_pct", "%", "share of the steady steps' time the GPU idles while the host compiles (torch.compile "
+       "ranges over unexplained idle gaps)", HOST),
+    _n("gil_idle_pct", "%", "share of the steady steps' time the GPU idles while its launching threads wait for "
+       "Python's interpreter lock (an export: their waits that end at the switch interval; a PyTorch trace with stacks: "
+       "the unexplained idle covered by the Python frames of a thread that launches nothing)", HOST),
+    _n("gil_waits_per_step", "count", "the launching threads' condition-variable / futex waits of at least a millisecond "
+       "per step, when enough of them end at the interpreter's switch interval (an export with OS runtime calls)", HOST),
+    _n("gil_wait_ms_per_step", "ms", "the time of those waits per step", HOST),
+    _n("gil_waits_at_interval_pct", "%", "the share of those waits that end at the switch interval (5 ms): timed out "
+       "waiting for the GIL", HOST),
+    _s("gil_wait_call", "the OS call the launching threads wait for the GIL in (pthread_cond_timedwait, futex)", HOST),
+    _s("gil_holder", "the thread that runs while the launching threads wait: its name and share of the other threads' "
+       "CPU samples in those waits (an export), or its innermost Python frame (a PyTorch trace with stacks)", HOST),
+    _n("conv_autotune_syncs_per_step", "count", "device synchronizations inside convolution operators "
+       "(aten::cudnn_convolution, aten::convolution_backward) per steady step: cuDNN timing candidate algorithms "
+       "for a shape it has not seen (cudnn.benchmark = True)"),
+    _n("conv_autotune_calls_per_step", "count", "convolution calls per steady step that synchronized (autotuned)"),
+    _n("conv_autotune_ms_per_step", "ms", "host time inside the convolution calls that synchronized, per step"),
+    _n("conv_autotune_step_pct", "%", "share of the steady steps spent inside convolution calls that synchronized "
+       "(cuDNN's algorithm trials)"),
+    _n("idle_staging_copy_pct", "%", "share of the steady steps the GPU idles in gaps that end in a host-to-device copy "
+       "while the launching thread, sampled, sits in the C library outside data ranges: it copies data already in host "
+       "memory into a staging buffer for the upload (CuPy `asarray` of a NumPy array), nothing is prepared (an export "
+       "with CPU samples)", HOST),
+    _n("staged_copy_mb_per_step", "MB", "the host-to-device copies that end those gaps, MB per step", HOST),
+    _s("data_gap_unseen", "set when the data-class idle of an export is read only from gaps ending in a host-to-device "
+       "copy, with no NVTX data range and no CPU samples to show the host preparing anything: the collect line that "
+       "tells preparing input from copying data already in host memory", HOST),
+    _s("compile_ids", "the Dynamo compile ids (frame/compile number) of the compiles inside the steady steps: "
+       "which compiled frame recompiles, and how often"),
+    _s("idle_unexplained_contents", "what the trace shows inside the unexplained idle gaps, each with its share of "
+       "that idle: the host ranges and operators covering them, the Python files whose frames (launching nothing) "
+       "cover them, the launching thread's blocking OS calls and CPU samples there (an Nsight Systems export)", HOST),
     _s("idle_top_class", "the idle class with the most time: data | host | sync | alloc | launch | communication | unexplained | none"),
     _n("comm_kernel_ms_per_step", "ms", "time per step in NCCL kernels (waiting for peers plus transfer)"),
     _n("comm_transfer_ms_per_step", "ms", "NCCL transfer time per step: for each collective, its shortest NCCL "

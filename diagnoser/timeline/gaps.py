@@ -36,8 +36,9 @@ import pandas as pd
 
 from .. import settings
 from .intervals import IntervalSet
-from .host_threads import COLLECT, HostSide, function_text, host_side, wait_text
+from .host_threads import C_LIBRARY, COLLECT, HostSide, function_text, host_side, wait_text
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
+from .recompiles import compile_intervals
 from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
 from .view import Names, TimelineView, is_sorted
 
@@ -76,6 +77,7 @@ class HostActivity:
     host_cpu: IntervalSet | None = None  # the host seen computing: CPU operators and Python frames that launch nothing
     # (torch); an nsys export's threads are judged per gap (side)
     side: HostSide | None = None  # what the export recorded of the launching threads (None: not an nsys export)
+    compile: IntervalSet | None = None  # torch.compile compiling (Dynamo's compile ranges): neither launching nor input
 
 
 def python_frames_without_calls(tv: TimelineView) -> pd.DataFrame:
@@ -139,6 +141,14 @@ def host_activity(tv: TimelineView) -> HostActivity:
     cpu_only = cpu_only[~name_mask(cpu_only["name"], SYNC_OPS)]
     # positive evidence of the host computing (a trace with an op tree or Python stacks): CPU operators and
     # Python frames inside which no CUDA call starts
+    # operators that are mostly torch.compile compiling (Dynamo's ranges; the Triton benchmark launches inside
+    # them) neither launch the step's work nor prepare input: the gaps they cover are compile time
+    compiling = compile_intervals(tl)
+    if len(compiling) and len(top):
+        ts, te = top["start_ns"].to_numpy(np.int64), top["end_ns"].to_numpy(np.int64)
+        in_compile = compiling.overlap(ts, te) >= MAJORITY.value * np.maximum(te - ts, 1)
+        top, calls_inside = top[~in_compile], calls_inside[~in_compile]
+        cpu_only = cpu_only[~compiling.contains(cpu_only["start_ns"].to_numpy(np.int64))]
     py = python_frames_without_calls(tv)
     side = host_side(tl)
     host_cpu = IntervalSet.of(np.concatenate((cpu_only["start_ns"], py["start_ns"])),
@@ -171,7 +181,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
                         IntervalSet.of(hs, he), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
                         np.flatnonzero(sync_mask), host, IntervalSet.of(marked_data["start_ns"], marked_data["end_ns"]),
-                        host_cpu, side)
+                        host_cpu, side, compiling if len(compiling) else None)
 
 
 @dataclass
@@ -294,7 +304,7 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     quiet = np.zeros(starts.size, dtype=bool)
     quiet[long_gaps] = True if cuda is None else cuda < 1.0 - MAJORITY.value
     input_next = _input_copy_at(ends, act) >= 0
-    cls[quiet & host_held & input_next] = DATA
+    cls[quiet & host_held & input_next & ~staging_copy(starts, ends, act, thread)] = DATA
     # a long gap that began as a sync returned (results read back), where the host then makes (almost) no
     # CUDA calls and is not inside operators that launch (those are launch latency) but is seen computing
     # (CPU operators, Python frames that launch nothing), outside marked data ranges, and that does not end
@@ -327,6 +337,27 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     if comm is not None:
         cls[comm >= MAJORITY.value] = COMM
     return cls
+
+
+def staging_copy(starts: np.ndarray, ends: np.ndarray, act: HostActivity, thread: np.ndarray | None) -> np.ndarray:
+    """Long gaps ending in a host-to-device copy whose launching thread, sampled, sat in the C library (copying the
+    host array into a staging buffer) for most of them, outside marked data ranges: the upload of data already in
+    host memory, not input being prepared (an export with CPU samples; pooled: samples are sparse)."""
+    out = np.zeros(starts.size, dtype=bool)
+    side = act.side
+    long = (ends - starts) > LAUNCH_GAP_MAX_NS.value
+    if side is None or not len(side.samples) or not long.any() or not len(act.input_copy):
+        return out
+    cand = np.flatnonzero(long & (_input_copy_at(ends, act) >= 0))
+    if act.marked_data is not None and len(act.marked_data) and cand.size:
+        d = np.maximum(ends[cand] - starts[cand], 1)
+        cand = cand[act.marked_data.overlap(starts[cand], ends[cand]) / d < MAJORITY.value]
+    if not cand.size:
+        return out
+    share, n = side.module_share(starts[cand], ends[cand], thread[cand] if thread is not None else None, C_LIBRARY)
+    if int(n.sum()) >= MIN_GAP_SAMPLES.value and float((share * n).sum()) >= MAJORITY.value * float(n.sum()):
+        out[cand[share >= MAJORITY.value]] = True
+    return out
 
 
 def _waiting(starts: np.ndarray, ends: np.ndarray, act: HostActivity, thread: np.ndarray | None) -> np.ndarray:

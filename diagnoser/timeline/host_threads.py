@@ -34,6 +34,9 @@ SO_SUFFIX = re.compile(r"(?:\.cpython-[^.]*)?\.so(?:\.[0-9.]+)?$")
 LAUNCH_LIBRARIES = re.compile(r"^(?:libcuda|libcudart|libcublas(?:Lt)?|libcudnn\w*|libnccl|libcufft\w*|libcusparse\w*|"
                               r"libcusolver\w*|libcurand|libnvrtc\w*|libnvJitLink|libtorch_cuda\w*|libc10_cuda|"
                               r"libamdhip64|libhipblas\w*|librocblas|libMIOpen)(?:[.-]|$)")
+# the C library: a thread sampled there for a whole gap, with no CUDA call, copies or fills memory (CuPy staging a
+# NumPy array into its pinned buffer before the upload), it does not prepare anything
+C_LIBRARY = re.compile(r"^libc(?:[.-]|$)")
 COLLECT = "nsys profile -t cuda,nvtx,osrt --sample=process-tree --cpuctxsw=process-tree"
 
 
@@ -99,6 +102,25 @@ class HostSide:
                 n += int(hit.sum())
                 in_lib += int(_name_matches(smp["module"][hit], LAUNCH_LIBRARIES).sum())
         return in_lib, n
+
+    def module_share(self, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None,
+                     pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
+        """Per gap: (share of the launching thread's CPU samples in it whose module matches, samples in it)."""
+        share, count = np.zeros(starts.size), np.zeros(starts.size, np.int64)
+        t = self._of(thread, starts.size)
+        for k in np.unique(t).tolist():
+            sel = np.flatnonzero(t == k)
+            smp = self.samples[(self.samples["thread"] == k).to_numpy()]
+            if not len(smp):
+                continue
+            ts = smp["start_ns"].to_numpy(np.int64)
+            order = np.argsort(ts, kind="stable")
+            ts, hit = ts[order], _name_matches(smp["module"], pattern)[order]
+            cum = np.concatenate(([0], np.cumsum(hit)))
+            lo, hi = np.searchsorted(ts, starts[sel], "left"), np.searchsorted(ts, ends[sel], "right")
+            count[sel] = hi - lo
+            share[sel] = (cum[hi] - cum[lo]) / np.maximum(hi - lo, 1)
+        return share, count
 
     def inside(self, table: pd.DataFrame, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None,
                end_col: str | None) -> list[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:

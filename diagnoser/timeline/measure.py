@@ -12,7 +12,9 @@ from .. import settings
 from ..identity import program_identity
 from ..text_safety import regex_any_of
 from .tables import Timeline
-from .gaps import (ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
+from .gap_contents import idle_contents
+from .host_threads import COLLECT
+from .gaps import (_input_copy_at, staging_copy, ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
                             device_busy, host_activity, idle_gaps, per_step_breakdown,
                             quiet_after_sync_ns, sync_wait_evidence, MAJORITY)
@@ -21,6 +23,9 @@ from .debug_apis import anomaly_check_stats
 from .decode_prefix import decode_prefix_stats
 from .kv_cache import kv_cache_stats
 from .program import program_facts
+from .recompiles import compile_stats
+from .autotune import autotune_stats
+from .gil import gil_stats_export, gil_stats_torch
 from .roofline import op_roofline
 from .ops import ncu_window, op_distribution, op_facts, top_kernels
 from .kernels import CATEGORY_PATTERNS
@@ -184,6 +189,28 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
     v.update(data_gap_evidence(tv, gaps, act, max(steps.steady.size, 1)))
     v.update(host_gap_evidence(tv, gaps, max(steps.steady.size, 1), act))
+    unexplained = gaps.cls == IDLE_CLASSES.index("unexplained")
+    nsteps = max(steps.steady.size, 1)
+    staged = unexplained & staging_copy(gaps.start, gaps.end, act, gaps.thread)
+    if staged.any():  # the host staging data already in host memory for the upload that ends the gap
+        v["idle_staging_copy_pct"] = 100.0 * float((gaps.end - gaps.start)[staged].sum()) / span
+        at = _input_copy_at(gaps.end[staged], act)
+        v["staged_copy_mb_per_step"] = float(act.input_copy_bytes[at[at >= 0]].sum()) / 1e6 / nsteps
+    data = gaps.cls == DATA
+    if data.any() and tv.tl.source == "nsys" and (act.side is None or not act.side.sees_compute) \
+            and "data_gap_ranges" not in v and (act.marked_data is None or not len(act.marked_data)):
+        v["data_gap_unseen"] = f"`{COLLECT}`"
+    if tv.tl.source == "nsys":  # the launching threads waiting for the interpreter lock, the thread holding it
+        v.update(gil_stats_export(tv.tl, windows, gaps.start, gaps.end, nsteps))
+    elif unexplained.any():
+        v.update(gil_stats_torch(tv.tl, gaps.start[unexplained], gaps.end[unexplained], windows))
+    if act.compile is not None and unexplained.any():  # the unexplained idle torch.compile spends compiling
+        v["idle_compile_pct"] = 100.0 * float(act.compile.overlap(gaps.start[unexplained], gaps.end[unexplained]).sum()) / span
+    if unexplained.any():  # what the trace shows inside the gaps no class explains, with its share
+        contents = idle_contents(tv, gaps.start[unexplained], gaps.end[unexplained], act.side,
+                                 gaps.thread[unexplained] if gaps.thread is not None else None, max(steps.steady.size, 1))
+        if contents:
+            v["idle_unexplained_contents"] = contents
     comm_gaps = gaps.cls == COMM
     gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
     comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
@@ -273,6 +300,8 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     v.update(att)
     v.update(memory_bound_stats(kt))
     v.update(optimizer_stats(tl, kt, steps))
+    v.update(compile_stats(tl, steps))
+    v.update(autotune_stats(tv, steps))
     v["workload_kind"] = "training" if is_training(tl, kt) else "inference"
     if v["workload_kind"] == "inference":  # one step per generated token: is the prefix re-run every step?
         v.update(decode_prefix_stats(tl, kt, steps))

@@ -95,6 +95,7 @@ class HostThreads:
     samples: pd.DataFrame = field(default_factory=lambda: empty_table(SAMPLE_COLUMNS))
     running: pd.DataFrame = field(default_factory=lambda: empty_table(RUNNING_COLUMNS))
     traced: frozenset = frozenset()
+    names: dict = field(default_factory=dict)  # thread id -> the name the OS gave it (nsys ThreadNames)
 
 
 @dataclass

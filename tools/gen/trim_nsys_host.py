@@ -2,7 +2,8 @@
 sample's leaf frame only (SAMPLING_CALLCHAINS stackDepth 0, what diagnoser reads), drop the OS runtime calls'
 call chains (OSRT_CALLCHAINS rows; the calls stay) and the samples and context switches of threads that made
 no CUDA call (worker threads: diagnoser reads the launching thread's), VACUUM, gzip -9.
-usage: python3 trim_nsys_host.py IN.sqlite[.gz] OUT.sqlite.gz"""
+usage: python3 trim_nsys_host.py IN.sqlite[.gz] OUT.sqlite.gz [--keep-threads]
+--keep-threads keeps the leaf samples of every thread (the thread that holds the GIL makes no CUDA call)."""
 import gzip
 import shutil
 import sqlite3
@@ -10,6 +11,7 @@ import sys
 import tempfile
 
 src, dst = sys.argv[1], sys.argv[2]
+keep_threads = "--keep-threads" in sys.argv[3:]
 with tempfile.NamedTemporaryFile(suffix=".sqlite") as tmp:
     with (gzip.open(src) if src.endswith(".gz") else open(src, "rb")) as f:
         shutil.copyfileobj(f, tmp)
@@ -20,7 +22,7 @@ with tempfile.NamedTemporaryFile(suffix=".sqlite") as tmp:
         c.execute("DELETE FROM SAMPLING_CALLCHAINS WHERE stackDepth > 0")
     cuda = "SELECT DISTINCT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-        for t in ("COMPOSITE_EVENTS", "SCHED_EVENTS"):
+        for t in ("SCHED_EVENTS",) if keep_threads else ("COMPOSITE_EVENTS", "SCHED_EVENTS"):
             if t in tables:
                 c.execute(f"DELETE FROM {t} WHERE globalTid NOT IN ({cuda})")
         if "SAMPLING_CALLCHAINS" in tables:
