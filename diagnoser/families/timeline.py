@@ -44,8 +44,8 @@ def analyse(measured: list):
 
 
 def settings() -> None:
-    from ..timeline import (attention, decode_prefix, gaps, kernels, measure, roofline, setup, steps,  # noqa: F401 - they register settings
-                            sync)
+    from ..timeline import (attention, autotune, decode_prefix, gaps, gil, kernels, measure, roofline,  # noqa: F401 - they register settings
+                            setup, steps, sync)
 
 
 FAMILY = Family("timeline", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.TIMELINE, per_rank=True,

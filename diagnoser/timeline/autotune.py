@@ -10,11 +10,16 @@ import re
 
 import numpy as np
 
+from .. import settings
 from .intervals import IntervalSet
 from .names import name_mask
 from .view import TimelineView
 
 CONV_OP = re.compile(r"^aten::(?:cudnn_convolution(?:_transpose)?|convolution_backward|miopen_convolution\w*)$")
+CONV_KERNEL = re.compile(r"conv|cudnn|wgrad|dgrad|fprop|implicit_?gemm|winograd|miopen", re.I)
+AUTOTUNE_MIN_SYNCS = settings.register("timeline.autotune_min_syncs", 4, "syncs/step", "fewer device syncs per steady step than this cannot be cuDNN timing its algorithms (several candidates per convolution, each timed between syncs): an export without operators measures no autotuning then")
+NONE = {"conv_autotune_syncs_per_step": 0.0, "conv_autotune_calls_per_step": 0.0, "conv_autotune_ms_per_step": 0.0,
+        "conv_autotune_step_pct": 0.0}
 
 
 def autotune_stats(tv: TimelineView, steps) -> dict:
@@ -22,17 +27,18 @@ def autotune_stats(tv: TimelineView, steps) -> dict:
     of the steps spent inside the convolution calls that synchronized (the trials)."""
     r = tv.tl.ranges
     idx = steps.steady
-    if not len(r) or idx.size == 0:
-        return {}
-    conv = r[(r["kind"] == "op").to_numpy() & name_mask(r["name"], CONV_OP)]
-    if not len(conv):
-        return {}
-    sync = tv.host_is("sync")
-    if not sync.any():
+    if idx.size == 0:
         return {}
     windows = steps.steady_windows
+    sync = tv.host_is("sync")
     ss = tv.host_start[sync]
     ss = ss[windows.contains(ss)]
+    if tv.tl.source == "nsys":  # no operators: measured only where nothing could be autotuning
+        conv_kernels = tv.is_kernel & tv.gpu_names.mask(CONV_KERNEL)
+        return dict(NONE) if ss.size < AUTOTUNE_MIN_SYNCS.value * idx.size or not conv_kernels.any() else {}
+    conv = r[(r["kind"] == "op").to_numpy() & name_mask(r["name"], CONV_OP)] if len(r) else r
+    if not len(conv) or ss.size == 0:
+        return dict(NONE)
     cs, ce = conv["start_ns"].to_numpy(np.int64), conv["end_ns"].to_numpy(np.int64)
     order = np.argsort(cs, kind="stable")
     cs, ce = cs[order], ce[order]
@@ -41,7 +47,7 @@ def autotune_stats(tv: TimelineView, steps) -> dict:
     inside = (k >= 0) & (ss < ce[np.maximum(k, 0)])
     n = int(inside.sum())
     if n == 0:
-        return {}
+        return dict(NONE)
     tuned = np.unique(k[inside])
     trials = IntervalSet.of(cs[tuned], ce[tuned])
     ns = float(trials.overlap(windows.starts, windows.ends).sum())

@@ -19,6 +19,13 @@ HOST = ("profile the host side too: torch.profiler with ProfilerActivity.CPU (re
         "`nsys profile -t cuda,nvtx,osrt` with NVTX ranges around data loading")
 OPTIMIZER = ("profile with torch.profiler (it marks Optimizer.step#...), or wrap `opt.step()` in "
              "`torch.cuda.nvtx.range('optimizer')` under `nsys profile -t cuda,nvtx`")
+GIL = ("record the host threads: torch.profiler with `with_stack=True` (the other threads' Python frames), or "
+       "`nsys profile -t cuda,nvtx,osrt --sample=process-tree --cpuctxsw=process-tree` (the launching threads' waits for "
+       "the GIL and the thread sampled meanwhile)")
+STAGING = ("record the host's CPU samples: `nsys profile -t cuda,nvtx,osrt --sample=process-tree "
+           "--cpuctxsw=process-tree`, or a PyTorch trace (its operators name the copies)")
+TORCH_OPS = ("a PyTorch trace (torch.profiler with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]): its "
+             "operator and compile ranges; an Nsight Systems export does not carry them")
 RANKS = ("profile every rank of the job (torch.profiler on each rank writes one trace per rank; or "
          "`nsys profile -o rank%q{RANK}`) and pass all rank files together")
 
@@ -115,40 +122,40 @@ CATALOGUE: list[FactSpec] = [
        "in a multi-rank run only the collectives' transfer (waiting for peers is idle_peer_wait_pct)"),
     _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST),
     _n("recompiles_per_step", "count", "torch.compile compiles (Dynamo `_compile.compile_inner`) that start inside the "
-       "steady steps, per step: a recompile for each new shape or specialised constant (a PyTorch trace)"),
+       "steady steps, per step: a recompile for each new shape or specialised constant (a PyTorch trace)", TORCH_OPS),
     _n("compile_ms_per_step", "ms", "host time inside torch.compile's compile ranges (Dynamo, AOTAutograd, Inductor) "
-       "in the steady steps, per step"),
-    _n("compile_step_pct", "%", "share of the steady steps' time the host spends compiling (torch.compile ranges)"),
+       "in the steady steps, per step", TORCH_OPS),
+    _n("compile_step_pct", "%", "share of the steady steps' time the host spends compiling (torch.compile ranges)", TORCH_OPS),
     _n("idle_compile_pct", "%", "share of the steady steps' time the GPU idles while the host compiles (torch.compile "
        "ranges over unexplained idle gaps)", HOST),
     _n("gil_idle_pct", "%", "share of the steady steps' time the GPU idles while its launching threads wait for "
        "Python's interpreter lock (an export: their waits that end at the switch interval; a PyTorch trace with stacks: "
-       "the unexplained idle covered by the Python frames of a thread that launches nothing)", HOST),
+       "the unexplained idle covered by the Python frames of a thread that launches nothing)", GIL),
     _n("gil_waits_per_step", "count", "the launching threads' condition-variable / futex waits of at least a millisecond "
-       "per step, when enough of them end at the interpreter's switch interval (an export with OS runtime calls)", HOST),
-    _n("gil_wait_ms_per_step", "ms", "the time of those waits per step", HOST),
+       "per step, when enough of them end at the interpreter's switch interval (an export with OS runtime calls)", GIL),
+    _n("gil_wait_ms_per_step", "ms", "the time of those waits per step", GIL),
     _n("gil_waits_at_interval_pct", "%", "the share of those waits that end at the switch interval (5 ms): timed out "
-       "waiting for the GIL", HOST),
-    _s("gil_wait_call", "the OS call the launching threads wait for the GIL in (pthread_cond_timedwait, futex)", HOST),
+       "waiting for the GIL", GIL),
+    _s("gil_wait_call", "the OS call the launching threads wait for the GIL in (pthread_cond_timedwait, futex)", GIL),
     _s("gil_holder", "the thread that runs while the launching threads wait: its name and share of the other threads' "
-       "CPU samples in those waits (an export), or its innermost Python frame (a PyTorch trace with stacks)", HOST),
+       "CPU samples in those waits (an export), or its innermost Python frame (a PyTorch trace with stacks)", GIL),
     _n("conv_autotune_syncs_per_step", "count", "device synchronizations inside convolution operators "
        "(aten::cudnn_convolution, aten::convolution_backward) per steady step: cuDNN timing candidate algorithms "
-       "for a shape it has not seen (cudnn.benchmark = True)"),
-    _n("conv_autotune_calls_per_step", "count", "convolution calls per steady step that synchronized (autotuned)"),
-    _n("conv_autotune_ms_per_step", "ms", "host time inside the convolution calls that synchronized, per step"),
+       "for a shape it has not seen (cudnn.benchmark = True)", TORCH_OPS),
+    _n("conv_autotune_calls_per_step", "count", "convolution calls per steady step that synchronized (autotuned)", TORCH_OPS),
+    _n("conv_autotune_ms_per_step", "ms", "host time inside the convolution calls that synchronized, per step", TORCH_OPS),
     _n("conv_autotune_step_pct", "%", "share of the steady steps spent inside convolution calls that synchronized "
-       "(cuDNN's algorithm trials)"),
+       "(cuDNN's algorithm trials)", TORCH_OPS),
     _n("idle_staging_copy_pct", "%", "share of the steady steps the GPU idles in gaps that end in a host-to-device copy "
        "while the launching thread, sampled, sits in the C library outside data ranges: it copies data already in host "
        "memory into a staging buffer for the upload (CuPy `asarray` of a NumPy array), nothing is prepared (an export "
-       "with CPU samples)", HOST),
-    _n("staged_copy_mb_per_step", "MB", "the host-to-device copies that end those gaps, MB per step", HOST),
+       "with CPU samples)", STAGING),
+    _n("staged_copy_mb_per_step", "MB", "the host-to-device copies that end those gaps, MB per step", STAGING),
     _s("data_gap_unseen", "set when the data-class idle of an export is read only from gaps ending in a host-to-device "
        "copy, with no NVTX data range and no CPU samples to show the host preparing anything: the collect line that "
        "tells preparing input from copying data already in host memory", HOST),
     _s("compile_ids", "the Dynamo compile ids (frame/compile number) of the compiles inside the steady steps: "
-       "which compiled frame recompiles, and how often"),
+       "which compiled frame recompiles, and how often", TORCH_OPS),
     _s("idle_unexplained_contents", "what the trace shows inside the unexplained idle gaps, each with its share of "
        "that idle: the host ranges and operators covering them, the Python files whose frames (launching nothing) "
        "cover them, the launching thread's blocking OS calls and CPU samples there (an Nsight Systems export)", HOST),

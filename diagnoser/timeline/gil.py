@@ -43,18 +43,19 @@ def gil_stats_export(tl: Timeline, windows: IntervalSet, gs: np.ndarray, ge: np.
     c = h.os_calls
     c = c[np.isin(c["thread"].to_numpy(), launching)]
     if not len(c):
-        return {}
+        return {"gil_idle_pct": 0.0}
     names = c["name"].astype(str).to_numpy()
     s, e = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
-    ok = np.array([bool(GIL_WAIT.match(n)) for n in names]) & (e - s >= GIL_WAIT_MIN_NS.value) & windows.contains(s)
+    ok = (e - s >= GIL_WAIT_MIN_NS.value) & windows.contains(s)
+    ok[ok] = np.array([bool(GIL_WAIT.match(n)) for n in names[ok]], dtype=bool)
     if not ok.any():
-        return {}
+        return {"gil_idle_pct": 0.0}
     s, e, names = s[ok], e[ok], names[ok]
     d = e - s
     interval = float(SWITCH_INTERVAL_NS.value)
     at_interval = float((np.abs(d - interval) <= 0.1 * interval).mean())
     if at_interval < GIL_AT_INTERVAL_SHARE.value:
-        return {}
+        return {"gil_idle_pct": 0.0}
     waits = IntervalSet.of(s, e)
     span = max(windows.total, 1)
     idle = float(waits.overlap(gs, ge).sum()) if gs.size else 0.0
@@ -85,7 +86,7 @@ def gil_stats_torch(tl: Timeline, gs: np.ndarray, ge: np.ndarray, windows: Inter
     launching = np.unique(tl.host["thread"].to_numpy())
     other = py[~np.isin(py["thread"].to_numpy(), launching)]
     if not len(other):
-        return {}
+        return {"gil_idle_pct": 0.0}
     gaps = IntervalSet.of(gs, ge)
     total = float((ge - gs).sum())
     os_, oe = other["start_ns"].to_numpy(np.int64), other["end_ns"].to_numpy(np.int64)
@@ -102,7 +103,7 @@ def gil_stats_torch(tl: Timeline, gs: np.ndarray, ge: np.ndarray, windows: Inter
         if best is None or cover[k] > best[0]:
             best = (float(cover[k]), int(tid), name)
     if best is None:
-        return {}
+        return {"gil_idle_pct": 0.0}
     idle, tid, name = best
     m = PY_FRAME.match(name)
     frame = f"{m.group(2)} ({m.group(1)})" if m else name

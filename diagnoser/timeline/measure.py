@@ -192,11 +192,15 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     unexplained = gaps.cls == IDLE_CLASSES.index("unexplained")
     nsteps = max(steps.steady.size, 1)
     staged = unexplained & staging_copy(gaps.start, gaps.end, act, gaps.thread)
+    data = gaps.cls == DATA
     if staged.any():  # the host staging data already in host memory for the upload that ends the gap
         v["idle_staging_copy_pct"] = 100.0 * float((gaps.end - gaps.start)[staged].sum()) / span
         at = _input_copy_at(gaps.end[staged], act)
         v["staged_copy_mb_per_step"] = float(act.input_copy_bytes[at[at >= 0]].sum()) / 1e6 / nsteps
-    data = gaps.cls == DATA
+    elif tv.tl.source != "nsys" or (act.side is not None and act.side.sees_compute and len(act.side.samples)) \
+            or not ((data | unexplained) & (_input_copy_at(gaps.end, act) >= 0)).any():
+        # measured none: an operator tree names the copy, samples show no staging, or no gap could be one
+        v["idle_staging_copy_pct"] = 0.0
     if data.any() and tv.tl.source == "nsys" and (act.side is None or not act.side.sees_compute) \
             and "data_gap_ranges" not in v and (act.marked_data is None or not len(act.marked_data)):
         v["data_gap_unseen"] = f"`{COLLECT}`"
@@ -204,6 +208,8 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
         v.update(gil_stats_export(tv.tl, windows, gaps.start, gaps.end, nsteps))
     elif unexplained.any():
         v.update(gil_stats_torch(tv.tl, gaps.start[unexplained], gaps.end[unexplained], windows))
+    if "gil_idle_pct" not in v and not unexplained.any():  # waits for the GIL leave unexplained idle: none here
+        v["gil_idle_pct"] = 0.0
     if act.compile is not None and unexplained.any():  # the unexplained idle torch.compile spends compiling
         v["idle_compile_pct"] = 100.0 * float(act.compile.overlap(gaps.start[unexplained], gaps.end[unexplained]).sum()) / span
     if unexplained.any():  # what the trace shows inside the gaps no class explains, with its share

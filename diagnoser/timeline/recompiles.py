@@ -15,6 +15,9 @@ from .setup import COMPILE_RANGE
 
 COMPILE_ENTRY = re.compile(r"^_compile\.compile_inner(?: \(dynamo_timed\))?$")  # one per frame (re)compiled
 COMPILE_ID = re.compile(r"compile_id=(\d+)/(\d+)")
+# CUDA module loading: a compile that makes new kernels loads them (an export carries no compile ranges)
+MODULE_LOAD = re.compile(r"^cu(?:Module|Library)Load")
+NONE = {"recompiles_per_step": 0.0, "compile_ms_per_step": 0.0, "compile_step_pct": 0.0}
 
 
 def compile_intervals(tl) -> IntervalSet:
@@ -26,22 +29,36 @@ def compile_intervals(tl) -> IntervalSet:
     return IntervalSet.of(e["start_ns"].to_numpy(np.int64), e["end_ns"].to_numpy(np.int64))
 
 
+def _measured_none(tl, steps) -> dict:
+    """Zeros where the source shows no compile: a PyTorch trace (Dynamo's ranges would be in it), or an export
+    that loads no CUDA module in the steady steps (nothing new was compiled); else nothing (not measured)."""
+    if tl.source != "nsys":
+        return dict(NONE)
+    h = tl.host
+    if not len(h):
+        return dict(NONE)
+    loads = name_mask(h["name"], MODULE_LOAD).astype(bool)
+    if loads.any() and steps.steady_windows.contains(h["start_ns"].to_numpy(np.int64)[loads]).any():
+        return {}
+    return dict(NONE)
+
+
 def compile_stats(tl, steps) -> dict:
     """Compiles that start in the steady steps: how many per step, the host time inside compile ranges per step
     and as a share of the step, and which frames (Dynamo's compile ids)."""
     r = tl.ranges
     idx = steps.steady
-    if not len(r) or idx.size == 0:
+    if idx.size == 0:
         return {}
-    entry = r[name_mask(r["name"], COMPILE_ENTRY).astype(bool)]
+    entry = r[name_mask(r["name"], COMPILE_ENTRY).astype(bool)] if len(r) else r
     if not len(entry):
-        return {}
+        return _measured_none(tl, steps)
     windows = steps.steady_windows
     es = entry["start_ns"].to_numpy(np.int64)
     inside = windows.contains(es)
     n = int(inside.sum())
     if n == 0:
-        return {}
+        return dict(NONE)
     comp = r[name_mask(r["name"], COMPILE_RANGE).astype(bool) | name_mask(r["name"], COMPILE_ENTRY).astype(bool)]
     union = IntervalSet.of(comp["start_ns"].to_numpy(np.int64), comp["end_ns"].to_numpy(np.int64))
     compile_ns = int(union.overlap(windows.starts, windows.ends).sum())
