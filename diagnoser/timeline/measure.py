@@ -139,6 +139,12 @@ def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:
 
 
 CHART_STEPS = 1000
+UNSEEN_FLOOR_PCT = settings.register("timeline.unseen_floor_pct", 1.0, "%", "a mechanism the source cannot see (the GIL without OS calls or stacks, a staging copy without CPU samples) is reported as none when the idle that would hold it is under this share of the step")
+
+
+def _pct(gaps, sel: np.ndarray, span: float) -> float:
+    """The share of the steady steps (%) the selected gaps take."""
+    return 100.0 * float((gaps.end - gaps.start)[sel].sum()) / max(span, 1)
 
 
 def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[dict], RankComm] | None:
@@ -198,7 +204,8 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
         at = _input_copy_at(gaps.end[staged], act)
         v["staged_copy_mb_per_step"] = float(act.input_copy_bytes[at[at >= 0]].sum()) / 1e6 / nsteps
     elif tv.tl.source != "nsys" or (act.side is not None and act.side.sees_compute and len(act.side.samples)) \
-            or not ((data | unexplained) & (_input_copy_at(gaps.end, act) >= 0)).any():
+            or _pct(gaps, data & (_input_copy_at(gaps.end, act) >= 0), span) < UNSEEN_FLOOR_PCT.value:
+        # (without samples a staging gap is a data gap ending in a copy: too little of those holds none worth naming)
         # measured none: an operator tree names the copy, samples show no staging, or no gap could be one
         v["idle_staging_copy_pct"] = 0.0
     if data.any() and tv.tl.source == "nsys" and (act.side is None or not act.side.sees_compute) \
@@ -208,7 +215,8 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
         v.update(gil_stats_export(tv.tl, windows, gaps.start, gaps.end, nsteps))
     elif unexplained.any():
         v.update(gil_stats_torch(tv.tl, gaps.start[unexplained], gaps.end[unexplained], windows))
-    if "gil_idle_pct" not in v and not unexplained.any():  # waits for the GIL leave unexplained idle: none here
+    if "gil_idle_pct" not in v and _pct(gaps, unexplained, span) < UNSEEN_FLOOR_PCT.value:
+        # waits for the GIL leave unexplained idle: too little of it holds none worth naming
         v["gil_idle_pct"] = 0.0
     if act.compile is not None and unexplained.any():  # the unexplained idle torch.compile spends compiling
         v["idle_compile_pct"] = 100.0 * float(act.compile.overlap(gaps.start[unexplained], gaps.end[unexplained]).sum()) / span
