@@ -84,3 +84,6 @@ class AnalysisResult:
     # subject -> {the unit a rule states its gain in (gain_of): the unit its share is of here}: an Nsight
     # Compute launch matched to its run's timeline has its GPU-time share restated in step time (runs.merge)
     gain_units: dict = field(default_factory=dict)
+    # one steady step of the timeline whose numbers the run-level facts are, as timeline/replay.py replays it
+    # (the step time after a fix); None for other families; never facts for rules
+    step_graph: object = None

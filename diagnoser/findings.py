@@ -72,6 +72,9 @@ class Finding:
     variant: dict = field(default_factory=dict)  # the program facts that chose the rule's text variant ({}: its own)
     own_fix: bool = True  # the fix is the rule's own text (its playbook's Fix section is written for it)
     params: dict = field(default_factory=dict, repr=False)  # the rule's params in force: its playbook's `{param}` numbers
+    # the step time after its fix, ms (low, high), and the measured step it is from (pipeline: timeline/replay.py)
+    predicted_step_ms: tuple | None = None
+    step_ms: float | None = None
 
     def to_json(self) -> dict:
         out = {
@@ -93,6 +96,8 @@ class Finding:
             out["overlaps"] = list(self.overlaps)
             if self.gain_together is not None:
                 out["gain_together"] = round(self.gain_together, 4)
+        if self.predicted_step_ms is not None:
+            out["predicted_step_ms"] = [round(self.predicted_step_ms[0], 2), round(self.predicted_step_ms[1], 2)]
         if self.rule_severity:
             out["rule_severity"] = self.rule_severity
         if self.tied_first:

@@ -15,6 +15,7 @@ from .engine.records import build_records
 from .facts import AnalysisResult, Fact
 from .input_family import Family
 from .findings import Finding, NotApplicable, NotEvaluated, arrange
+from .timeline.replay import FIX_OF, predict
 from .resources import rules_dir
 from .rulespec.loader import build_pack
 from .rulespec.model import RulePack
@@ -55,6 +56,14 @@ class Report:
     # per run (in order), the ids of the rules evaluated on it: applicable to its inputs, facts present
     # (the JUnit report's test cases); a rule left out does not apply there, or is not_evaluated / not_applicable
     evaluated: list[list[str]] = field(default_factory=list)
+    # per run (in order): the step time after all its step-time findings' fixes together,
+    # {step_ms, low, high, rules} (predict_steps), or None where it has none
+    predictions: list = field(default_factory=list)
+
+    @property
+    def predicted_step_ms_all(self) -> dict | None:
+        """The first run's prediction for all its fixes together (None: no step-time finding)."""
+        return next((p for p in self.predictions if p), None)
 
 
 def _missing_ranks(world: int, present: set[int]) -> str:
@@ -192,15 +201,17 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         got, missing = evaluate(pack.rules, records, cat, matcher, kinds=kinds)
         evaluated.append(_evaluated_rules(pack, records, cat, kinds, missing))
         notes += close_calls(pack.rules, records, {f.rule for f in got})
-        per_run.append((got, next((r.values for r in records if r.scope == "run"), {})))
+        per_run.append((got, next((r.values for r in records if r.scope == "run"), {}), result.step_graph))
         for ne in missing:  # several runs: not evaluated in one outweighs not applicable in another
             if ne.rule not in skipped or (isinstance(ne, NotEvaluated) and isinstance(skipped[ne.rule], NotApplicable)):
                 skipped[ne.rule] = ne
         for key, value in result.charts.items():
             charts.setdefault(key, value)
         facts += result.facts
-    for i, (got, run_values) in enumerate(per_run):  # separate runs: ranked each on its own, one after the other
+    predictions = []
+    for i, (got, run_values, graph) in enumerate(per_run):  # separate runs: ranked each on its own, one after the other
         arranged = arrange(got, run_values)
+        predictions.append(predict_steps(arranged, graph, run_values))
         if len(per_run) > 1:
             for f in arranged:
                 f.run = i + 1
@@ -211,7 +222,34 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     not_applicable = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotApplicable) and k not in fired_rules]
     return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [],
                   not_applicable=not_applicable, identities=identities,
-                  evaluated=evaluated)
+                  evaluated=evaluated, predictions=predictions)
+
+
+def predict_steps(findings: list[Finding], graph, values: dict) -> dict | None:
+    """Sets each step-time finding's predicted_step_ms (the step after its fix, replayed on the run's
+    step graph: timeline/replay.py; a cause the replay does not model: its own share of the measured
+    step, down to half of it); returns the prediction for the warning and critical ones together, each
+    part of the step counted once (the replay applies their fixes to one graph; the rest by their marginal
+    gains from the gain ledger). None without a step-time finding or a measured step."""
+    step = values.get("step_time_ms_p50")
+    timed = [f for f in findings if f.gain_of == "step time"]
+    if not isinstance(step, (int, float)) or step <= 0 or not timed:
+        return None
+    for f in timed:
+        got = predict(graph, [f.category], step) if graph is not None else None
+        if got is None:
+            got = (step * (1.0 - f.estimated_gain), step * (1.0 - f.estimated_gain / 2))
+        f.predicted_step_ms, f.step_ms = (min(got[0], step), min(got[1], step)), step
+    serious = [f for f in timed if f.severity != "info"]
+    if not serious:
+        return None
+    modelled = [f.category for f in serious if f.category in FIX_OF]
+    got = predict(graph, modelled, step) if graph is not None and modelled else None
+    low, high = got if got is not None else (step, step)
+    rest = sum(f.marginal_gain if f.marginal_gain is not None else f.estimated_gain
+               for f in serious if got is None or f.category not in FIX_OF)
+    low, high = low * max(0.0, 1.0 - rest), high * max(0.0, 1.0 - rest / 2)
+    return {"step_ms": step, "low": min(low, step), "high": min(high, step), "rules": [f.rule for f in serious]}
 
 
 def _evaluated_rules(pack: RulePack, records, cat, kinds, left_out) -> list[str]:

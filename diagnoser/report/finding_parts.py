@@ -83,6 +83,31 @@ def gain_note(f, index_of: dict) -> str:
     return note
 
 
+def _ms(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def _ms_range(low: float, high: float) -> str:
+    lo, hi = _ms(low), _ms(high)
+    return f"{lo} ms" if lo == hi else f"{lo}-{hi} ms"
+
+
+def prediction_text(f) -> str:
+    """The step time after the finding's fix: "33.4 ms -> 26.8-28.2 ms a step" ("" without one)."""
+    p = getattr(f, "predicted_step_ms", None)
+    if p is None or f.step_ms is None:
+        return ""
+    return f"{_ms(f.step_ms)} ms -> {_ms_range(*p)} a step"
+
+
+def predicted_all_text(report) -> str:
+    """The step time after all the warning and critical findings' fixes together ("" without one)."""
+    p = getattr(report, "predicted_step_ms_all", None)
+    if not p:
+        return ""
+    return f"{_ms(p['step_ms'])} ms -> {_ms_range(p['low'], p['high'])} a step"
+
+
 def severity_note(f) -> str:
     """Why a warning/critical rule's finding is info here (the gain floor)."""
     if not f.rule_severity or f.rule_severity == f.severity:

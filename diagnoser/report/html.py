@@ -14,8 +14,8 @@ from markupsafe import Markup
 from .. import __version__
 from ..facts import short_name
 from .charts import Chart, build_charts
-from .finding_parts import (evidence_sources, gain_note, handbook_command, kernel_table, playbook_ref, settings_lines,
-                            severity_note, summary_counts)
+from .finding_parts import (evidence_sources, gain_note, handbook_command, kernel_table, playbook_ref, predicted_all_text,
+                            prediction_text, settings_lines, severity_note, summary_counts)
 from .formatting import fmt_value, share_pct, shorten
 from .playbook import PlaybookLibrary, render_inline, render_markdown, safe_href
 from .run_sections import run_sections
@@ -77,6 +77,7 @@ class FindingView:
     kernels: dict | None = None  # per-kernel table of a finding grouped across kernels (finding_parts.kernel_table)
     severity_note: Markup | None = None
     gain_note: Markup | None = None
+    predicted: str = ""  # finding_parts.prediction_text: the step time after the fix
     sources: list = None  # finding_parts.evidence_sources: [{source, facts}]
 
 
@@ -127,7 +128,7 @@ def finding_view(index: int, f, library: PlaybookLibrary, meanings: dict[str, st
         kernels=kernel_table(f),
         severity_note=render_inline(severity_note(f), links=False) if severity_note(f) else None,
         gain_note=render_inline(gain_note(f, index_of or {}), links=False) if gain_note(f, index_of or {}) else None,
-        sources=evidence_sources(f),
+        sources=evidence_sources(f), predicted=prediction_text(f),
     )
 
 
@@ -177,6 +178,7 @@ def report_view(report) -> dict:
         "notes": report.notes,
         "settings": [render_inline(line, links=False) for line in settings_lines(report)],
         "handbook_command": handbook_command(report),
+        "predicted_all": "" if runs else predicted_all_text(report),
     }
 
 

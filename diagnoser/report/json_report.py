@@ -20,6 +20,7 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
         "schema": SCHEMA,
         "inputs": report.inputs,
         "summary": summary_counts(kept),
+        **_predicted_all(report),
         "findings": [f.to_json() for f in shown],
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
         "not_applicable": [n.to_json() for n in getattr(report, "not_applicable", None) or []],
@@ -41,6 +42,13 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
     if len(kept) < len(report.findings):
         out["left_out"] = {"min_severity": min_severity, "findings": len(report.findings) - len(kept)}
     return out
+
+
+def _predicted_all(report) -> dict:
+    p = getattr(report, "predicted_step_ms_all", None)
+    if not p:
+        return {}
+    return {"predicted_step_ms_all": [round(p["low"], 2), round(p["high"], 2)], "step_ms": round(p["step_ms"], 2)}
 
 
 def _runs_json(report, kept: list) -> list[dict]:

@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 from .. import __version__
 from ..rulespec.model import SEVERITY_RANK
 from ..text_safety import displayable, visible_text
-from .finding_parts import kernel_table, subject_label
+from .finding_parts import kernel_table, prediction_text, subject_label
 from .formatting import fmt_value, share_pct
 
 DEFAULT_FAIL_ON = "warning"  # without --fail-on, a JUnit report fails on warnings and criticals
@@ -43,6 +43,8 @@ def finding_text(f) -> str:
         lines.append(f"  {name} = {fmt_value(ev.get('value'), ev.get('unit', ''))}" + (f"  ({source})" if source else ""))
     if f.estimated_gain > 0:
         lines += ["", f"estimated gain: up to {share_pct(f.estimated_gain)} of {f.gain_of}"]
+    if prediction_text(f):
+        lines += [f"predicted after the fix: {prediction_text(f)}"]
     table = kernel_table(f)
     if table:
         lines += ["", f"kernels ({'; '.join(['kernel', 'first launch', 'launches', 'gain'] + table['columns'])}):"]

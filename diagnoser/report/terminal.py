@@ -79,6 +79,8 @@ def _finding(v: dict, width: int) -> Group:
         if v["gain_note"]:
             gain.append(f"; {v['gain_note'].replace('`', '')}", style="dim")
         parts.append(Padding(gain, (1, 0, 0, 0)))
+    if v.get("predicted"):
+        parts.append(Text.assemble("Predicted after the fix: ", (v["predicted"], "bold green")))
     parts.append(Padding(_md(f"**Fix:** {f.fix}"), (1, 0, 0, 0)))
     parts.append(Padding(_md(f"**Verify:** {f.verify}"), (1, 0, 0, 0)))
     parts.append(Text(f"Playbook: {v['playbook']}", style="dim"))
@@ -167,6 +169,9 @@ def render_terminal(view: dict, width: int | None = None) -> str:
         con.print(summary)
         if not view["runs"]:
             _first_fix(con, view["findings"])
+            if view.get("predicted_all"):
+                con.print(Text.assemble("All the fixes together (each part of the step counted once): ",
+                                        (view["predicted_all"], "green")))
     else:
         con.print(Text("Summary: no findings. No rule fired on these inputs.", style="bold"))
     if view["runs"]:  # several separate runs: one section each

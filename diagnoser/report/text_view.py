@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from .. import __version__
 from ..rulespec.model import SEVERITY_RANK
-from .finding_parts import (evidence_sources, gain_note, kernel_table, playbook_ref, settings_lines, severity_note,
-                            subject_label, summary_counts)
+from .finding_parts import (evidence_sources, gain_note, kernel_table, playbook_ref, predicted_all_text, prediction_text,
+                            settings_lines, severity_note, subject_label, summary_counts)
 from .formatting import md_cell, share_pct
 from .run_sections import run_sections
 
@@ -26,7 +26,7 @@ def _findings(kept: list, top: int | None, first: int = 1, report=None) -> tuple
     for i, f in enumerate(shown, first):
         label, name = subject_label(f)
         views.append({"i": i, "f": f, "label": label, "name": name, "kernels": kernel_table(f),
-                      "gain_note": gain_note(f, index_of), "severity_note": severity_note(f),
+                      "gain_note": gain_note(f, index_of), "severity_note": severity_note(f), "predicted": prediction_text(f),
                       "playbook": playbook_ref(f, report), "sources": evidence_sources(f)})
     more = []
     for i, f in enumerate(kept[len(shown):], first + len(shown)):
@@ -57,4 +57,5 @@ def present(report, top: int | None = None, min_severity: str = "info") -> dict:
         tables = _tables(getattr(report, "charts", None))
     return {"report": report, "counts": summary_counts(kept), "findings": views, "more": more,
             "hidden": len(report.findings) - len(kept), "min_severity": min_severity,
-            "settings": settings_lines(report), "version": __version__, "tables": tables, "runs": runs}
+            "settings": settings_lines(report), "version": __version__, "tables": tables, "runs": runs,
+            "predicted_all": predicted_all_text(report)}

@@ -64,7 +64,7 @@ def merge_run(run) -> AnalysisResult:
     others = [(g, r) for g, r in run.members if g.family.role is not RunRole.TIMELINE]
     timelines.sort(key=lambda gr: not _is_nsys(gr[0]))  # the primary first
     pg, primary = timelines[0]
-    out = AnalysisResult(charts=dict(primary.charts), notes=list(run.evidence))
+    out = AnalysisResult(charts=dict(primary.charts), notes=list(run.evidence), step_graph=primary.step_graph)
     for _, r in run.members:
         out.inputs += r.inputs
         out.notes += r.notes

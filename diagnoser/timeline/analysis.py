@@ -127,6 +127,7 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
             if f is not None:
                 result.facts.append(f)
 
+    result.step_graph = shown.step_graph
     result.charts["steps"] = shown.steps_chart
     result.charts["kernel_categories"] = shown.categories_chart
     result.charts["top_kernels"] = shown.kernels_chart

@@ -34,6 +34,7 @@ from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, gemm_a
                                kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .ranks import CollectiveKernels, RankSummary
+from .replay import StepGraph, step_graph
 from .setup import find_setup, setup_text, with_warmup
 from .steps import find_steps, phase_ms
 from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
@@ -71,6 +72,7 @@ class TimelineMetrics:
     strip: dict | None = None  # strip.step_strip: one steady step, streams, gaps and host
     roofline_chart: list = field(default_factory=list)  # roofline.op_roofline rows
     roofline_kernels: list = field(default_factory=list)  # their kernels in one steady step (ncu side-by-side)
+    step_graph: StepGraph | None = None  # one steady step to replay with fixes applied (replay.py)
 
 
 @dataclass
@@ -332,7 +334,8 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
     return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip,
-                           roofline_chart=roofline_chart, roofline_kernels=roofline_kernels)
+                           roofline_chart=roofline_chart, roofline_kernels=roofline_kernels,
+                           step_graph=step_graph(tv, steps))
 
 
 def tensor_core_dtypes(devices: list[dict], arch: str = "unknown") -> str:

@@ -1,0 +1,372 @@
+"""The step time after a fix: one steady step replayed on its dependency graph, with the cause's
+events removed or changed as the fix would.
+
+`step_graph()` (at measure time, from the tables) reduces the median steady step to a `StepGraph`:
+the host's CUDA calls in order (the host work between them kept as measured), the GPU work each
+call enqueued, and what each fix acts on. `predict()` replays it: the host walks its calls, each
+launch enqueues its GPU work, a GPU op starts when its stream is free and its launch has reached
+the GPU, a blocking call (a sync, a pageable or read-back copy, a cudaFree) holds the host until
+the GPU has finished what was enqueued. The step is replayed several times in a row so a host that
+runs ahead of the GPU is seen; the period is the step time. A fix changes the graph:
+
+  host_sync          blocking syncs and read-back copies stop blocking (one kept at the step's end: high)
+  input_pipeline     the host's data work leaves the loop (workers: 4-8 of them do it in parallel)
+  pageable_memcpy    pageable copies run at pinned bandwidth and stop blocking
+  allocator_churn    cudaMalloc / cudaFree cost nothing and stop blocking
+  fp32_no_tensor_cores  GEMMs without tensor cores run 3.5-12x faster (TF32 .. bf16)
+  unfused_attention  score GEMM .. value GEMM blocks become one fused kernel of 0.3-0.8 their GEMM time
+  single_tensor_optimizer  the optimizer's kernels and their launches shrink to a multi-tensor few
+  memory_bound_kernels  runs of elementwise kernels fuse into one kernel each (torch.compile)
+  launch_overhead    the step's launches become one graph replay: the host's per-kernel work goes
+
+Assumes: the GPU work a fix does not touch keeps its measured duration; streams are independent
+apart from the host's order (cross-stream event waits are not modelled); the host's work between
+calls is what it is in the trace, less what the fix removes. Pure; renders nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .api_kinds import API_KINDS
+from .attention import op_tree_spans
+from .intervals import IntervalSet
+from .kernels import (CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
+                      _tensor_core)
+from .names import name_mask, optimizer_ranges
+from .steps import PHASE_PATTERNS
+
+OTHER, LAUNCH, SYNC, COPY, ALLOC, GRAPH = range(6)
+_KIND = {"launch": LAUNCH, "graph_launch": GRAPH, "copy_async": COPY, "copy_sync": COPY, "memset": LAUNCH,
+         "sync": SYNC, "malloc": ALLOC, "free": ALLOC}
+ELEMENTWISE = CATEGORY_CODE["elementwise"]
+CHAIN = (CATEGORY_CODE["elementwise"], CATEGORY_CODE["copy"], CATEGORY_CODE["reduction"], CATEGORY_CODE["normalization"])
+REPEATS = 4
+RESUME_NS = 2_000  # a blocking call that finds the GPU done returns after about this long
+# what each fix does, as (low, high) of the factor it applies (module doc)
+TENSOR_CORE_SPEEDUP = (12.0, 3.5)
+FLASH_OF_GEMM = (0.3, 0.8)
+FUSED_OPTIMIZER_GPU = (0.1, 0.35)
+FUSED_OPTIMIZER_LAUNCHES = (0.02, 0.1)
+FUSED_OPTIMIZER_HOST = (0.1, 0.3)  # what is left of the host's work inside the optimizer step
+FUSED_CHAIN = (1.0, 1.6)  # one fused kernel: this many times the longest kernel of its run
+PINNED_GBPS = (50.0, 22.0)
+LOADER_WORKERS = (8, 4)
+GRAPH_NODE_NS = (700, 2_000)  # GPU time between two kernels of a replayed graph
+
+
+@dataclass
+class StepGraph:
+    """One steady step (times in ns from its host start)."""
+
+    step_ns: int              # the median steady step time (the GPU's windows)
+    call_kind: np.ndarray      # per host call: OTHER / LAUNCH / SYNC / COPY / ALLOC / GRAPH
+    call_gap: np.ndarray       # host work before the call (since the previous call ended)
+    call_dur: np.ndarray
+    call_blocks: np.ndarray    # the call waited for the GPU (it returned right after the GPU finished)
+    call_data: np.ndarray      # ns of the work before it that was the host loading data
+    call_opt: np.ndarray       # made inside an optimizer step
+    tail_ns: int               # host work after the last call
+    op_call: np.ndarray        # per GPU op: the call that enqueued it
+    op_stream: np.ndarray
+    op_dur: np.ndarray
+    op_cat: np.ndarray         # kernel category code (copies: copy)
+    op_fp32_gemm: np.ndarray
+    op_pageable_bytes: np.ndarray  # bytes of a pageable copy, else 0
+    op_attention_block: np.ndarray  # block id of a hand-written attention block (score GEMM .. value GEMM), -1
+    op_chain: np.ndarray       # id of a run of adjacent elementwise kernels (2+), -1
+    lag_ns: int                # launch call -> kernel start when the GPU is idle
+
+    @property
+    def gpu_ns(self) -> int:
+        return int(self.op_dur.sum())
+
+
+CANDIDATES = 5
+
+
+def step_graph(tv, steps) -> StepGraph | None:
+    """The steady step whose replay comes closest to the median step time (of up to CANDIDATES steps
+    around the median: a host that runs ahead of the GPU records step ranges that do not match the
+    GPU's), as a StepGraph; None without steps, calls or GPU work."""
+    idx = steps.steady
+    if not idx.size:
+        return None
+    dur = (steps.end[idx] - steps.start[idx]).astype(float)
+    order = idx[np.argsort(np.abs(dur - np.median(dur)), kind="stable")][:CANDIDATES]
+    best, err = None, None
+    for i in order.tolist():
+        g = _graph_of_step(tv, steps, int(i))
+        if g is None:
+            continue
+        e = abs(replay(g) - float(np.median(dur)))
+        if err is None or e < err:
+            best, err = g, e
+    return best
+
+
+def _graph_of_step(tv, steps, i: int) -> StepGraph | None:
+    tl = tv.tl
+    hs, he = int(steps.host_start[i]), int(steps.host_end[i])
+    host_start, host_end = tv.host_start, tv.host_end
+    code = np.array([_KIND.get(k, OTHER) for k in API_KINDS], dtype=np.int8)
+    kinds = code[tv.host_api] if tv.host_api.size else np.zeros(0, dtype=np.int8)
+    gpu_launch = tv.launch_row
+    # the step's GPU ops: launched by a call inside the step's host range
+    ops = np.flatnonzero((gpu_launch >= 0) & (tv.launch_ns >= hs) & (tv.launch_ns < he))
+    if ops.size == 0:
+        return None
+    launching = set(tl.host["thread"].to_numpy()[gpu_launch[ops]].tolist())
+    thread = tl.host["thread"].to_numpy()
+    calls = np.flatnonzero((host_start >= hs) & (host_start < he) & np.isin(thread, list(launching)) & (kinds != OTHER))
+    calls = calls[np.argsort(host_start[calls], kind="stable")]
+    if calls.size == 0:
+        return None
+    pos = {int(c): j for j, c in enumerate(calls.tolist())}
+    op_call = np.array([pos.get(int(r), -1) for r in gpu_launch[ops]], dtype=np.int64)
+    keep = op_call >= 0
+    ops, op_call = ops[keep], op_call[keep]
+    order = np.lexsort((tv.gpu_start[ops], op_call))
+    ops, op_call = ops[order], op_call[order]
+    cs, ce = host_start[calls].astype(np.int64), host_end[calls].astype(np.int64)
+    prev_end = np.concatenate(([hs], np.maximum.accumulate(ce)[:-1]))
+    gap = np.maximum(cs - prev_end, 0)
+    # the host's data work: annotated data-loading ranges, cut to the gaps before calls
+    r = tl.ranges
+    data_sel = name_mask(r["name"], PHASE_PATTERNS["data"]) & r["kind"].isin(["nvtx", "annotation"]).to_numpy()
+    data_iv = IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel])
+    call_data = data_iv.overlap(prev_end, np.maximum(cs, prev_end)) if len(data_iv) else np.zeros(calls.size)
+    tail = max(he - int(prev_end[-1] if ce.size == 0 else max(ce.max(), hs)), 0)
+    opt = optimizer_ranges(tl)
+    call_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(cs) if len(opt) else np.zeros(calls.size, bool)
+    # GPU ops: duration, stream, category, what the fixes act on
+    gstart, gend = tv.gpu_start[ops].astype(np.int64), tv.gpu_end[ops].astype(np.int64)
+    dur = np.maximum(gend - gstart, 0)
+    gpu = tl.gpu
+    names = tv.gpu_names.subset(ops)
+    cat = names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)], CATEGORY_CODE[_category("")]).astype(np.int8)[names.codes]
+    is_kernel = tv.is_kernel[ops]
+    cat[~is_kernel] = CATEGORY_CODE["copy"]
+    cat[is_kernel & call_opt[op_call] & (cat != COMMUNICATION)] = OPTIMIZER
+    tc = names.per_unique("tensor_core", _tensor_core, _tensor_core(""))[names.codes]
+    fp32 = is_kernel & (cat == GEMM) & (tc == "no")
+    pageable = (~is_kernel) & gpu["pageable"].to_numpy()[ops] & np.isin(gpu["copy_kind"].to_numpy()[ops], ["HtoD", "DtoH"])
+    pbytes = np.where(pageable, gpu["bytes"].to_numpy()[ops], 0).astype(np.int64)
+    # one queue: the work of side streams waits on events the trace does not link; collectives keep their
+    # own streams (they overlap compute)
+    stream = np.where(cat != COMMUNICATION, -1, gpu["stream"].to_numpy()[ops]).astype(np.int64)
+    # blocking calls: syncs, copies and frees that returned right after the GPU finished what they wait for
+    last = np.full(calls.size, -1, dtype=np.int64)
+    np.maximum.at(last, op_call, gend)
+    done = np.maximum.accumulate(last)  # measured end of the GPU work enqueued up to each call
+    ck = kinds[calls]
+    waited = (ce >= done - 1_000) & (done >= cs) & (ce - cs > 5_000)
+    blocks = np.isin(ck, [SYNC, COPY, ALLOC]) & waited
+    # lag: launch call start -> op start, where the op did not queue behind another on its stream
+    lag = gstart - cs[op_call]
+    free = np.ones(ops.size, dtype=bool)
+    for s in np.unique(stream):
+        sel = np.flatnonzero(stream == s)
+        prev = np.concatenate(([-1], gend[sel][:-1]))
+        free[sel] = gstart[sel] > prev + 2_000
+    seen = lag[free & (lag > 0)]
+    lag_ns = int(np.percentile(seen, 25)) if seen.size >= 5 else 5_000
+    # a launch that waited for a free slot in a full launch queue: the GPU held it, not the host's own cost
+    cost = ce - cs
+    launches = np.isin(ck, [LAUNCH, GRAPH])
+    if launches.any():
+        cap = max(3 * float(np.percentile(cost[launches], 25)), 20_000.0)
+        cost = np.where(launches, np.minimum(cost, cap), cost).astype(np.int64)
+    return StepGraph(int(np.median(steps.end[steps.steady] - steps.start[steps.steady])), ck, gap, cost, blocks, call_data, call_opt, int(tail),
+                     op_call, stream, dur, cat, fp32, pbytes, _attention(tl, thread[calls][op_call], cs[op_call], cat, stream),
+                     _chains(cat, stream, op_call),
+                     min(max(lag_ns, 1_000), 20_000))
+
+
+def _attention(tl, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Hand-written attention blocks: from the op tree where the trace has one (attention.py: a matmul,
+    softmax, matmul on one thread; every kernel launched inside the span), else from kernel order."""
+    tree = op_tree_spans(tl.ranges)
+    if tree is None:
+        return _attention_blocks(cat, stream)
+    out = np.full(cat.size, -1, dtype=np.int64)
+    base = 0
+    for thread, iv in tree[1].items():
+        sel = np.flatnonzero(op_thread == thread)
+        if sel.size and len(iv):
+            j = np.searchsorted(iv.starts, op_launch[sel], side="right") - 1
+            hit = (j >= 0) & (op_launch[sel] < iv.ends[np.maximum(j, 0)])
+            out[sel[hit]] = base + j[hit]
+        base += len(iv)
+    return out
+
+
+def _attention_blocks(cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Hand-written attention in kernel order: a GEMM, kernels between (elementwise, copy, softmax) that
+    hold a softmax, a GEMM; each such block gets an id."""
+    out = np.full(cat.size, -1, dtype=np.int64)
+    between = np.isin(cat, BETWEEN_SCORE_AND_VALUE)
+    block = 0
+    for s in np.unique(stream):
+        rows = np.flatnonzero(stream == s)
+        for j, r in enumerate(rows):
+            if cat[r] != SOFTMAX or out[r] >= 0:
+                continue
+            lo = j
+            while lo > 0 and between[rows[lo - 1]]:
+                lo -= 1
+            hi = j
+            while hi + 1 < rows.size and between[rows[hi + 1]]:
+                hi += 1
+            if lo > 0 and hi + 1 < rows.size and cat[rows[lo - 1]] == GEMM and cat[rows[hi + 1]] == GEMM:
+                out[rows[lo - 1:hi + 2]] = block
+                block += 1
+    return out
+
+
+def _chains(cat: np.ndarray, stream: np.ndarray, op_call: np.ndarray) -> np.ndarray:
+    """Runs of 2+ adjacent elementwise-like kernels on one stream (what torch.compile fuses), by id."""
+    out = np.full(cat.size, -1, dtype=np.int64)
+    chain = np.isin(cat, CHAIN)
+    run = 0
+    for s in np.unique(stream):
+        rows = np.flatnonzero(stream == s)
+        j = 0
+        while j < rows.size:
+            if not chain[rows[j]]:
+                j += 1
+                continue
+            k = j
+            while k + 1 < rows.size and chain[rows[k + 1]]:
+                k += 1
+            if k > j and (cat[rows[j:k + 1]] == ELEMENTWISE).any():
+                out[rows[j:k + 1]] = run
+                run += 1
+            j = k + 1
+    return out
+
+
+def _fixed(g: StepGraph, kinds: frozenset, bound: int):
+    """The graph's arrays as the fixes in `kinds` leave them; bound 0: the low (best) case, 1: high."""
+    gap, dur, blocks = g.call_gap.astype(float).copy(), g.call_dur.astype(float).copy(), g.call_blocks.copy()
+    op_dur = g.op_dur.astype(float).copy()
+    keep_op = np.ones(op_dur.size, dtype=bool)
+    keep_call = np.ones(gap.size, dtype=bool)
+    data_floor = 0.0
+    node_ns = None
+    if "host_sync" in kinds:
+        unblock = blocks & np.isin(g.call_kind, [SYNC, COPY])
+        if bound and unblock.any():  # the Fix keeps one read a step: the last one
+            unblock[np.flatnonzero(unblock)[-1]] = False
+        dur[unblock] = np.minimum(dur[unblock], RESUME_NS)
+        blocks = blocks & ~unblock
+    if "allocator_churn" in kinds:
+        alloc = g.call_kind == ALLOC
+        dur[alloc] = 0.0
+        blocks = blocks & ~alloc
+    if "pageable_memcpy" in kinds:
+        p = g.op_pageable_bytes > 0
+        op_dur[p] = np.minimum(op_dur[p], g.op_pageable_bytes[p] / PINNED_GBPS[bound])
+        calls = np.unique(g.op_call[p])
+        dur[calls] = np.minimum(dur[calls], RESUME_NS)
+        blocks[calls] = False
+    if "input_pipeline" in kinds:
+        data = float(g.call_data.sum())
+        gap = np.maximum(gap - g.call_data, 0.0)
+        data_floor = data / LOADER_WORKERS[bound]
+    if "fp32_no_tensor_cores" in kinds:
+        op_dur[g.op_fp32_gemm] /= TENSOR_CORE_SPEEDUP[bound]
+    if "unfused_attention" in kinds:
+        for b in np.unique(g.op_attention_block[g.op_attention_block >= 0]):
+            rows = np.flatnonzero(g.op_attention_block == b)
+            gemm = float(g.op_dur[rows][g.op_cat[rows] == GEMM].sum())
+            op_dur[rows] = 0.0
+            keep_op[rows[1:]] = False
+            op_dur[rows[0]] = gemm * FLASH_OF_GEMM[bound]
+    if "single_tensor_optimizer" in kinds:
+        opt = g.op_cat == OPTIMIZER
+        if opt.any():
+            rows = np.flatnonzero(opt)
+            total = float(g.op_dur[rows].sum())
+            n = max(1, int(np.ceil(rows.size * FUSED_OPTIMIZER_LAUNCHES[bound])))
+            op_dur[rows] = 0.0
+            keep_op[rows[n:]] = False
+            op_dur[rows[:n]] = total * FUSED_OPTIMIZER_GPU[bound] / n
+            calls = np.unique(g.op_call[rows[n:]])
+            calls = calls[~np.isin(calls, g.op_call[rows[:n]])]
+            keep_call[calls] = False
+            # the host's per-tensor work inside the optimizer step goes with its launches
+            host = g.call_opt & keep_call
+            gap[host] *= FUSED_OPTIMIZER_HOST[bound]
+    if "memory_bound_kernels" in kinds:
+        for c in np.unique(g.op_chain[g.op_chain >= 0]):
+            rows = np.flatnonzero(g.op_chain == c)
+            longest = float(op_dur[rows].max())
+            op_dur[rows] = 0.0
+            keep_op[rows[1:]] = False
+            op_dur[rows[0]] = longest * FUSED_CHAIN[bound]
+            calls = np.unique(g.op_call[rows[1:]])
+            calls = calls[~np.isin(calls, g.op_call[rows[:1]])]
+            keep_call[calls] = False
+            gap[calls] = 0.0
+    if "launch_overhead" in kinds:
+        launch = np.isin(g.call_kind, [LAUNCH, GRAPH]) & ~blocks
+        first = np.flatnonzero(launch)[:1]
+        gap[launch] = 0.0
+        dur[launch] = 0.0
+        if first.size:
+            dur[first] = 10_000.0
+        node_ns = GRAPH_NODE_NS[bound]
+    return gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns
+
+
+def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
+    """The step time (ns) of the graph with the fixes in `kinds` applied (bound 0: low, 1: high)."""
+    gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns = _fixed(g, frozenset(kinds), bound)
+    ops_of = np.split(np.arange(g.op_call.size), np.searchsorted(g.op_call, np.arange(1, gap.size)))
+    streams: dict[int, float] = {}
+    t = gpu_done = 0.0
+    host_ends, gpu_ends = [], []
+    for _ in range(REPEATS):
+        for c in range(gap.size):
+            if not keep_call[c]:
+                continue
+            t += gap[c]
+            for o in ops_of[c]:
+                if not keep_op[o]:
+                    continue
+                s = int(g.op_stream[o])
+                ready = t + g.lag_ns if node_ns is None else 0.0
+                start = max(ready, streams.get(s, 0.0) + (node_ns or 0.0))
+                streams[s] = start + op_dur[o]
+                gpu_done = max(gpu_done, streams[s])
+            if blocks[c]:
+                t = max(t + min(dur[c], RESUME_NS), gpu_done + RESUME_NS)
+            else:
+                t += dur[c]
+        t += g.tail_ns
+        host_ends.append(t)
+        gpu_ends.append(gpu_done)
+    n = REPEATS - 1
+    period = max(host_ends[-1] - host_ends[0], gpu_ends[-1] - gpu_ends[0]) / n
+    return max(period, data_floor)
+
+
+# finding category -> the fix the replay applies
+FIX_OF = {c: c for c in ("host_sync", "input_pipeline", "pageable_memcpy", "allocator_churn", "fp32_no_tensor_cores",
+                          "unfused_attention", "single_tensor_optimizer", "memory_bound_kernels", "launch_overhead")}
+
+
+def predict(g: StepGraph, categories, measured_ms: float) -> tuple[float, float] | None:
+    """(low, high) step time in ms after the fixes of these finding categories; None when none of them
+    is one the replay models. The replay's own step time is scaled to the measured one."""
+    kinds = frozenset(FIX_OF[c] for c in categories if c in FIX_OF)
+    if not kinds:
+        return None
+    base = replay(g)
+    if base <= 0:
+        return None
+    scale = measured_ms / (base / 1e6)
+    low, high = (replay(g, kinds, b) / 1e6 * scale for b in (0, 1))
+    return (min(low, high), max(low, high))
