@@ -107,6 +107,30 @@ def _counts(before: Side, f, cb, ca) -> bool:
     return abs(ca - cb) >= MIN_COST_SHARE.value / 100 * base
 
 
+def _ms(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def _delivered(entry: dict, f, before: Side, after: Side) -> None:
+    """How much of the step time its fix was predicted to save (BEFORE's predicted_step_ms) the
+    AFTER run delivered: "delivered 28.1 ms of the predicted 25.0-30.0 ms" (also when it is not fixed:
+    then whatever else changed delivered it)."""
+    p = getattr(f, "predicted_step_ms", None)
+    b, a = _num(before.run.get("step_time_ms_p50")), _num(after.run.get("step_time_ms_p50"))
+    if p is None or b is None or a is None or not (before.steps_comparable and after.steps_comparable):
+        return
+    lo, hi = b - p[1], b - p[0]
+    entry["predicted_step_ms"] = [round(p[0], 3), round(p[1], 3)]
+    entry["delivered_ms"] = round(b - a, 3)
+    entry["predicted_gain_ms"] = [round(lo, 3), round(hi, 3)]
+    inside = "inside" if p[0] - 1e-9 <= a <= p[1] + 1e-9 else "outside"
+    text = (f"delivered {_ms(b - a)} ms of the predicted {_ms(lo)}-{_ms(hi)} ms (step {_ms(b)} -> {_ms(a)} ms; "
+            f"predicted {_ms(p[0])}-{_ms(p[1])} ms: {inside} the range, {100 * (a - (p[0] + p[1]) / 2) / a:+.0f}% of the step)")
+    entry["delivered"] = text
+    if entry["verdict"] in ("fixed", "improved"):
+        entry["why"] = f"{entry['why']}; {text}" if entry.get("why") else text
+
+
 def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: float) -> list[dict]:
     tol = max(MIN_CHANGE.value, noise_pct)
     after_by_rule = {f.rule: f for f in after.report.findings}
@@ -217,6 +241,7 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
                     entry["verdict"], entry["why"] = "regressed", "kernels newly or more affected"
                 elif vs & {"improved", "fixed"} and not vs & {"regressed", "new"}:
                     entry["verdict"], entry["why"] = "improved", "some kernels fixed or improved"
+        _delivered(entry, f, before, after)
         out.append(entry)
     for g in after.report.findings:
         if g.rule not in before_rules:
