@@ -1,14 +1,34 @@
 """The CI gate of `diagnose compare --fail-on-regression PCT`: why it trips (empty: it does not)."""
 from __future__ import annotations
 
+from .noise_gate import noise_gate
 from .thresholds import MIN_KERNEL_SHARE
 from .verdicts import GATE_SEVERITIES
 
 SECONDARY = ("gpu_busy_pct", "kernel_time_ms_per_step")  # gated only when the step did not get faster
 
 
+def run_facts(comparison: dict) -> tuple[dict, dict]:
+    """BEFORE's and AFTER's run-level facts, from the comparison's fact rows."""
+    rows = [r for r in comparison.get("facts", []) if r["subject"] is None]
+    return {r["fact"]: r.get("before") for r in rows}, {r["fact"]: r.get("after") for r in rows}
+
+
+def judged(comparison: dict, pct: float) -> tuple[list[str], list[str]] | None:
+    """Two timelines whose steps compare: (why the gate trips, the measures within noise) by the gate that
+    knows its noise (noise_gate.py); None for other inputs (the headline gate below judges them)."""
+    b, a = run_facts(comparison)
+    if "gpu_work_ms_per_step" not in b or "gpu_work_ms_per_step" not in a or comparison.get("steps_basis", {}).get(
+            "comparable") is False:
+        return None
+    return noise_gate(comparison, b, a, pct)
+
+
 def gate(comparison: dict, pct: float) -> list[str]:
     """Why `--fail-on-regression PCT` trips (empty: it does not)."""
+    noisy = judged(comparison, pct)
+    if noisy is not None:
+        return noisy[0]
     reasons = []
     step = next((h for h in comparison["headlines"] if h["fact"] == "step_time_ms_p50"), None)
     step_better = step is not None and step.get("moved") == "right"

@@ -6,6 +6,7 @@ import json
 from .. import __version__
 from ..report.formatting import fmt_value, md_cell
 from ..text_safety import displayable, json_text, md_code, md_inert, visible_text
+from .gate import judged
 
 FACT_ROWS_MD = 40  # changed facts listed in Markdown (JSON: every fact both sides have)
 KERNEL_ROWS_MD = 25
@@ -33,6 +34,9 @@ def json_doc(c: dict, gate_pct: float | None = None, reasons: list | None = None
     out["generator"] = f"diagnoser {__version__}"
     if gate_pct is not None:
         out["gate"] = {"fail_on_regression_pct": gate_pct, "tripped": bool(reasons), "reasons": list(reasons or [])}
+        noisy = judged(c, gate_pct)
+        if noisy is not None:
+            out["gate"]["within_noise"] = noisy[1]
         if not_gated(c):
             out["gate"]["not_gated"] = not_gated(c)
     return out
@@ -192,10 +196,14 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
     if gate_pct is not None:
         L.append(f"## CI gate: --fail-on-regression {gate_pct:g}")
         L.append("")
+        noisy = judged(c, gate_pct)
         if reasons:
             L += [f"- FAIL: {r}" for r in reasons]
-        else:
+        elif noisy is None:
             L.append("- pass: no headline number worse by more than the limit, no new or regressed warning.")
+        else:
+            L.append("- pass: no measure worse beyond max(PCT, its run-to-run noise), no new or regressed warning of the code.")
+        L += [f"- {r}" for r in (noisy[1] if noisy else [])]
         L += [f"- not gated: {r}" for r in not_gated(c)]
         L.append("")
     if c["notes"]:

@@ -175,6 +175,12 @@ CATALOGUE: list[FactSpec] = [
     _n("short_kernel_pct", "%", "share of kernels shorter than 10 us"),
     _n("kernel_time_ms_per_step", "ms", "summed kernel time per step"),
     _n("launch_api_us_per_kernel", "us", "host time in the launch API call per kernel"),
+    # what the code controls, apart from what the machine does (step_work.py; compare's regression gate)
+    _n("gpu_work_ms_per_step", "ms", "GPU busy time (kernels, copies) per steady step, median over the steps"),
+    _n("gpu_work_spread_pct", "%", "standard error of gpu_work_ms_per_step over the steady steps, % of it"),
+    _n("host_work_ms_per_step", "ms", "the host's own work per steady step: its step range less the time it waited "
+       "for the GPU (syncs, blocking copies, frees, launches held by a full queue), median over the steps"),
+    _n("host_work_spread_pct", "%", "standard error of host_work_ms_per_step over the steady steps, % of it"),
     # syncs and copies
     _n("syncs_per_step", "count", "host-device synchronizations per step (stream/device syncs, blocking copies, reads of a result)"),
     _n("sync_blocked_ms_per_step", "ms", "host time per step blocked in synchronizations"),

@@ -35,6 +35,7 @@ from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, gemm_a
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .ranks import CollectiveKernels, RankSummary
 from .replay import StepGraph, step_graph
+from .step_work import step_work
 from .setup import find_setup, setup_text, with_warmup
 from .steps import find_steps, phase_ms
 from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
@@ -304,6 +305,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
     v.update(ls)
     v.update(sync_stats(tl, steps, act, ls.get("kernels_per_step")))
+    v.update(step_work(tv, steps))
     v.update(memcpy_stats(tv, steps, act))
     v.update(alloc_stats(tv, steps, setup.intervals))
     v.update(sync_calls(tv, steps, act))

@@ -1,0 +1,124 @@
+"""The regression gate that knows its noise (`compare --fail-on-regression PCT`), for two timelines.
+
+What the code controls is judged apart from what the machine does, each measure with its own noise
+and one stated test:
+
+  GPU work per step    (gpu_work_ms_per_step)  tight from run to run: the kernels of identical code
+  host work per step   (host_work_ms_per_step) the host's own work; its speed differs between processes
+  wall time per step   (step_time_ms_p50)      both, plus how they overlap
+  each kernel          (time per step by name) a kernel that got slower, or a new one
+
+The noise of a measure is sqrt(floor^2 + (3 sb)^2 + (3 sa)^2) in % of BEFORE: `floor` the between-run
+variation of identical code (a setting, measured on real reruns: docs/compare.md), sb / sa the
+standard errors of each side's median over its steady steps (3 sigma). A measure regresses when it
+got worse by more than max(PCT, its noise). A finding new or worse in AFTER is a regression of the code
+only when the code's work changed: when GPU work and the kernels per step are the same within noise
+and the finding is about the host's pace (launches, small kernels, idle the host leaves), it appeared
+because the host ran slower, and it is said so, not gated.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import settings
+from ..timeline.names import COMM_KERNEL
+from .sides import _num
+
+GPU_FLOOR = settings.register("compare.gpu_work_noise_pct", 1.0, "%",
+                              "between-run noise of GPU work per step of identical code (regression gate)")
+HOST_FLOOR = settings.register("compare.host_work_noise_pct", 4.0, "%",
+                               "between-run noise of the host's own work per step of identical code (regression gate)")
+WALL_FLOOR = settings.register("compare.step_time_noise_pct", 8.0, "%",
+                               "between-run noise of the wall step time of identical code (regression gate)")
+KERNEL_FLOOR = settings.register("compare.kernel_noise_pct", 3.0, "%",
+                                 "between-run noise of one kernel's time per step (regression gate)")
+SIGMAS = 3.0
+KERNEL_REASONS = 5  # kernels named in the verdict; the rest counted
+# findings about the host's pace: they appear when the host alone ran slower
+HOST_PACE = ("launch_overhead", "small_batch", "unexplained_idle", "host_compute")
+MEASURES = (  # (fact, its spread fact, label, floor)
+    ("gpu_work_ms_per_step", "gpu_work_spread_pct", "GPU work per step", GPU_FLOOR),
+    ("host_work_ms_per_step", "host_work_spread_pct", "host work per step", HOST_FLOOR),
+    ("step_time_ms_p50", None, "step time (wall)", WALL_FLOOR),
+)
+
+
+def noise_of(floor: float, sb: float, sa: float) -> float:
+    return math.sqrt(floor ** 2 + (SIGMAS * sb) ** 2 + (SIGMAS * sa) ** 2)
+
+
+def measures(before_run: dict, after_run: dict, step_noise_pct: float = 0.0) -> list[dict]:
+    """Each measure both sides have: before, after, change % and its noise %."""
+    out = []
+    for fact, spread, label, floor in MEASURES:
+        b, a = _num(before_run.get(fact)), _num(after_run.get(fact))
+        if b is None or a is None or b <= 0:
+            continue
+        if spread is not None:
+            sb, sa = _num(before_run.get(spread)) or 0.0, _num(after_run.get(spread)) or 0.0
+            noise = noise_of(float(floor.value), sb, sa)
+        else:  # wall time: the step-to-step range of the noisier side stands for both spreads
+            noise = math.sqrt(float(floor.value) ** 2 + step_noise_pct ** 2)
+        out.append({"fact": fact, "label": label, "before": b, "after": a,
+                    "change_pct": 100.0 * (a - b) / b, "noise_pct": noise})
+    return out
+
+
+def _kernel_reasons(comparison: dict, pct: float, gpu_ms: float | None) -> list[str]:
+    reasons = []
+    limit = max(pct, float(KERNEL_FLOOR.value))
+    for k in comparison.get("timeline_kernels", []):
+        if COMM_KERNEL.search(k.get("kernel_name") or ""):
+            continue  # a collective's time is mostly waiting for peers
+        ms = k["ms_per_step"]
+        b, a = _num(ms.get("before")), _num(ms.get("after"))
+        if a is None or not gpu_ms:
+            continue
+        share = 100.0 * a / gpu_ms
+        if b is None or b <= 0:
+            if share > limit:
+                reasons.append(f"kernel {k['name']} is new: {a:.3g} ms a step, {share:.1f}% of BEFORE's GPU work "
+                               f"(limit {limit:.1f}%)")
+            continue
+        rise = 100.0 * (a - b) / b
+        if rise > limit and 100.0 * (a - b) / gpu_ms > pct / 2:
+            reasons.append(f"kernel {k['name']} got {rise:.1f}% slower ({b:.3g} -> {a:.3g} ms a step; "
+                           f"limit {limit:.1f}%: max(PCT, kernel noise))")
+    return reasons
+
+
+def noise_gate(comparison: dict, before_run: dict, after_run: dict, pct: float) -> tuple[list[str], list[str]]:
+    """(why the gate trips, what it judged and found within noise): the verdict lines."""
+    reasons, within = [], []
+    rows = measures(before_run, after_run, float(comparison.get("noise_pct") or 0.0))
+    by = {r["fact"]: r for r in rows}
+    wall = by.get("step_time_ms_p50")
+    faster = wall is not None and -wall["change_pct"] > wall["noise_pct"]
+    for r in rows:
+        limit = max(pct, r["noise_pct"])
+        line = f"{r['label']} {r['change_pct']:+.1f}% +/- {r['noise_pct']:.1f}% ({r['before']:.4g} -> {r['after']:.4g} ms)"
+        if r["change_pct"] > limit and faster:  # more (overlapped) work in a faster step is no regression
+            within.append(f"{line}: the step got faster beyond its noise ({wall['change_pct']:+.1f}%)")
+        elif r["change_pct"] > limit:
+            reasons.append(f"{line}: worse beyond max(PCT {pct:g}%, its noise)")
+        else:
+            within.append(f"{line}: within {'run-to-run noise' if limit == r['noise_pct'] else f'PCT {pct:g}%'}")
+    gpu = by.get("gpu_work_ms_per_step")
+    slower = _kernel_reasons(comparison, pct, gpu["before"] if gpu else None)
+    slower = [] if faster else slower
+    reasons += slower[:KERNEL_REASONS] + ([f"{len(slower) - KERNEL_REASONS} more kernels slower or new (JSON: timeline_kernels)"]
+                                          if len(slower) > KERNEL_REASONS else [])
+    same_work = gpu is not None and gpu["change_pct"] <= max(pct, gpu["noise_pct"])
+    kb, ka = _num(before_run.get("kernels_per_step")), _num(after_run.get("kernels_per_step"))
+    same_kernels = kb is not None and ka is not None and abs(ka - kb) <= max(1.0, 0.01 * kb)
+    for f in comparison["findings"]:
+        if f["verdict"] not in ("new", "regressed") or f.get("severity_after") not in ("warning", "critical"):
+            continue
+        if same_work and same_kernels and f["category"] in HOST_PACE:
+            host = by.get("host_work_ms_per_step")
+            host_text = "" if host is None else f"; host work {host['change_pct']:+.1f}%"
+            within.append(f"{f['rule']} ({f['category']}) {f['verdict']} at {f['severity_after']} only because the host "
+                          f"ran slower (GPU work and kernels per step unchanged{host_text}): not a regression of the code")
+            continue
+        reasons.append(f"{f['rule']} ({f['category']}) {f['verdict']} at {f['severity_after']}")
+    return reasons, within
