@@ -486,8 +486,8 @@ def run_rerun(a):
         sync()
         t.append((time.perf_counter() - t0) * 1e3)
     step_ms = float(np.median(t))
-    gpu_ms = gpu_ms_per_step(step)
-    cyc = sleep_cycles_per_ms()
+    gpu_ms = a.gpu_ms if a.gpu_ms else gpu_ms_per_step(step)  # given: measured once by an earlier run
+    cyc = a.cycles_per_ms if a.cycles_per_ms else sleep_cycles_per_ms()
     info = {"program": a.program, "run": a.run, "step_ms_warmup": step_ms, "gpu_ms_per_step": gpu_ms,
             "sleep_cycles_per_ms": cyc}
     for tag, pct in (("base", 0), ("kernel5", 5), ("host5", 5), ("kernel3", 3), ("host3", 3)):
@@ -512,6 +512,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--program", default="mlp")
     ap.add_argument("--run", type=int, default=0)
+    ap.add_argument("--gpu-ms", type=float, default=0.0, help="the base's GPU work per step (else measured here)")
+    ap.add_argument("--cycles-per-ms", type=float, default=0.0, help="torch.cuda._sleep cycles per ms (else measured)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     (run_pairs if a.what == "pairs" else run_rerun)(a)

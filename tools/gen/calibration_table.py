@@ -1,0 +1,104 @@
+"""The calibration table of docs/calibration.md, and the rerun figures of docs/compare.md, from the traces
+calibration_pairs.py made (no torch needed; run from the repository root).
+
+  python3 tools/gen/calibration_table.py pairs DIR     # DIR/c_NAME_{before,after}.pt.trace.json.gz
+  python3 tools/gen/calibration_table.py reruns DIR [--pct 5]   # DIR/r_PROGRAM_K_TAG.pt.trace.json.gz
+
+pairs : per pair, the BEFORE finding of the pair's cause (CAUSE below), its predicted step time after the
+        fix (predicted_step_ms), the AFTER run's own median step, the error (AFTER's step minus the middle of
+        the range, % of AFTER's step) and whether AFTER falls inside the range; as a Markdown table.
+reruns: for each program, `compare --fail-on-regression PCT` of run K's base against run K+1's base
+        (identical code: must pass), and against run K+1's kernel5 / host5 / kernel3 / host3 (must trip);
+        how many trip, and the measures' changes.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+CAUSE = {  # pair -> the finding category its Fix is for
+    "sync_metrics": "host_sync", "infer_sync_postprocess": "host_sync", "pageable_input": "pageable_memcpy",
+    "dataloader_workers": "input_pipeline", "infer_attention": "unfused_attention",
+    "train_attention": "unfused_attention", "fp32_to_bf16": "fp32_no_tensor_cores",
+    "fp32_to_tf32": "fp32_no_tensor_cores", "optimizer_fused": "single_tensor_optimizer",
+    "optimizer_foreach": "single_tensor_optimizer", "graph_decode": "launch_overhead",
+    "empty_cache": "allocator_churn", "compile_chain": "memory_bound_kernels",
+}
+
+
+def _step(report) -> float | None:
+    for f in report.facts:
+        if f.name == "step_time_ms_p50" and f.subject is None:
+            return float(f.value)
+    return None
+
+
+def pair_row(d: str, name: str) -> dict:
+    from diagnoser.pipeline import diagnose
+    b = diagnose([os.path.join(d, f"c_{name}_before.pt.trace.json.gz")])
+    a = diagnose([os.path.join(d, f"c_{name}_after.pt.trace.json.gz")])
+    row = {"pair": name, "cause": CAUSE[name], "before_ms": _step(b), "after_ms": _step(a)}
+    f = next((f for f in b.findings if f.category == CAUSE[name]), None)
+    row["rule"] = f.rule if f else None
+    row["severity"] = f.severity if f else None
+    row["gain"] = f.estimated_gain if f else None
+    p = f.predicted_step_ms if f is not None else None
+    if p is not None and row["after_ms"]:
+        lo, hi = p
+        real = row["after_ms"]
+        row.update(low=lo, high=hi, inside=lo <= real <= hi, error_pct=100.0 * (real - (lo + hi) / 2) / real,
+                   share_ms=row["before_ms"] * (1 - f.estimated_gain))
+    row["after_rules"] = [g.rule for g in a.findings if g.severity != "info"]
+    return row
+
+
+def pairs(d: str) -> None:
+    rows = [pair_row(d, n) for n in CAUSE if os.path.exists(os.path.join(d, f"c_{n}_before.pt.trace.json.gz"))]
+    print("| pair | finding | before ms | predicted ms | realized ms | error | inside | 'up to' share said |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "low" not in r:
+            print(f"| {r['pair']} | {r['rule'] or 'no ' + r['cause'] + ' finding'} | {r['before_ms']:.2f} | - | {r['after_ms']:.2f} | - | - | - |")
+            continue
+        print(f"| {r['pair']} | {r['rule']} {r['cause']} | {r['before_ms']:.2f} | {r['low']:.2f}-{r['high']:.2f} | "
+              f"{r['after_ms']:.2f} | {r['error_pct']:+.1f}% | {'yes' if r['inside'] else 'no'} | "
+              f"{100 * r['gain']:.0f}% -> {r['share_ms']:.2f} |")
+    done = [r for r in rows if "low" in r]
+    if done:
+        inside = sum(r["inside"] for r in done)
+        med = statistics.median(abs(r["error_pct"]) for r in done)
+        print(f"\n{inside} of {len(done)} inside the range; median |error| {med:.1f}% of the realized step")
+    print(json.dumps(rows, indent=1, default=str), file=sys.stderr)
+
+
+def reruns(d: str, pct: float) -> None:
+    from diagnoser.compare.core import compare_runs
+    from diagnoser.compare.gate import gate, judged
+    from diagnoser.pipeline import load_pack
+    pack = load_pack()
+    for program in ("mlp", "decode"):
+        runs = sorted({int(os.path.basename(p).split("_")[2]) for p in glob.glob(os.path.join(d, f"r_{program}_*_base.pt.trace.json.gz"))})
+        for tag in ("base", "kernel5", "host5", "kernel3", "host3"):
+            trips, lines = 0, []
+            pairs_ = [(k, runs[(i + 1) % len(runs)]) for i, k in enumerate(runs)]
+            for k, j in pairs_:
+                b = os.path.join(d, f"r_{program}_{k}_base.pt.trace.json.gz")
+                a = os.path.join(d, f"r_{program}_{j}_{tag}.pt.trace.json.gz")
+                if not os.path.exists(a):
+                    continue
+                c = compare_runs([b], [a], pack)
+                reasons = gate(c, pct)
+                trips += bool(reasons)
+                noisy = judged(c, pct)
+                lines.append((k, j, reasons, noisy[1] if noisy else []))
+            print(f"{program} {tag}: {trips} of {len(lines)} comparisons trip --fail-on-regression {pct:g}")
+            for k, j, reasons, within in lines:
+                print(f"  base {k} -> {tag} {j}: " + (" | ".join(reasons) if reasons else "pass") +
+                      ("" if not within else "  [" + " | ".join(within) + "]"))
+
+
+if __name__ == "__main__":
+    what, d = sys.argv[1], sys.argv[2]
+    pct = float(sys.argv[sys.argv.index("--pct") + 1]) if "--pct" in sys.argv else 5.0
+    pairs(d) if what == "pairs" else reruns(d, pct)
