@@ -12,9 +12,10 @@ The noise of a measure is sqrt(floor^2 + (3 sb)^2 + (3 sa)^2) in % of BEFORE: `f
 variation of identical code (a setting, measured on real reruns: docs/compare.md), sb / sa the
 standard errors of each side's median over its steady steps (3 sigma). A measure regresses when it
 got worse by more than max(PCT, its noise). A finding new or worse in AFTER is a regression of the code
-only when the code's work changed: when GPU work and the kernels per step are the same within noise
-and the finding is about the host's pace (launches, small kernels, idle the host leaves), it appeared
-because the host ran slower, and it is said so, not gated.
+only when the code's work changed: when the kernels per step are the same, the host's work did not rise
+beyond its noise and the finding is about the host's pace (launches, small kernels, idle the host leaves),
+it appeared because the host ran slower, and it is said so, not gated. With collectives in the run, more GPU
+work or slower kernels in a step that got faster beyond its step-to-step noise are overlap, not regression.
 """
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ from .. import settings
 from ..timeline.names import COMM_KERNEL
 from .sides import _num
 
+# measured on the GPU machine, 10 processes each of two programs (docs/compare.md): GPU work per step within
+# 0.4% and 1.0%; the host's work per step 3.0-5.3 ms and 8.6-25.9 ms (the host's speed differs from process to
+# process: 5.2 vs 12.5 us a launch), so a host or wall-time change under about 200% is not one pair's to tell
 GPU_FLOOR = settings.register("compare.gpu_work_noise_pct", 1.0, "%",
                               "between-run noise of GPU work per step of identical code (regression gate)")
-HOST_FLOOR = settings.register("compare.host_work_noise_pct", 4.0, "%",
+HOST_FLOOR = settings.register("compare.host_work_noise_pct", 200.0, "%",
                                "between-run noise of the host's own work per step of identical code (regression gate)")
-WALL_FLOOR = settings.register("compare.step_time_noise_pct", 8.0, "%",
+WALL_FLOOR = settings.register("compare.step_time_noise_pct", 200.0, "%",
                                "between-run noise of the wall step time of identical code (regression gate)")
 KERNEL_FLOOR = settings.register("compare.kernel_noise_pct", 3.0, "%",
                                  "between-run noise of one kernel's time per step (regression gate)")
@@ -93,12 +97,16 @@ def noise_gate(comparison: dict, before_run: dict, after_run: dict, pct: float) 
     rows = measures(before_run, after_run, float(comparison.get("noise_pct") or 0.0))
     by = {r["fact"]: r for r in rows}
     wall = by.get("step_time_ms_p50")
-    faster = wall is not None and -wall["change_pct"] > wall["noise_pct"]
+    # collectives overlapped with compute make kernels slower and the step faster: more work in a faster step
+    # is no regression there (a single-stream program has no such trade: its faster wall time is host noise)
+    comm = any((_num(r.get("kernel_communication_pct")) or 0) > 0 for r in (before_run, after_run))
+    faster = comm and wall is not None and -wall["change_pct"] > float(comparison.get("noise_pct") or 0.0)
     for r in rows:
         limit = max(pct, r["noise_pct"])
         line = f"{r['label']} {r['change_pct']:+.1f}% +/- {r['noise_pct']:.1f}% ({r['before']:.4g} -> {r['after']:.4g} ms)"
         if r["change_pct"] > limit and faster:  # more (overlapped) work in a faster step is no regression
-            within.append(f"{line}: the step got faster beyond its noise ({wall['change_pct']:+.1f}%)")
+            within.append(f"{line}: with collectives overlapped, the step got faster beyond its step-to-step noise "
+                          f"({wall['change_pct']:+.1f}%)")
         elif r["change_pct"] > limit:
             reasons.append(f"{line}: worse beyond max(PCT {pct:g}%, its noise)")
         else:
@@ -108,17 +116,17 @@ def noise_gate(comparison: dict, before_run: dict, after_run: dict, pct: float) 
     slower = [] if faster else slower
     reasons += slower[:KERNEL_REASONS] + ([f"{len(slower) - KERNEL_REASONS} more kernels slower or new (JSON: timeline_kernels)"]
                                           if len(slower) > KERNEL_REASONS else [])
-    same_work = gpu is not None and gpu["change_pct"] <= max(pct, gpu["noise_pct"])
+    host = by.get("host_work_ms_per_step")
+    host_within = host is None or host["change_pct"] <= max(pct, host["noise_pct"])
     kb, ka = _num(before_run.get("kernels_per_step")), _num(after_run.get("kernels_per_step"))
     same_kernels = kb is not None and ka is not None and abs(ka - kb) <= max(1.0, 0.01 * kb)
     for f in comparison["findings"]:
         if f["verdict"] not in ("new", "regressed") or f.get("severity_after") not in ("warning", "critical"):
             continue
-        if same_work and same_kernels and f["category"] in HOST_PACE:
-            host = by.get("host_work_ms_per_step")
-            host_text = "" if host is None else f"; host work {host['change_pct']:+.1f}%"
+        if same_kernels and host_within and f["category"] in HOST_PACE:
+            host_text = "" if host is None else f"; host work {host['change_pct']:+.1f}%, within its noise"
             within.append(f"{f['rule']} ({f['category']}) {f['verdict']} at {f['severity_after']} only because the host "
-                          f"ran slower (GPU work and kernels per step unchanged{host_text}): not a regression of the code")
+                          f"ran slower (the same kernels per step{host_text}): not a regression of the code")
             continue
         reasons.append(f"{f['rule']} ({f['category']}) {f['verdict']} at {f['severity_after']}")
     return reasons, within

@@ -1,8 +1,8 @@
 """The calibration table of docs/calibration.md, and the rerun figures of docs/compare.md, from the traces
 calibration_pairs.py made (no torch needed; run from the repository root).
 
-  python3 tools/gen/calibration_table.py pairs DIR     # DIR/c_NAME_{before,after}.pt.trace.json.gz
-  python3 tools/gen/calibration_table.py reruns DIR [--pct 5]   # DIR/r_PROGRAM_K_TAG.pt.trace.json.gz
+  python3 tools/gen/calibration_table.py pairs DIR [--prefix c_]   # DIR/c_NAME_{before,after}.pt.trace.json.gz
+  python3 tools/gen/calibration_table.py reruns DIR [--pct 5,2]   # DIR/r_PROGRAM_K_TAG.pt.trace.json.gz
 
 pairs : per pair, the BEFORE finding of the pair's cause (CAUSE below), its predicted step time after the
         fix (predicted_step_ms), the AFTER run's own median step, the error (AFTER's step minus the middle of
@@ -34,10 +34,10 @@ def _step(report) -> float | None:
     return None
 
 
-def pair_row(d: str, name: str) -> dict:
+def pair_row(d: str, name: str, prefix: str = "c_") -> dict:
     from diagnoser.pipeline import diagnose
-    b = diagnose([os.path.join(d, f"c_{name}_before.pt.trace.json.gz")])
-    a = diagnose([os.path.join(d, f"c_{name}_after.pt.trace.json.gz")])
+    b = diagnose([os.path.join(d, f"{prefix}{name}_before.pt.trace.json.gz")])
+    a = diagnose([os.path.join(d, f"{prefix}{name}_after.pt.trace.json.gz")])
     row = {"pair": name, "cause": CAUSE[name], "before_ms": _step(b), "after_ms": _step(a)}
     f = next((f for f in b.findings if f.category == CAUSE[name]), None)
     row["rule"] = f.rule if f else None
@@ -53,8 +53,8 @@ def pair_row(d: str, name: str) -> dict:
     return row
 
 
-def pairs(d: str) -> None:
-    rows = [pair_row(d, n) for n in CAUSE if os.path.exists(os.path.join(d, f"c_{n}_before.pt.trace.json.gz"))]
+def pairs(d: str, prefix: str = "c_") -> None:
+    rows = [pair_row(d, n, prefix) for n in CAUSE if os.path.exists(os.path.join(d, f"{prefix}{n}_before.pt.trace.json.gz"))]
     print("| pair | finding | before ms | predicted ms | realized ms | error | inside | 'up to' share said |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -72,7 +72,7 @@ def pairs(d: str) -> None:
     print(json.dumps(rows, indent=1, default=str), file=sys.stderr)
 
 
-def reruns(d: str, pct: float) -> None:
+def reruns(d: str, pcts: list[float]) -> None:
     from diagnoser.compare.core import compare_runs
     from diagnoser.compare.gate import gate, judged
     from diagnoser.pipeline import load_pack
@@ -80,19 +80,19 @@ def reruns(d: str, pct: float) -> None:
     for program in ("mlp", "decode"):
         runs = sorted({int(os.path.basename(p).split("_")[2]) for p in glob.glob(os.path.join(d, f"r_{program}_*_base.pt.trace.json.gz"))})
         for tag in ("base", "kernel5", "host5", "kernel3", "host3"):
-            trips, lines = 0, []
-            pairs_ = [(k, runs[(i + 1) % len(runs)]) for i, k in enumerate(runs)]
-            for k, j in pairs_:
+            trips, lines = {p: 0 for p in pcts}, []
+            for i, k in enumerate(runs):
+                j = runs[(i + 1) % len(runs)]
                 b = os.path.join(d, f"r_{program}_{k}_base.pt.trace.json.gz")
                 a = os.path.join(d, f"r_{program}_{j}_{tag}.pt.trace.json.gz")
                 if not os.path.exists(a):
                     continue
                 c = compare_runs([b], [a], pack)
-                reasons = gate(c, pct)
-                trips += bool(reasons)
-                noisy = judged(c, pct)
-                lines.append((k, j, reasons, noisy[1] if noisy else []))
-            print(f"{program} {tag}: {trips} of {len(lines)} comparisons trip --fail-on-regression {pct:g}")
+                for pct in pcts:
+                    trips[pct] += bool(gate(c, pct))
+                noisy = judged(c, pcts[0])
+                lines.append((k, j, gate(c, pcts[0]), noisy[1] if noisy else []))
+            print(f"{program} {tag}: " + ", ".join(f"{trips[p]} of {len(lines)} trip --fail-on-regression {p:g}" for p in pcts))
             for k, j, reasons, within in lines:
                 print(f"  base {k} -> {tag} {j}: " + (" | ".join(reasons) if reasons else "pass") +
                       ("" if not within else "  [" + " | ".join(within) + "]"))
@@ -100,5 +100,6 @@ def reruns(d: str, pct: float) -> None:
 
 if __name__ == "__main__":
     what, d = sys.argv[1], sys.argv[2]
-    pct = float(sys.argv[sys.argv.index("--pct") + 1]) if "--pct" in sys.argv else 5.0
-    pairs(d) if what == "pairs" else reruns(d, pct)
+    pcts = [float(x) for x in sys.argv[sys.argv.index("--pct") + 1].split(",")] if "--pct" in sys.argv else [5.0]
+    prefix = sys.argv[sys.argv.index("--prefix") + 1] if "--prefix" in sys.argv else "c_"
+    pairs(d, prefix) if what == "pairs" else reruns(d, pcts)
