@@ -21,21 +21,10 @@ from __future__ import annotations
 
 import math
 
-from .. import settings
 from ..timeline.names import COMM_KERNEL
 from .sides import _num
+from .thresholds import GPU_FLOOR, HOST_FLOOR, KERNEL_FLOOR, WALL_FLOOR
 
-# measured on the GPU machine, 10 processes each of two programs (docs/compare.md): GPU work per step within
-# 0.4% and 1.0%; the host's work per step 3.0-5.3 ms and 8.6-25.9 ms (the host's speed differs from process to
-# process: 5.2 vs 12.5 us a launch), so a host or wall-time change under about 200% is not one pair's to tell
-GPU_FLOOR = settings.register("compare.gpu_work_noise_pct", 1.0, "%",
-                              "between-run noise of GPU work per step of identical code (regression gate)")
-HOST_FLOOR = settings.register("compare.host_work_noise_pct", 200.0, "%",
-                               "between-run noise of the host's own work per step of identical code (regression gate)")
-WALL_FLOOR = settings.register("compare.step_time_noise_pct", 200.0, "%",
-                               "between-run noise of the wall step time of identical code (regression gate)")
-KERNEL_FLOOR = settings.register("compare.kernel_noise_pct", 3.0, "%",
-                                 "between-run noise of one kernel's time per step (regression gate)")
 SIGMAS = 3.0
 KERNEL_REASONS = 5  # kernels named in the verdict; the rest counted
 # findings about the host's pace: they appear when the host alone ran slower
