@@ -102,9 +102,17 @@ def step_graph(tv, steps) -> StepGraph | None:
         return None
     dur = (steps.end[idx] - steps.start[idx]).astype(float)
     order = idx[np.argsort(np.abs(dur - np.median(dur)), kind="stable")][:CANDIDATES]
+    tl = tv.tl
+    r = tl.ranges
+    data_sel = name_mask(r["name"], PHASE_PATTERNS["data"]) & r["kind"].isin(["nvtx", "annotation"]).to_numpy()
+    opt = optimizer_ranges(tl)
+    tree = op_tree_spans(r)
+    shared = {"data": IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel]),
+              "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
+              "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy()}
     best, err = None, None
     for i in order.tolist():
-        g = _graph_of_step(tv, steps, int(i))
+        g = _graph_of_step(tv, steps, int(i), shared)
         if g is None:
             continue
         e = abs(replay(g) - float(np.median(dur)))
@@ -113,20 +121,26 @@ def step_graph(tv, steps) -> StepGraph | None:
     return best
 
 
-def _graph_of_step(tv, steps, i: int) -> StepGraph | None:
+def _call_kinds(tv) -> np.ndarray:
+    code = np.array([_KIND.get(k, OTHER) for k in API_KINDS], dtype=np.int8)
+    return code[tv.host_api] if tv.host_api.size else np.zeros(0, dtype=np.int8)
+
+
+def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
     tl = tv.tl
     hs, he = int(steps.host_start[i]), int(steps.host_end[i])
     host_start, host_end = tv.host_start, tv.host_end
-    code = np.array([_KIND.get(k, OTHER) for k in API_KINDS], dtype=np.int8)
-    kinds = code[tv.host_api] if tv.host_api.size else np.zeros(0, dtype=np.int8)
+    kinds = shared["kinds"]
     gpu_launch = tv.launch_row
     # the step's GPU ops: launched by a call inside the step's host range
     ops = np.flatnonzero((gpu_launch >= 0) & (tv.launch_ns >= hs) & (tv.launch_ns < he))
     if ops.size == 0:
         return None
-    launching = set(tl.host["thread"].to_numpy()[gpu_launch[ops]].tolist())
-    thread = tl.host["thread"].to_numpy()
-    calls = np.flatnonzero((host_start >= hs) & (host_start < he) & np.isin(thread, list(launching)) & (kinds != OTHER))
+    thread = shared["thread"]
+    launching = np.unique(thread[gpu_launch[ops]])
+    lo, hi = np.searchsorted(host_start, hs), np.searchsorted(host_start, he)  # host rows are sorted by start
+    window = np.arange(lo, hi)
+    calls = window[np.isin(thread[window], launching) & (kinds[window] != OTHER)]
     calls = calls[np.argsort(host_start[calls], kind="stable")]
     if calls.size == 0:
         return None
@@ -140,17 +154,14 @@ def _graph_of_step(tv, steps, i: int) -> StepGraph | None:
     prev_end = np.concatenate(([hs], np.maximum.accumulate(ce)[:-1]))
     gap = np.maximum(cs - prev_end, 0)
     # the host's data work: annotated data-loading ranges, cut to the gaps before calls
-    r = tl.ranges
-    data_sel = name_mask(r["name"], PHASE_PATTERNS["data"]) & r["kind"].isin(["nvtx", "annotation"]).to_numpy()
-    data_iv = IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel])
+    data_iv = shared["data"]
     call_data = data_iv.overlap(prev_end, np.maximum(cs, prev_end)) if len(data_iv) else np.zeros(calls.size)
-    tree = op_tree_spans(tl.ranges)
+    tree = shared["tree"]
     spans = tree[0] if tree is not None else None
     call_attention = spans.overlap(prev_end, np.maximum(cs, prev_end)) if spans is not None and len(spans) \
         else np.zeros(calls.size)
     tail = max(he - int(prev_end[-1] if ce.size == 0 else max(ce.max(), hs)), 0)
-    opt = optimizer_ranges(tl)
-    call_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(cs) if len(opt) else np.zeros(calls.size, bool)
+    call_opt = shared["opt"].contains(cs) if shared["opt"] is not None else np.zeros(calls.size, bool)
     # GPU ops: duration, stream, category, what the fixes act on
     gstart, gend = tv.gpu_start[ops].astype(np.int64), tv.gpu_end[ops].astype(np.int64)
     dur = np.maximum(gend - gstart, 0)
@@ -191,15 +202,14 @@ def _graph_of_step(tv, steps, i: int) -> StepGraph | None:
         cost = np.where(launches, np.minimum(cost, cap), cost).astype(np.int64)
     return StepGraph(int(np.median(steps.end[steps.steady] - steps.start[steps.steady])), ck, gap, cost, blocks, call_data,
                      call_attention, call_opt, int(tail),
-                     op_call, stream, dur, cat, fp32, pbytes, _attention(tl, thread[calls][op_call], cs[op_call], cat, stream),
+                     op_call, stream, dur, cat, fp32, pbytes, _attention(tree, thread[calls][op_call], cs[op_call], cat, stream),
                      _chains(cat, stream, op_call),
                      min(max(lag_ns, 1_000), 20_000))
 
 
-def _attention(tl, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
+def _attention(tree, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """Hand-written attention blocks: from the op tree where the trace has one (attention.py: a matmul,
     softmax, matmul on one thread; every kernel launched inside the span), else from kernel order."""
-    tree = op_tree_spans(tl.ranges)
     if tree is None:
         return _attention_blocks(cat, stream)
     out = np.full(cat.size, -1, dtype=np.int64)
@@ -353,28 +363,33 @@ def _drop_calls(g: StepGraph, rows: np.ndarray, keep_call: np.ndarray, gap: np.n
 def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
     """The step time (ns) of the graph with the fixes in `kinds` applied (bound 0: low, 1: high)."""
     gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns = _fixed(g, frozenset(kinds), bound)
-    ops_of = np.split(np.arange(g.op_call.size), np.searchsorted(g.op_call, np.arange(1, gap.size)))
+    bounds = np.searchsorted(g.op_call, np.arange(gap.size + 1)).tolist()
+    gap_l, dur_l, block_l, keep_l = gap.tolist(), dur.tolist(), blocks.tolist(), keep_call.tolist()
+    op_dur_l, keep_op_l, stream_l = op_dur.tolist(), keep_op.tolist(), g.op_stream.tolist()
+    lag, node, tail = float(g.lag_ns), float(node_ns or 0.0), float(g.tail_ns)
     streams: dict[int, float] = {}
     t = gpu_done = 0.0
     host_ends, gpu_ends = [], []
     for _ in range(REPEATS):
-        for c in range(gap.size):
-            if not keep_call[c]:
+        for c in range(len(gap_l)):
+            if not keep_l[c]:
                 continue
-            t += gap[c]
-            for o in ops_of[c]:
-                if not keep_op[o]:
+            t += gap_l[c]
+            for o in range(bounds[c], bounds[c + 1]):
+                if not keep_op_l[o]:
                     continue
-                s = int(g.op_stream[o])
-                ready = t + g.lag_ns if node_ns is None else 0.0
-                start = max(ready, streams.get(s, 0.0) + (node_ns or 0.0))
-                streams[s] = start + op_dur[o]
-                gpu_done = max(gpu_done, streams[s])
-            if blocks[c]:
-                t = max(t + min(dur[c], RESUME_NS), gpu_done + RESUME_NS)
+                s = stream_l[o]
+                ready = t + lag if node_ns is None else 0.0
+                start = max(ready, streams.get(s, 0.0) + node)
+                end = start + op_dur_l[o]
+                streams[s] = end
+                if end > gpu_done:
+                    gpu_done = end
+            if block_l[c]:
+                t = max(t + min(dur_l[c], RESUME_NS), gpu_done + RESUME_NS)
             else:
-                t += dur[c]
-        t += g.tail_ns
+                t += dur_l[c]
+        t += tail
         host_ends.append(t)
         gpu_ends.append(gpu_done)
     n = REPEATS - 1
