@@ -241,3 +241,21 @@ def test_markdown_report_carries_no_raw_html_from_synthetic_names(tmp_path):
         html = viewer.render(md)
         assert "<script" not in html and "<img" not in html, paths
         assert "\\x01" in md or "\\<img src=x" in md  # the names are shown: in code spans, or escaped
+
+
+# ---------------------------------------------------------------- a SIGTERM inside the rule engine (found by the fuzz)
+
+def test_a_signal_landing_inside_durable_rules_goes_on_up_not_into_a_rule_error():
+    """durable_rules catches BaseException around its actions and hands it to the completion callback:
+    a SIGTERM there (limits.Terminated) must end the command as 'terminated', not as 'rule action
+    failed: Terminated(15)' with durable's logged traceback (fuzz: ncu-rep case killed mid-run)."""
+    from diagnoser.engine.durable_backend import _completion
+    from diagnoser.limits import Terminated
+    errors: list[str] = []
+    complete = _completion(errors)
+    complete(ValueError("an action's own error"), None)
+    assert errors == ["ValueError(\"an action's own error\")"]
+    with pytest.raises(Terminated):
+        complete(Terminated(15), None)
+    with pytest.raises(KeyboardInterrupt):
+        complete(KeyboardInterrupt(), None)

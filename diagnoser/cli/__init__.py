@@ -2,6 +2,7 @@
 subcommands (one module each beside this one); output.py writes reports, group.py is the click plumbing."""
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -112,6 +113,8 @@ def main(argv=None):
 def _main(argv=None):
     try:
         limits.exit_cleanly_on_signals()  # SIGTERM/SIGHUP unwind like SIGINT: temp files are removed
+        # durable_rules logs a signal landing inside it with a traceback; it goes on up as an exception instead
+        logging.getLogger("durable").addHandler(logging.NullHandler())
         limits.apply_memory_limit(limits.default_limit())
         cli.main(args=argv, prog_name="diagnose", standalone_mode=False)
     except limits.Terminated as e:

@@ -173,7 +173,7 @@ def match_layer(compiled: list[CompiledRule], rows: list[dict]) -> set[tuple[str
                 if not pending:
                     break
                 ruleset._flush_actions(json.loads(pending[0]), {"message": json.loads(pending[1])}, pending[2],
-                                       lambda e, s: errors.append(repr(e)) if e else None)
+                                       _completion(errors))
         except dre.error as e:
             raise EngineError(f"durable_rules failed: {e}") from None
         finally:
@@ -195,8 +195,16 @@ def _new_ruleset(engine, dre, name: str, definition: dict, actions: dict):
     return ruleset
 
 
-def _drain(ruleset, state_handle, errors: list[str]) -> None:
+def _completion(errors: list[str]):
+    """durable_rules' completion callback: an action's error is kept; a signal's exception that landed
+    inside durable_rules (SIGTERM as limits.Terminated, SIGINT) goes on up, as it would anywhere else."""
     def complete(e, state):
+        if isinstance(e, BaseException) and not isinstance(e, Exception):
+            raise e
         if e:
             errors.append(repr(e))
-    ruleset.do_actions(state_handle, complete)
+    return complete
+
+
+def _drain(ruleset, state_handle, errors: list[str]) -> None:
+    ruleset.do_actions(state_handle, _completion(errors))
