@@ -23,7 +23,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -140,7 +139,7 @@ def _measure_trace(source: str, kind: str | None, read_path: str | None, progres
             raise
         problem = f"analysis failed: the trace {unexpected_problem(e)}"
     return RankOutcome(source, kind, measured, problem, size, time.perf_counter() - t0, time.process_time() - cpu0,
-                       f"{socket.gethostname()}:{os.getpid()}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+                       f"{os.uname().nodename}:{os.getpid()}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 class RankProgress:

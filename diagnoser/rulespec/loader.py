@@ -10,16 +10,28 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import yaml
-
 from ..errors import RuleError
 from . import cache
 from .checks import check_rule, line_for as _line_for
 from .model import Condition, Rule, RulePack, Variant
 from .values import sanitize
 
-# libyaml's C parser where PyYAML was built with it (5-10x faster), the pure-Python one otherwise
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _LazyYaml:
+    """PyYAML, imported where YAML is first parsed: a rule pack read from its cache needs none (start-up)."""
+
+    def __getattr__(self, name):
+        import yaml as module
+        globals()["yaml"] = module
+        return getattr(module, name)
+
+
+yaml = _LazyYaml()
+
+
+def _yaml_loader():
+    """libyaml's C parser where PyYAML was built with it (5-10x faster), the pure-Python one otherwise."""
+    return getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 _VALIDATOR = None
 
 
@@ -68,8 +80,8 @@ def read_text(path: Path) -> str:
 def read_yaml(path: Path, text: str | None = None) -> tuple[Any, dict[tuple, int]]:
     text = read_text(path) if text is None else text
     try:
-        node = yaml.compose(text, Loader=_YAML_LOADER)
-        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader (C or Python)
+        node = yaml.compose(text, Loader=_yaml_loader())
+        data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader (C or Python)
     except yaml.YAMLError:
         node, data = _python_yaml(path, text)  # the pure-Python parser words its errors better
     return data, (_line_map(node) if node is not None else {})
