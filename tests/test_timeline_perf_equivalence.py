@@ -8,6 +8,7 @@ real traces must not depend on how the name columns are stored.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -320,3 +321,54 @@ def test_parents_by_pointer_jumping_are_the_stack_walk(shape):
             s = np.sort(rng.integers(0, 1000, n))
             e = s + rng.integers(0, {"nested": 200, "touching": 3, "flat": 1}[shape], n)
         assert np.array_equal(_parents(s, e), ref_parents(s, e))
+
+
+# ---------------------------------------------------------------- issue 33: degenerate traces in bounded memory
+
+def _synthetic_tiny_kernel_trace(tmp_path, n: int = 3000):
+    """A SYNTHETIC trace of n launches, each of one tiny kernel at a steady period (the shape of
+    bench_hostile's ten-million-event case, small): every kernel is its own inferred step."""
+    events = []
+    t = 0
+    for i in range(n):
+        t += 10 + i % 2
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 1,
+                       "ts": t, "dur": 2, "args": {"correlation": i + 1}})
+        events.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": t + 3, "dur": 1,
+                       "args": {"correlation": i + 1, "device": 0, "stream": 7}})
+    path = tmp_path / "synthetic_tiny.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return read_torch_trace(path)
+
+
+def test_numbered_step_labels_read_as_the_list_they_replace(tmp_path):
+    from diagnoser.timeline.steps import NumberedLabels, find_steps
+    from diagnoser.timeline.setup import find_setup
+    from diagnoser.timeline.view import TimelineView
+    tv = TimelineView(_synthetic_tiny_kernel_trace(tmp_path))
+    steps = find_steps(tv, find_setup(tv).end_ns)
+    assert steps.method == "kernel_pattern" and isinstance(steps.labels, NumberedLabels)
+    listed = [f"period {i}" for i in range(steps.count)]
+    assert len(steps.labels) == steps.count > 1000
+    assert list(steps.labels) == listed and steps.labels == listed
+    assert steps.labels[-1] == listed[-1] and steps.labels[5:9] == listed[5:9] and list(steps.labels[5:9]) == listed[5:9]
+    assert steps.labels[steps.warmup:][0] == listed[steps.warmup] and steps.labels[::500] == listed[::500]
+    with pytest.raises(IndexError):
+        steps.labels[steps.count]
+
+
+@pytest.mark.parametrize("limit", [1, 7, 200, None])
+def test_per_step_breakdown_of_the_first_steps_is_the_head_of_every_step(tmp_path, limit):
+    """Measuring only the steps returned gives each the figures it had when every step was measured."""
+    from diagnoser.timeline.gaps import device_busy, host_activity, idle_gaps, per_step_breakdown
+    from diagnoser.timeline.setup import find_setup
+    from diagnoser.timeline.steps import find_steps
+    from diagnoser.timeline.view import TimelineView
+    tv = TimelineView(_synthetic_tiny_kernel_trace(tmp_path))
+    steps = find_steps(tv, find_setup(tv).end_ns)
+    dev = device_busy(tv)[0]
+    gaps = idle_gaps(dev, steps, host_activity(tv))
+    every = per_step_breakdown(dev, steps, gaps)
+    assert len(every) == steps.steady.size > 200
+    assert sum(sum(r["idle_ns_by_class"].values()) for r in every) > 0
+    assert per_step_breakdown(dev, steps, gaps, limit=limit) == every[:limit]
