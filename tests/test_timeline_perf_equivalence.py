@@ -372,3 +372,20 @@ def test_per_step_breakdown_of_the_first_steps_is_the_head_of_every_step(tmp_pat
     assert len(every) == steps.steady.size > 200
     assert sum(sum(r["idle_ns_by_class"].values()) for r in every) > 0
     assert per_step_breakdown(dev, steps, gaps, limit=limit) == every[:limit]
+
+
+@pytest.mark.parametrize("kind", ["categorical", "unsorted categories", "unused categories", "object"])
+def test_unique_op_names_from_codes_are_numpys_unique_of_the_texts(kind):
+    """find_setup's per-name grouping sorts the distinct names, not every row's string: the same result."""
+    from diagnoser.timeline.setup import _unique_text
+    rows = [f"aten::op{RNG.integers(40)}" for _ in range(2000)]
+    if kind == "object":
+        names = pd.Series(rows, dtype=object)
+    else:
+        cats = sorted(set(rows)) + (["aten::never", "aaa"] if kind == "unused categories" else [])
+        if kind == "unsorted categories":
+            cats = cats[::-1]
+        names = pd.Series(pd.Categorical(rows, categories=cats))
+    uniq, codes = np.unique(names.astype(str).to_numpy(), return_inverse=True)
+    got_uniq, got_codes = _unique_text(names)
+    assert list(got_uniq) == list(uniq) and np.array_equal(got_codes, codes.reshape(-1))

@@ -135,8 +135,7 @@ def _first_call_ops(tv: TimelineView) -> pd.DataFrame:
         return ops
     s, e = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
     d = e - s
-    names = ops["name"].astype(str).to_numpy()
-    uniq, codes = np.unique(names, return_inverse=True)
+    uniq, codes = _unique_text(ops["name"])
     counts = np.bincount(codes, minlength=uniq.size)
     median = _median_by_name(codes, d, uniq.size)
     order = np.lexsort((s, codes))
@@ -152,6 +151,21 @@ def _first_call_ops(tv: TimelineView) -> pd.DataFrame:
     waiting = IntervalSet.of(tv.host_start[w], tv.host_end[w]).overlap(s[firsts], e[firsts]) / np.maximum(d[firsts], 1)
     hit = firsts[long & outlier & (busy <= SETUP_GPU_BUSY_MAX.value) & (waiting <= SETUP_GPU_BUSY_MAX.value)]
     return ops.iloc[np.sort(hit)]
+
+
+def _unique_text(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(names.astype(str), return_inverse=True)`; for a Categorical from its codes, sorting only
+    the distinct texts (sorting every row's string was n log n string comparisons: 1.1 s at 1.78M events)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()
+        if codes.size and codes.min() >= 0:
+            texts = np.empty(len(names.cat.categories), dtype=object)
+            texts[:] = [str(c) for c in names.cat.categories]
+            uniq, rank = np.unique(texts, return_inverse=True)
+            row_rank = rank.reshape(-1)[codes]
+            used = np.bincount(row_rank, minlength=uniq.size) > 0
+            return uniq[used], (np.cumsum(used) - 1)[row_rank]
+    return np.unique(names.astype(str).to_numpy(), return_inverse=True)
 
 
 def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.DataFrame,
