@@ -82,3 +82,9 @@ def test_compare_says_delivered_against_predicted_on_a_calibration_pair():
     assert f["delivered_ms"] == pytest.approx(16.558 - 3.968, abs=0.01)
     assert f["predicted_gain_ms"] == pytest.approx([16.558 - 4.586, 16.558 - 3.854], abs=0.01)
     assert f["delivered"].startswith("delivered 12.6 ms of the predicted 12.0-12.7 ms")
+
+
+def test_junit_failure_message_carries_the_prediction():
+    path = str(T / "cal_graph_decode_before.pt.trace.json.gz")
+    xml = CliRunner().invoke(cli, [path, "--format", "junit"]).stdout
+    assert "launch-bound decode) (after the fix: 24.9 ms -&gt; 1.79-2.72 ms a step)" in xml

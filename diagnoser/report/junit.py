@@ -83,7 +83,8 @@ def _suite(name: str, inputs: list[str], rules, evaluated: set[str], findings, n
             tests += 1
             if at_or_above(f.severity, fail_on):
                 failures += 1
-                failure = ET.SubElement(case, "failure", type=f.severity, message=f"[{f.severity}] {f.title}")
+                after = f" (after the fix: {prediction_text(f)})" if prediction_text(f) else ""
+                failure = ET.SubElement(case, "failure", type=f.severity, message=f"[{f.severity}] {f.title}{after}")
                 failure.text = finding_text(f)
             else:
                 ET.SubElement(case, "system-out").text = f"[{f.severity}, below --fail-on {fail_on}] {f.title}\n\n{finding_text(f)}"
