@@ -93,6 +93,10 @@ def random_fact_set(rng, pack, interesting):
     p_absent = rng.choice([0.1, 0.3, 0.6])
 
     satisfying = _satisfying_values(pack.rules[focus])
+    # facts that only the rules the focus rule yields to read: mostly absent, so a rule that yields to
+    # many others (KERN007 to ten) still fires somewhere
+    blockers = {f for r in pack.rules[focus].when.findings() if r in pack.rules
+                for f in pack.rules[r].when.facts()} - focus_facts
 
     def draw(names):
         vals = {}
@@ -101,15 +105,17 @@ def random_fact_set(rng, pack, interesting):
                 vals[name] = rng.choice(satisfying[name])
                 continue
             roll = rng.random()
-            if roll < (0.03 if name in focus_facts else p_absent):
+            if roll < (0.03 if name in focus_facts else 0.8 if name in blockers else p_absent):
                 continue
             vals[name] = rng.choice(wild) if roll > 0.97 else rng.choice(interesting[name])
         return vals
 
     run = draw(facts_by_scope.get("run", set()))
     subjects = []
-    for _ in range(rng.randint(0, 4)):
-        scope = rng.choice(scopes) if scopes else "kernel"
+    focus_scope = pack.rules[focus].scope
+    for i in range(rng.randint(0, 4)):
+        # the first subject is of the focus rule's scope, so a subject rule is drawn where it can fire
+        scope = focus_scope if i == 0 and focus_scope in scopes else rng.choice(scopes) if scopes else "kernel"
         subjects.append((scope, draw(facts_by_scope.get(scope, set()))))
     return run, subjects
 
