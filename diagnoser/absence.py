@@ -38,11 +38,21 @@ def _oom_facts(catalogue: dict) -> frozenset[str]:
     return frozenset(n for n in catalogue if n.startswith("oom_") or n.startswith("memory_limit_"))
 
 
+def _prefixed(catalogue: dict, prefix: str) -> frozenset[str]:
+    return frozenset(n for n in catalogue if n.startswith(prefix) and not n.endswith("_candidates"))
+
+
 def absences(catalogue: dict) -> tuple[Absence, ...]:
     return (
         Absence(frozenset({"gemm_no_tensor_core_step_pct", "gemm_no_tensor_core_pct", "top_no_tensor_core_kernel"}),
                 TIMELINE_KINDS, "gemm_time_pct", 0.0,
                 "no GEMM or convolution kernel runs in the trace (gemm_time_pct 0)"),
+        Absence(_prefixed(catalogue, "roofline_compute_gap_"), ("torch-trace",), "roofline_compute_gap_candidates", 0.0,
+                "the per-op roofline (the trace records shapes) has no compute-bound GEMM or convolution whose dtype "
+                "or shapes (fp32, unaligned, skinny) say why it would run below its roof"),
+        Absence(_prefixed(catalogue, "roofline_memory_gap_"), ("torch-trace",), "roofline_memory_gap_candidates", 0.0,
+                "the per-op roofline (the trace records shapes) has no bandwidth-bound op that loses time to the "
+                "memory roof"),
         Absence(_oom_facts(catalogue), ("mem-snapshot", "mem-stats", "mem-summary"), "num_ooms", 0.0,
                 "no OOM happened in the recorded process (num_ooms 0): there is no failing allocation to examine; "
                 "what a snapshot shows is the peak"),

@@ -116,8 +116,8 @@ def roofline_chart(rows: list[dict]) -> Chart | None:
             ridge = p / bw
             xa = min(max(lo_x, (10.0 ** y0) / bw), hi_x)
             xr = min(max(ridge, lo_x), hi_x)
-            chart.polylines.append({"points": [(px(xa), py(max(xa * bw, 10.0 ** y0))), (px(xr), py(min(xr * bw, p))),
-                                               (px(hi_x), py(p))], "cls": "line-allocated",
+            corners = [(px(xa), py(max(xa * bw, 10.0 ** y0))), (px(xr), py(min(xr * bw, p))), (px(hi_x), py(p))]
+            chart.polylines.append({"points": " ".join(f"{x:.1f},{y:.1f}" for x, y in corners), "cls": "line-allocated",
                                     "tip": f"roof: {bw:g} TB/s, {p:g} TFLOP/s"})
         else:
             chart.lines.append({"x1": LEFT, "y1": py(p), "x2": W - RIGHT, "y2": py(p), "cls": "axis"})

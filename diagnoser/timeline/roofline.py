@@ -200,6 +200,8 @@ def _gaps(rows, step_ms) -> dict:
     for bound in ("compute", "memory"):
         cands = [r for r in rows if r["bound"] == bound and r["saved_ms_per_step"] and r["family"] in GAP_FAMILIES[bound]
                  and (bound == "memory" or r["cause"])]
+        if step_ms > 0:
+            f[f"roofline_{bound}_gap_candidates"] = float(len(cands))  # 0: the rule has nothing to act on
         if not cands or step_ms <= 0:
             continue
         r = max(cands, key=lambda r: (r["saved_ms_per_step"], r["op"], r["shapes"]))

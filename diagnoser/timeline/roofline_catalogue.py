@@ -54,4 +54,7 @@ for _bound, _roof in (("compute", "compute"), ("memory", "memory")):
            "at roofline.target_efficiency_pct of its roof"),
         _f(f"roofline_{_bound}_gap_roof_tflops", "number", "TFLOP/s", f"{_which}: the compute roof of its dtype"),
         _f(f"roofline_{_bound}_gap_roof_tbs", "number", "TB/s", f"{_which}: the device's memory bandwidth"),
+        _f(f"roofline_{_bound}_gap_candidates", "number", "count", f"{_bound}-bound ops of the per-op roofline that "
+           "could be that op (compute: a GEMM or convolution whose dtype or shapes say why; 0: none, the rule has "
+           "nothing to act on)"),
     ]
