@@ -325,9 +325,9 @@ def render_comparison(before, after, reports) -> dict[str, str]:
     c = comparison(before, after, reports)
     texts = {"md": render_markdown(c), "html": render_html(c), "json": render_json(c)}
     try:
-        from diagnoser.compare.render import render_terminal
-    except ImportError:
-        texts["terminal"] = texts["md"]  # no terminal view: the command prints the Markdown
+        from diagnoser.compare.terminal import render_terminal
+    except ImportError:  # before issue 30 compare had no terminal view: the command printed the Markdown
+        texts["terminal"] = texts["md"]
     else:
         texts["terminal"] = render_terminal(c, width=WIDTH)
     return texts

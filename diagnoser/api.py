@@ -211,7 +211,7 @@ class ComparisonReport:
         ordered = [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]
         return frame[ordered] if len(frame.columns) else frame
 
-    def render(self, fmt: Literal["md", "json", "html"], fail_on_regression: float | None = None) -> str:
+    def render(self, fmt: Literal["md", "json", "html", "terminal"], fail_on_regression: float | None = None) -> str:
         if fail_on_regression is not None:
             fail_on_regression = float(fail_on_regression)  # as the command's --fail-on-regression gives it
         reasons = self.gate(fail_on_regression) if fail_on_regression is not None else None
@@ -221,6 +221,9 @@ class ComparisonReport:
         if fmt == "html":
             from .compare.html import render_html
             return render_html(self.data, fail_on_regression, reasons)
+        if fmt == "terminal":
+            from .compare.terminal import render_terminal
+            return render_terminal(self.data, fail_on_regression, reasons)
         from .compare.render import render_markdown
         return render_markdown(self.data, fail_on_regression, reasons)
 

@@ -39,3 +39,59 @@ def test_trace_with_shapes_does_not_ask_for_record_shapes():
     root = ET.fromstring(report.to_junit())
     kern = [c for c in root.iter("testcase") if c.get("name").startswith(("KERN019", "KERN020"))]
     assert kern and not [c for c in kern if c.find("skipped") is not None]
+
+
+FP32_MATMUL = FIX / "torch" / "fp32_matmul.pt.trace.json.gz"
+HEALTHY = FIX / "torch" / "healthy.pt.trace.json.gz"
+DDP_RANKS = [FIX / "torch" / f"x_ddp_comm_wait.rank{i}.pt.trace.json.gz" for i in (0, 1)]
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def test_compare_html_says_n_a_for_a_kernel_one_side_lacks_never_none_ms():
+    from diagnoser.api import compare
+    page = compare(FP32_MATMUL, HEALTHY).to_html()
+    cells = re.findall(r'<td class="num">([^<]*)</td>', page)
+    assert "n/a" in cells and not [c for c in cells if "None" in c or "nan" in c]
+
+
+def test_compare_in_a_terminal_is_drawn_for_it_within_its_width():
+    from diagnoser.api import compare
+    from diagnoser.compare.terminal import render_terminal
+    c = compare(FP32_MATMUL, HEALTHY)
+    text = ANSI.sub("", render_terminal(c.data, width=100))
+    assert "Headline numbers" in text and "|---" not in text  # drawn, not raw Markdown
+    assert max(len(line) for line in text.splitlines()) <= 100
+    result = CliRunner().invoke(cli, ["compare", str(FP32_MATMUL), "--to", str(HEALTHY), "--format", "terminal"])
+    assert result.exit_code == 0 and "\x1b[" in result.output
+
+
+def test_per_op_roofline_in_a_100_column_terminal_wraps_between_words():
+    from diagnoser.report.terminal import render_terminal
+    from diagnoser.report.text_view import present
+    report = diagnose(DDP_RANKS)
+    text = ANSI.sub("", render_terminal(present(report.report, 10, "info"), width=100))
+    table = text[text.index("Per-op roofline"):]
+    table = table[:table.index("\n\n")]
+    rows = table.splitlines()
+    assert max(len(r) for r in text.splitlines()) <= 100
+    cells = " ".join(rows)
+    for op in ("aten::mm", "aten::addmm", "FLOP/byte"):  # names and headers whole, never "aten::addm / m"
+        assert op in cells
+    assert not [r for r in rows if re.match(r"^\S{1,3}\s{2,}", r) and not r.startswith(("op", "─"))], rows
+
+
+def test_rules_list_fits_a_100_column_terminal_and_stays_one_line_per_rule_piped():
+    from diagnoser.cli.rules import pack_of, rules_list_lines
+    rules = pack_of().ordered()
+    wrapped = rules_list_lines(rules, 100)
+    assert max(map(len, wrapped)) <= 100 and len(wrapped) > len(rules)
+    piped = CliRunner().invoke(cli, ["rules", "list"]).output.splitlines()
+    assert len(piped) == len(rules) and piped[0].split()[0] == rules[0].id
+
+
+def test_rules_show_prints_refs_as_text_not_a_python_tuple():
+    from diagnoser.cli.rules import pack_of
+    with_refs = [r for r in pack_of().ordered() if any(v.refs for v in r.variants)]
+    assert with_refs
+    out = CliRunner().invoke(cli, ["rules", "show", with_refs[0].id]).output
+    assert "refs: http" in out and "('" not in out.split("refs:")[1].splitlines()[0]

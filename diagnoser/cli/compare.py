@@ -9,7 +9,7 @@ from ..errors import DiagnoserError
 from ..text_safety import visible_line
 from .output import output_format, write_output
 
-FORMATS = ("md", "json", "html")
+FORMATS = ("md", "json", "html", "terminal")
 EXIT_GATE = 3
 
 
@@ -42,7 +42,7 @@ class CompareCommand(click.Command):
 @click.argument("before", nargs=-1, required=True, metavar="BEFORE...")
 @click.option("--to", "after", multiple=True, required=True, metavar="AFTER",
               help="The inputs of the AFTER run: every file after --to (or --to before each), several files or ranks like BEFORE.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Report format (default: from the -o extension, else md).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Report format (default: from the -o extension; `terminal` on a terminal, else `md`).")
 @click.option("-o", "--output", metavar="FILE", help="Write the comparison to FILE (atomically; `-` is stdout).")
 @click.option("--rules", "user_rules", multiple=True, metavar="PATH", help="Extra rule file or folder (repeatable).")
 @click.option("--param", "params", multiple=True, metavar="RULE.NAME=V", help="Override a rule threshold (both runs).")
@@ -77,7 +77,7 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     from ..compare.render import render_json, render_markdown
 
     inputs = before + after + user_rules  # what -o may never name
-    fmt = output_format(fmt, output, False, FORMATS, inputs)  # an unknown -o extension or a missing folder: an error
+    fmt = output_format(fmt, output, sys.stdout.isatty(), FORMATS, inputs)  # an unknown -o extension or a missing folder: an error
     set_values = settings.parse_assignments(set_items, all_settings()) if set_items else {}
     pack = load_pack(user_rules, params)
     ids = [lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None][0]
@@ -90,9 +90,12 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     elif fmt == "html":
         from ..compare.html import render_html
         text = render_html(c, fail_pct, reasons)
+    elif fmt == "terminal":
+        from ..compare.terminal import render_terminal
+        text = render_terminal(c, fail_pct, reasons)
     else:
         text = render_markdown(c, fail_pct, reasons)
-    write_output(text, output, inputs=inputs)
+    write_output(text, output, ansi=fmt == "terminal", inputs=inputs)
     if reasons:
         for r in reasons:
             click.echo(f"diagnose compare: regression: {visible_line(r)}", err=True)

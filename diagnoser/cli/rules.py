@@ -3,7 +3,9 @@ against the schema and the facts catalogue, and their test cases run."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -27,9 +29,33 @@ def pack_of(user_rules=(), params=()):
 @click.option("--rules", "user_rules", multiple=True, help="Extra rule file or folder.")
 def rules_list(user_rules):
     """Every rule in force: id, severity, category, tree and title."""
-    for r in pack_of(user_rules).ordered():
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    for line in rules_list_lines(pack_of(user_rules).ordered(), width):
+        click.echo(line)
+
+
+def rules_list_lines(rules, width: int | None = None) -> list[str]:
+    """One line per rule; on a terminal `width` wide the title wraps between words under itself
+    (piped, each rule stays on one line for grep)."""
+    out = []
+    for r in rules:
         origin = "" if r.shipped else f"  [{r.path}]"
-        click.echo(f"{r.id:<10} {r.severity:<8} {r.category:<24} {r.tree:<15} {r.title}{origin}")
+        head = f"{r.id:<10} {r.severity:<8} {r.category:<24} {r.tree:<15} "
+        text = f"{r.title}{origin}"
+        if width is None or len(head) + len(text) <= width:
+            out.append(head + text)
+        elif width - len(head) >= 20:
+            out += textwrap.wrap(text, width, initial_indent=head, subsequent_indent=" " * len(head),
+                                 break_long_words=False, break_on_hyphens=False)
+        else:  # too narrow for the columns: the title on the lines below
+            out += [head.rstrip()] + textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="    ",
+                                                   break_long_words=False, break_on_hyphens=False)
+    return out
+
+
+def _text(value) -> str:
+    """A rule field as text: a list (refs) one item after another, never a Python tuple."""
+    return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 @rules_group.command("show")
@@ -56,7 +82,7 @@ def rules_show(rule_id, user_rules):
     click.echo(f"  fix: {r.fix}\n  verify: {r.verify}")
     for v in r.variants:  # texts for some programs (docs/rules.md, Text variants), first match per field
         sel = ", ".join(f"{fact}: {'|'.join(allowed)}" for fact, allowed in v.select)
-        click.echo(f"  variant for {sel}:" + "".join(f"\n    {k}: {getattr(v, k)}" for k in ("title", "message", "fix", "verify", "refs")
+        click.echo(f"  variant for {sel}:" + "".join(f"\n    {k}: {_text(getattr(v, k))}" for k in ("title", "message", "fix", "verify", "refs")
                                                      if getattr(v, k) is not None))
     if r.verify_check:  # the Verify step as `diagnose compare` checks it (issue 12)
         click.echo("  verify_check: " + "; ".join(f"{c.fact} {c.op}" + (f" {c.param}={r.params.get(c.param)}" if c.param else

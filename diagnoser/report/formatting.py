@@ -7,6 +7,8 @@ import math
 
 def fmt_value(value, unit: str = "") -> str:
     """A number as people read it: 3 significant digits, thousands separators, unit appended."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"  # not measured on this side (a kernel gone, a phase absent): never "None ms"
     if isinstance(value, bool):
         text = "yes" if value else "no"
     elif isinstance(value, int):

@@ -9,6 +9,7 @@ import io
 import re
 import shutil
 
+from rich import box
 from rich.console import Console, Group
 from rich.markdown import Markdown
 from rich.padding import Padding
@@ -21,6 +22,7 @@ from .formatting import fmt_value, share_pct
 
 SEVERITY_STYLE = {"critical": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}
 MAX_WIDTH = 120
+MAX_WORD = 30  # a table column is at least as wide as its longest word, up to this (then it folds)
 
 
 def _console(width: int | None = None) -> Console:
@@ -32,6 +34,13 @@ def _console(width: int | None = None) -> Console:
 
 def _md(text: str) -> Markdown:
     return Markdown(text or "", code_theme="ansi_dark", inline_code_lexer=None)
+
+
+def markdown_console_text(text: str, width: int | None = None) -> str:
+    """Markdown rendered for a terminal `width` columns wide (default: the terminal's, at most MAX_WIDTH)."""
+    con = _console(width)
+    con.print(_md(text))
+    return con.file.getvalue()
 
 
 def _finding(v: dict, width: int) -> Group:
@@ -118,15 +127,29 @@ def _first_fix(con: Console, findings: list[dict]) -> None:
         con.print("No warning or critical finding: nothing here is holding this workload back by our rules.")
 
 
+def fit_widths(columns: list[list[str]], width: int, gap: int) -> list[int]:
+    """Column widths for cells that wrap between words, never inside one: each column at least its
+    longest word (up to MAX_WORD), the room left shared by how much more each column's text would take."""
+    low = [min(MAX_WORD, max((len(w) for c in col for w in c.split()), default=1)) for col in columns]
+    high = [max(max((len(c) for c in col), default=1), lo) for col, lo in zip(columns, low)]
+    room = width - gap * (len(columns) - 1)
+    if sum(high) <= room:
+        return high
+    spare, want = max(0, room - sum(low)), sum(h - lo for h, lo in zip(high, low))
+    widths = [lo + (spare * (h - lo)) // want for h, lo in zip(high, low)]
+    return widths
+
+
 def _tables(con: Console, part: dict) -> None:
     """The measurement tables of `part` (top kernels and ops, the memory breakdown), as the Markdown has them."""
     for t in part.get("tables") or ():
         con.print()
         con.print(Rule(t["title"], style="dim"))
         con.print(Text(t["caption"], style="dim"))
-        table = Table(show_edge=False, header_style="bold", pad_edge=False)
-        for h, numeric in zip(t["headers"], t["numeric"]):
-            table.add_column(h, overflow="fold", justify="right" if numeric else "left")
+        table = Table(show_edge=False, header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD, padding=(0, 1))
+        columns = [[h, *(str(row[i]) for row in t["rows"])] for i, h in enumerate(t["headers"])]
+        for h, numeric, w in zip(t["headers"], t["numeric"], fit_widths(columns, con.width, gap=3)):
+            table.add_column(h, overflow="fold", justify="right" if numeric else "left", width=w)
         for row in t["rows"]:
             table.add_row(*[str(c) for c in row])
         con.print(table)
