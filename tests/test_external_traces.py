@@ -149,5 +149,5 @@ def test_old_nsight_systems_report_is_named_in_the_conversion_message(tmp_path, 
     qdrep = tmp_path / "old.qdrep"
     qdrep.write_bytes(src.read_bytes())
     monkeypatch.setenv("PATH", str(tmp_path))  # no nsys
-    with pytest.raises(InputError, match=r"\.qdrep.*nsys export --type sqlite -o old\.sqlite old\.qdrep"):
+    with pytest.raises(InputError, match=r"\.qdrep.*nsys export --type sqlite -o \S*/old\.sqlite \S*/old\.qdrep"):
         diagnose([str(qdrep)])

@@ -257,5 +257,8 @@ def test_ordinary_reports_pass_the_boundary_untouched():
 def test_nsys_rep_export_hint_quotes_the_file_name():
     from diagnoser.ingest.nsys_rep import export_command
     words = shlex.split(export_command(Path("/x/run;rm -rf ~.nsys-rep.gz")))
-    assert words[:3] == ["gunzip", "-k", "run;rm -rf ~.nsys-rep.gz"] and words[-1] == "run;rm -rf ~.nsys-rep"
+    assert words[:3] == ["gunzip", "-k", "/x/run;rm -rf ~.nsys-rep.gz"] and words[-1] == "/x/run;rm -rf ~.nsys-rep"
     assert export_command(Path("run.nsys-rep")) == "nsys export --type sqlite -o run.sqlite run.nsys-rep"
+    # the folder is kept and a name that starts with `-` keeps its `./` (else it pastes as an option)
+    assert export_command(Path("runs/a.nsys-rep")) == "nsys export --type sqlite -o runs/a.sqlite runs/a.nsys-rep"
+    assert shlex.split(export_command(Path("--x.nsys-rep")))[-3:] == ["-o", "./--x.sqlite", "./--x.nsys-rep"]

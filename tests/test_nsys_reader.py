@@ -385,7 +385,8 @@ def test_nsys_rep_without_nsys_names_the_export_command(tmp_path, monkeypatch):
     rep.write_bytes(b"NVIDIA Nsight Systems report stand-in")
     with pytest.raises(InputError) as err:
         read_nsys_rep(rep)
-    assert "nsys export --type sqlite -o healthy.sqlite healthy.nsys-rep" in str(err.value)
+    # the folder kept: the command works pasted where diagnose ran (issue 30)
+    assert f"nsys export --type sqlite -o {tmp_path}/healthy.sqlite {tmp_path}/healthy.nsys-rep" in str(err.value)
     assert "\n" not in str(err.value)
 
 

@@ -95,3 +95,57 @@ def test_rules_show_prints_refs_as_text_not_a_python_tuple():
     assert with_refs
     out = CliRunner().invoke(cli, ["rules", "show", with_refs[0].id]).output
     assert "refs: http" in out and "('" not in out.split("refs:")[1].splitlines()[0]
+
+
+def _synthetic_cpu_only_trace(tmp_path) -> Path:
+    """The real host_sync trace with its GPU side removed, as torch.profiler writes it without
+    ProfilerActivity.CUDA (synthetic: made from a real trace by dropping events)."""
+    import gzip
+    import json
+    doc = json.load(gzip.open(HOST_SYNC))
+    gpu = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "gpu_user_annotation", "ac2g"}
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in gpu]
+    doc.pop("deviceProperties", None)
+    path = tmp_path / "cpu_only.synthetic.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_trace_without_gpu_activity_is_an_error_that_says_how_to_record_it(tmp_path):
+    empty = tmp_path / "empty.synthetic.pt.trace.json"
+    empty.write_text('{"traceEvents": []}')
+    for path in (_synthetic_cpu_only_trace(tmp_path), empty):
+        for extra in ([], ["--fail-on", "warning"]):
+            result = CliRunner().invoke(cli, [str(path), *extra])
+            assert result.exit_code == 1, result.output
+            lines = result.output.strip().splitlines()
+            assert len(lines) == 1 and "no GPU activity" in lines[0] and "ProfilerActivity.CUDA" in lines[0], lines
+
+
+def test_folder_with_a_report_beside_its_sqlite_export_reads_the_export(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-nsys"))  # as on a machine without Nsight Systems
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "healthy.sqlite.gz").symlink_to(FIX / "nsys" / "healthy.sqlite.gz")
+    (run / "healthy.nsys-rep").write_bytes(b"NVIDIA Nsight Systems report (synthetic stand-in)")
+    result = CliRunner().invoke(cli, [str(run), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    import json
+    assert [i["path"] for i in json.loads(result.output)["inputs"]] == [str(run / "healthy.sqlite.gz")]
+    named = CliRunner().invoke(cli, [str(run / "healthy.nsys-rep")])  # the report named: pointed at its export
+    assert named.exit_code == 1 and f"pass {run / 'healthy.sqlite.gz'} instead" in named.output
+
+
+def test_nsys_export_hint_pastes_as_given_with_its_folder_and_a_leading_dash(tmp_path, monkeypatch):
+    import shlex
+    monkeypatch.setenv("PATH", str(tmp_path / "no-nsys"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for name in ("runs/a.nsys-rep", "--x.nsys-rep"):
+        (tmp_path / name).write_bytes(b"NVIDIA Nsight Systems report (synthetic stand-in)")
+    out = CliRunner().invoke(cli, ["runs/a.nsys-rep"]).output
+    hint = out.split("convert it with `")[1].split("`")[0]
+    assert shlex.split(hint)[-3:] == ["-o", "runs/a.sqlite", "runs/a.nsys-rep"]
+    out = CliRunner().invoke(cli, ["--", "--x.nsys-rep"]).output
+    hint = out.split("convert it with `")[1].split("`")[0]
+    assert shlex.split(hint)[-3:] == ["-o", "./--x.sqlite", "./--x.nsys-rep"]

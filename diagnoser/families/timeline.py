@@ -3,6 +3,7 @@ table schema (diagnoser.timeline.tables) and measured where they are read (diagn
 the ranks of a run analysed together (diagnoser.timeline.rank_scale)."""
 from __future__ import annotations
 
+from ..errors import InputError
 from ..input_family import Family, Reader, RunRole
 from ..timeline.catalogue import CATALOGUE
 from . import reading
@@ -23,6 +24,15 @@ def _torch_trace(path, progress: bool = False):
     return read_torch_trace(path, progress=progress)
 
 
+NO_GPU_ACTIVITY = {
+    "torch-trace": "no GPU activity: the trace holds no kernel, copy or memset, so there is nothing to diagnose; "
+                   "record the GPU too: torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                   "ProfilerActivity.CUDA]) around a few steady steps",
+    "nsys-sqlite": "no GPU activity: the export holds no kernel, copy or memset, so there is nothing to diagnose; "
+                   "trace CUDA: `nsys profile -t cuda,nvtx,osrt` around a few steady steps",
+}
+NO_GPU_ACTIVITY["nsys-rep"] = NO_GPU_ACTIVITY["nsys-sqlite"]
+
 READERS = (Reader("nsys-sqlite", _nsys_sqlite), Reader("nsys-rep", _nsys_rep), Reader("torch-trace", _torch_trace))
 _BY_KIND = {r.kind: r for r in READERS}
 
@@ -33,6 +43,8 @@ def measure(source: str, local: str, kind: str, progress: bool = False):
     from ..timeline.measure import measure_timeline
     tl = reading.read_with(_BY_KIND[kind], local, progress)
     tl.path = source
+    if not len(tl.gpu):  # nothing ran on a GPU: nothing to diagnose, never a quiet "no rule fired"
+        raise InputError(source, NO_GPU_ACTIVITY.get(kind, NO_GPU_ACTIVITY["torch-trace"]))
     if tl.rank is not None and tl.world_size:
         reading.check_ranks(source, tl)  # a rank outside its world is a corrupt rank: named, the others go on
     return measure_timeline(tl)

@@ -26,11 +26,36 @@ def _trace_like(name: str) -> bool:
     return not name.startswith(".") and name.lower().endswith(TRACE_SUFFIXES)
 
 
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".nsys-rep.gz", ".qdrep.gz")
+EXPORT_SUFFIXES = (".sqlite", ".sqlite.gz")
+
+
+def export_beside(path: str, names=None) -> str | None:
+    """The SQLite export of the Nsight Systems report `path` when it lies beside it (X.sqlite or
+    X.sqlite.gz for X.nsys-rep; `names`: the folder's listing, else the disk is asked); else None."""
+    folder, name = os.path.split(str(path))
+    stem = next((name[:-len(s)] for s in REPORT_SUFFIXES if name.endswith(s)), None)
+    if stem is None:
+        return None
+    for suffix in EXPORT_SUFFIXES:
+        candidate = os.path.join(folder, stem + suffix)
+        if (names is not None and candidate in names) or (names is None and os.path.isfile(candidate)):
+            return candidate
+    return None
+
+
+def _without_exported_reports(files: list[str]) -> list[str]:
+    """A folder with X.nsys-rep beside its export X.sqlite(.gz) (the usual layout) is one run: the
+    export is read, the report (which only `nsys` can read) is left out."""
+    listed = set(files)
+    return [f for f in files if export_beside(f, listed) is None]
+
+
 def _in_directory(path: str) -> list[str]:
     names = sorted(n for n in os.listdir(path) if _trace_like(n) and os.path.isfile(os.path.join(path, n)))
     if not names:
         raise InputError(path, f"the directory holds no trace files (looked for {', '.join(TRACE_SUFFIXES[:5])}, ...)")
-    return [os.path.join(path, n) for n in names]
+    return _without_exported_reports([os.path.join(path, n) for n in names])
 
 
 def _remote(url: str) -> list[str]:
@@ -69,7 +94,7 @@ def expand_inputs(paths) -> list[str]:
             found = sorted(f for f in glob.glob(p) if os.path.isfile(f))
             if not found:
                 raise InputError(p, "the pattern matches no file")
-            out += found
+            out += _without_exported_reports(found)
         else:
             out.append(p)
     return list(dict.fromkeys(out))  # a file named twice (`dir/ dir/x`) is read once

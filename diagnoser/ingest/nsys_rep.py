@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..limits import process_owned
+from .expansion import export_beside
 from .input_files import gunzip_to, is_gzip
 from ..text_safety import shell_word
 from ..timeline.tables import Timeline
@@ -32,15 +33,22 @@ def report_kind(path) -> str:
     return "an Nsight Systems report (.nsys-rep)"
 
 
+def _path_word(path: Path) -> str:
+    """`path` as one shell argument that pastes as given: its folder kept, and `./` before a name
+    that starts with `-` (else the command reads it as an option)."""
+    text = str(path)
+    return shell_word(f"./{text}" if text.startswith("-") else text)
+
+
 def export_command(path) -> str:
-    """The command a user runs to turn `path` into an SQLite export beside it."""
+    """The command a user runs to turn `path` into an SQLite export beside it (pasted where the
+    user ran diagnose: the paths keep their folder)."""
     p = Path(path)
     name = p.name
     if name.endswith(".gz"):
-        rep = name[:-3]
-        return f"gunzip -k {shell_word(name)} && {export_command(p.with_name(rep))}"
+        return f"gunzip -k {_path_word(p)} && {export_command(p.with_name(name[:-3]))}"
     stem = next((name[:-len(ext)] for ext in REPORT_EXTENSIONS if name.endswith(ext)), p.stem)
-    return f"nsys export --type sqlite -o {shell_word(stem + '.sqlite')} {shell_word(name)}"
+    return f"nsys export --type sqlite -o {_path_word(p.with_name(stem + '.sqlite'))} {_path_word(p)}"
 
 
 def read_nsys_rep(path, progress: bool = False) -> Timeline:
@@ -49,6 +57,11 @@ def read_nsys_rep(path, progress: bool = False) -> Timeline:
     if not p.exists():
         raise InputError(p, "no such file")
     nsys = shutil.which("nsys")
+    beside = export_beside(str(p))
+    if nsys is None and beside is not None:
+        raise InputError(p, f"{report_kind(p)} can only be read through NVIDIA's `nsys`, which is not on PATH; "
+                            f"its SQLite export is beside it: pass {_path_word(Path(beside))} instead "
+                            "(a folder holding both reads the export)")
     if nsys is None:
         raise InputError(p, f"{report_kind(p)} can only be read through NVIDIA's "
                             f"`nsys`, which is not on PATH; convert it with `{export_command(p)}` "
