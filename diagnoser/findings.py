@@ -60,6 +60,7 @@ class Finding:
     gain_expr: str | None = None  # the rule's estimated_gain expression
     gain_env: dict = field(default_factory=dict)  # the numbers it was evaluated on
     gain_known: bool = False  # the expression could be evaluated (all its names present)
+    gain_out_of_unit: float | None = None  # what the expression gave when above 1 (not a share: not counted)
     rule_severity: str = ""  # the rule's severity before the gain floor ("" = unchanged)
     marginal_gain: float | None = None  # the gain not already explained by a higher-ranked finding
     tied_first: str = ""  # the rule of the other first fix when two causes are of one size (tie_first)

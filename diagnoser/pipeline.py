@@ -201,6 +201,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         got, missing = evaluate(pack.rules, records, cat, matcher, kinds=kinds)
         evaluated.append(_evaluated_rules(pack, records, cat, kinds, missing))
         notes += close_calls(pack.rules, records, {f.rule for f in got})
+        notes += list(dict.fromkeys(gain_out_of_unit_note(f) for f in got if f.gain_out_of_unit is not None))
         per_run.append((got, next((r.values for r in records if r.scope == "run"), {}), result.step_graph))
         for ne in missing:  # several runs: not evaluated in one outweighs not applicable in another
             if ne.rule not in skipped or (isinstance(ne, NotEvaluated) and isinstance(skipped[ne.rule], NotApplicable)):
@@ -252,13 +253,33 @@ def predict_steps(findings: list[Finding], graph, values: dict) -> dict | None:
     return {"step_ms": step, "low": min(low, step), "high": min(high, step), "rules": [f.rule for f in serious]}
 
 
+def gain_out_of_unit_note(f) -> str:
+    """A rule whose estimated_gain came out above 1: a gain is a share (0..1) of `gain_of`, so more than
+    all of it is an expression in the wrong unit (a % fact not divided by 100); its gain is not counted."""
+    return (f"{f.rule}: its estimated_gain `{f.gain_expr}` gave {f.gain_out_of_unit:.3g} here, more than all of the "
+            f"{f.gain_of}; a gain is a share from 0 to 1 (divide a % fact by 100), so this finding's gain is not "
+            "counted")
+
+
 def _evaluated_rules(pack: RulePack, records, cat, kinds, left_out) -> list[str]:
     """The rules evaluated on a run: those the engine ran, and those the other findings decided
     (a rule that lacks facts but needs a finding that did not fire); not those left out (not
     evaluated, not applicable) nor the rules of trees that do not apply."""
     todo, skipped = applicable(pack.rules.values(), records, cat, kinds)
     out = {ne.rule for ne in skipped} - {ne.rule for ne in left_out}
-    return sorted(out | {r.id for r in todo})
+    run_values = next((r.values for r in records if r.scope == "run"), {})
+    return sorted(rid for rid in out | {r.id for r in todo} if not _for_other_workload(pack.rules[rid], run_values))
+
+
+def _for_other_workload(rule, run_values: dict) -> bool:
+    """A rule guarded by another workload than the run's (an inference rule on a training step: the
+    `workload_kind` test first in its `all`, as the loader writes it) does not apply to the run: it is
+    not a rule that passed."""
+    workload = run_values.get("workload_kind")
+    if workload is None or rule.when.kind != "all":
+        return False
+    return any(c.kind == "fact" and c.fact == "workload_kind" and c.op == "eq" and c.value is not None
+               and c.value != workload for c in rule.when.items)
 
 
 def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:

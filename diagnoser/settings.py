@@ -98,18 +98,21 @@ def parse_assignments(items: Iterable[str], known: dict[str, Setting], origin: s
     for item in items:
         name, sep, raw = str(item).partition("=")
         name = name.strip()
-        if not sep or not NAME.match(name):
+        if not sep or not name:
             raise DiagnoserError(f"{origin} {item!r}: expected NAME=VALUE, e.g. findings.warning_min_gain_pct=2")
         out[name] = checked(name, raw, f"{origin} {item!r}", known)
     return out
 
 
 def checked(name: str, raw: Value, origin: str, known: dict[str, Setting]) -> Value:
-    if name not in known:
+    if name not in known:  # also a name that is no setting's shape (`nope`): said as unknown, with the nearest
         import difflib
-        close = difflib.get_close_matches(name, list(known), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise DiagnoserError(f"{origin}: no setting {name}{hint}; `diagnose facts --catalogue` lists them")
+        close = difflib.get_close_matches(name, list(known), n=1) or difflib.get_close_matches(
+            name, [k.split(".", 1)[-1] for k in known], n=1)
+        full = next((k for k in known if close and (k == close[0] or k.endswith("." + close[0]))), None)
+        hint = f" (did you mean {full}?)" if full else ""
+        raise DiagnoserError(f"{origin}: unknown setting {name}{hint}; "
+                             "`diagnose facts --catalogue` lists them")
     return parse_value(known[name], raw, origin)
 
 

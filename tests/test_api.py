@@ -101,7 +101,7 @@ def test_errors_are_the_commands_errors(tmp_path):
     assert line == f"diagnose: error: {e.value}"
     with pytest.raises(diagnoser.DiagnoserError, match="rule TRAIN002 has no param nope"):
         diagnoser.diagnose(HOST_SYNC_TRACE, params={"TRAIN002.nope": 1})
-    with pytest.raises(diagnoser.DiagnoserError, match="no setting"):
+    with pytest.raises(diagnoser.DiagnoserError, match="unknown setting"):
         diagnoser.diagnose(HOST_SYNC_TRACE, settings={"findings.no_such_setting": 1})
 
 

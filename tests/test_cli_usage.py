@@ -168,7 +168,7 @@ def test_rule_pack_can_set_an_analysis_setting_and_the_report_records_it(tmp_pat
     bad = tmp_path / "bad.yaml"
     bad.write_text("settings: {findings.no_such_setting: 1}\n" + REPLACEMENT)
     result = run(HOST_SYNC_TRACE, "--rules", bad)
-    assert result.exit_code == 1 and f"{bad}:1" in result.output and "no setting findings.no_such_setting" in result.output
+    assert result.exit_code == 1 and f"{bad}:1" in result.output and "unknown setting findings.no_such_setting" in result.output
 
 
 def test_mistyped_command_suggests_the_command(capsys):

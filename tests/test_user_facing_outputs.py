@@ -126,7 +126,7 @@ def test_folder_with_a_report_beside_its_sqlite_export_reads_the_export(tmp_path
     monkeypatch.setenv("PATH", str(tmp_path / "no-nsys"))  # as on a machine without Nsight Systems
     run = tmp_path / "run"
     run.mkdir()
-    (run / "healthy.sqlite.gz").symlink_to(FIX / "nsys" / "healthy.sqlite.gz")
+    (run / "healthy.sqlite.gz").symlink_to(FIX / "nsys" / "x_infer_fp32.sqlite.gz")  # a real export, renamed
     (run / "healthy.nsys-rep").write_bytes(b"NVIDIA Nsight Systems report (synthetic stand-in)")
     result = CliRunner().invoke(cli, [str(run), "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -149,3 +149,78 @@ def test_nsys_export_hint_pastes_as_given_with_its_folder_and_a_leading_dash(tmp
     out = CliRunner().invoke(cli, ["--", "--x.nsys-rep"]).output
     hint = out.split("convert it with `")[1].split("`")[0]
     assert shlex.split(hint)[-3:] == ["-o", "./--x.sqlite", "./--x.nsys-rep"]
+
+
+def test_junit_lists_no_inference_rule_as_passing_on_a_training_step():
+    """"INFER002 passes" next to a failing TRAIN002 read as if the inference tree had been checked and
+    found fine: rules of the other workload's tree do not apply to the run and are no test cases."""
+    for trace, own, other in ((HOST_SYNC, "TRAIN", "INFER"), (FIX / "torch" / "x_infer_host_sync.pt.trace.json.gz",
+                                                               "INFER", "TRAIN")):
+        root = ET.fromstring(diagnose(trace).to_junit())
+        names = [c.get("name") for c in root.iter("testcase")]
+        assert [n for n in names if n.startswith(own)], trace
+        assert not [n for n in names if n.startswith(other)], (trace, [n for n in names if n.startswith(other)])
+
+
+def test_exit_codes_are_what_the_readme_table_says():
+    readme = (FIX.parent / "README.md").read_text()
+    table = readme.split("<!-- exit-codes -->")[1].split("<!-- /exit-codes -->")[0]
+    documented = {int(row.split("|")[1]) for row in table.splitlines() if re.match(r"\| \d+ \|", row)}
+    assert documented == {0, 1, 2, 3, 130}
+    runs = {0: [str(HOST_SYNC)], 1: ["no-such-trace.json"], 2: [str(HOST_SYNC), "--top", "0"],
+            3: [str(HOST_SYNC), "--fail-on", "warning"]}
+    for code, args in runs.items():
+        assert CliRunner().invoke(cli, args).exit_code == code, (code, args)
+    assert CliRunner().invoke(cli, ["--no-such-option", str(HOST_SYNC)]).exit_code == 2
+    assert CliRunner().invoke(cli, ["compare", str(HOST_SYNC)]).exit_code == 2  # no --to
+    assert CliRunner().invoke(cli, ["--set", "nope=1", str(HOST_SYNC)]).exit_code == 1
+
+
+def test_unknown_setting_is_named_with_the_nearest_one():
+    out = CliRunner().invoke(cli, ["--set", "warning_min_gain=2", str(HOST_SYNC)]).output
+    assert "unknown setting warning_min_gain (did you mean findings.warning_min_gain_pct?)" in out
+    out = CliRunner().invoke(cli, ["--set", "nope=1", str(HOST_SYNC)]).output
+    assert "unknown setting nope" in out and "expected NAME=VALUE" not in out
+
+
+CUSTOM_RULE = """\
+tree: team
+rules:
+  - id: TEAM001
+    name: gpu-not-busy
+    title: The GPU is not busy enough
+    category: team_busy
+    severity: warning
+    requires: [gpu_busy_pct]
+    params: {max_busy: 90}
+    when:
+      all:
+        - {fact: gpu_busy_pct, op: lt, param: max_busy}
+    message: "GPU busy {gpu_busy_pct:.0f}%."
+    estimated_gain: (100 - gpu_busy_pct) / 10
+    gain_of: step time
+    fix: "Keep the GPU busy."
+    verify: "Re-profile: gpu_busy_pct above {max_busy}%."
+"""
+
+
+def test_custom_rule_gain_beyond_its_unit_is_not_counted_and_says_why(tmp_path):
+    """(100 - busy) / 10 on a 17%-busy step is 8.3 times the step: never "100% of step time together"."""
+    rule = tmp_path / "team.yaml"
+    rule.write_text(CUSTOM_RULE)
+    report = diagnose(HOST_SYNC, rules=rule)
+    (team,) = [f for f in report.findings if f.rule == "TEAM001"]
+    assert team.estimated_gain == 0
+    md = report.to_markdown()
+    assert "TEAM001: its estimated_gain `(100 - gpu_busy_pct) / 10` gave 8.28 here" in md
+    part = md[md.index("The GPU is not busy enough"):]
+    assert "100% of step time" not in part.split("## ")[0]
+
+
+def test_playbook_of_a_custom_rule_says_to_pass_its_rule_file(tmp_path):
+    rule = tmp_path / "team.yaml"
+    rule.write_text(CUSTOM_RULE)
+    out = CliRunner().invoke(cli, ["playbook", "TEAM001"]).output
+    assert "diagnose playbook TEAM001 --rules PATH" in out
+    ok = CliRunner().invoke(cli, ["playbook", "TEAM001", "--rules", str(rule)])
+    assert ok.exit_code == 0 and "TEAM001" in ok.output

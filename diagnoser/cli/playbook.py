@@ -6,9 +6,8 @@ import sys
 
 import click
 
-from ..errors import DiagnoserError
 from .output import check_destination, write_output
-from .rules import pack_of
+from .rules import pack_of, unknown_rule
 
 
 @click.command("playbook", short_help="One rule's remediation playbook, or the whole handbook as HTML.")
@@ -24,7 +23,7 @@ def playbook_cmd(rule_id, user_rules, output):
         from ..report.playbook import rule_playbook_markdown
         rid = rule_id.upper()
         if rid not in pack.rules:
-            raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
+            raise unknown_rule(rule_id, user_rules)
         from ..text_safety import visible_text
         text = visible_text(rule_playbook_markdown(pack, rid))  # a user rule's path and texts are shown, never run
         if not output and sys.stdout.isatty():

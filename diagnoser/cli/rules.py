@@ -53,6 +53,15 @@ def rules_list_lines(rules, width: int | None = None) -> list[str]:
     return out
 
 
+def unknown_rule(rule_id: str, user_rules=(), command: str = "diagnose playbook") -> DiagnoserError:
+    """No rule `rule_id` in force: where to look (a rule of one's own needs its file passed with --rules)."""
+    if user_rules:
+        return DiagnoserError(f"no rule {rule_id} in the shipped rules or {', '.join(user_rules)}; "
+                              f"`diagnose rules list --rules {user_rules[0]}` shows them")
+    return DiagnoserError(f"no rule {rule_id} among the shipped rules; for a rule of your own, name its file or "
+                          f"folder: `{command} {rule_id} --rules PATH` (`diagnose rules list` shows the shipped ones)")
+
+
 def _text(value) -> str:
     """A rule field as text: a list (refs) one item after another, never a Python tuple."""
     return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
@@ -66,7 +75,7 @@ def rules_show(rule_id, user_rules):
     from ..rulespec.compile import compile_rule
     pack = pack_of(user_rules)
     if rule_id not in pack.rules:
-        raise DiagnoserError(f"no rule {rule_id}; `diagnose rules list` shows them")
+        raise unknown_rule(rule_id, user_rules, "diagnose rules show")
     r = pack.rules[rule_id]
     click.echo(f"{r.id} {r.name}\n  {r.title}\n  file: {visible_line(r.path)}:{r.line}")
     click.echo(f"  tree: {r.tree}  category: {r.category}  severity: {r.severity}  status: {r.status}  scope: {r.scope}")

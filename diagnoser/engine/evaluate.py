@@ -246,8 +246,9 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
     gain_of = rec.gain_units.get(rule.gain_of, rule.gain_of)  # what the gain (and a share in the text) is of
     env["gain_of"] = gain_of
     gain = eval_expr(rule.estimated_gain, env) if rule.estimated_gain is not None else None
-    known = gain is not None
-    gain = 0.0 if gain is None else max(0.0, min(1.0, gain))
+    out_of_unit = gain if gain is not None and gain > 1.0 + 1e-9 else None  # more than all of gain_of
+    known = gain is not None and out_of_unit is None
+    gain = 0.0 if gain is None or out_of_unit is not None else max(0.0, min(1.0, gain))
     evidence = {f: {"value": rec.values[f], "unit": rec.units.get(f, "")} for f in rule.evidence if f in rec.values}
     if rec.subject is not None and rec.subject.kind == "kernel" and subject_name and "kernel_name" not in evidence \
             and short_name(subject_name) != subject_name:
@@ -262,7 +263,7 @@ def make_finding(rule: Rule, rec: Record) -> Finding:
         title=texts["title"], message=render_template(texts["message"], env), evidence=evidence,
         estimated_gain=gain, gain_of=gain_of, subject=rec.subject, fix=render_template(texts["fix"], env),
         verify=render_template(texts["verify"], env), refs=tuple(texts["refs"]), sources=sorted(rec.sources),
-        gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known,
+        gain_expr=rule.estimated_gain, gain_env=gain_env, gain_known=known, gain_out_of_unit=out_of_unit,
         evidence_sources=evidence_sources, variant=variant, own_fix=texts["fix"] == rule.fix,
         params=dict(rule.params),
     )
