@@ -55,7 +55,18 @@ def _assignments(values: Params | Settings) -> list[str]:
 
 def _frame(rows: list[dict], columns: list[str]) -> "pd.DataFrame":
     import pandas as pd
-    return pd.DataFrame(rows, columns=columns)
+    return _absent_text_as_none(pd.DataFrame(rows, columns=columns))
+
+
+def _absent_text_as_none(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """One convention in every table: an absent value is NaN in a number column and None in any other
+    (pandas would make it NaN in a text column read from dicts with the key missing)."""
+    import pandas as pd
+    for col in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[col]):
+            frame[col] = pd.Series([None if isinstance(v, float) and v != v else v for v in frame[col]],
+                                   index=frame.index, dtype=object)
+    return frame
 
 
 def _iframe(page: str) -> str:
@@ -96,9 +107,20 @@ class DiagnosisReport:
         from .report.junit import at_or_above
         return any(at_or_above(f.severity, fail_on) for f in self.findings)
 
+    @property
+    def findings_table(self) -> "pd.DataFrame":
+        """The findings as a pandas DataFrame, one row per finding in rank order (`to_frame("findings")`)."""
+        return self.to_frame("findings")
+
+    @property
+    def facts_table(self) -> "pd.DataFrame":
+        """The facts as a pandas DataFrame, one row per fact and subject (`to_frame("facts")`)."""
+        return self.to_frame("facts")
+
     def to_frame(self, of: Literal["findings", "facts"] = "findings") -> "pd.DataFrame":
         """The findings (one row per finding, in rank order) or the facts (one row per fact) as a
-        pandas DataFrame."""
+        pandas DataFrame (also `findings_table` / `facts_table`). A value absent from a row is None
+        in a text column and NaN in a number column, as in ComparisonReport's tables."""
         if of == "findings":
             return _frame([{
                 "rule": f.rule, "name": f.name, "title": f.title, "category": f.category, "tree": f.tree,
@@ -209,7 +231,23 @@ class ComparisonReport:
         frame = pd.DataFrame(rows)
         first = {"findings": COMPARED_FINDING_COLUMNS, "facts": COMPARED_FACT_COLUMNS}.get(of, [])
         ordered = [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]
-        return frame[ordered] if len(frame.columns) else frame
+        frame = frame[ordered] if len(frame.columns) else frame
+        return _absent_text_as_none(frame)
+
+    @property
+    def findings_table(self) -> "pd.DataFrame":
+        """The findings with their verdicts as a DataFrame (`to_frame("findings")`)."""
+        return self.to_frame("findings")
+
+    @property
+    def facts_table(self) -> "pd.DataFrame":
+        """Every fact both runs measured as a DataFrame (`to_frame("facts")`)."""
+        return self.to_frame("facts")
+
+    @property
+    def headlines_table(self) -> "pd.DataFrame":
+        """The headline numbers before and after as a DataFrame (`to_frame("headlines")`)."""
+        return self.to_frame("headlines")
 
     def render(self, fmt: Literal["md", "json", "html", "terminal"], fail_on_regression: float | None = None) -> str:
         if fail_on_regression is not None:

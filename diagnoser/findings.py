@@ -77,6 +77,13 @@ class Finding:
     predicted_step_ms: tuple | None = None
     step_ms: float | None = None
 
+    def __repr__(self) -> str:
+        """One line, as a notebook shows `report.findings[0]`: the rule, severity, title, subject and gain
+        (every field stays an attribute; `to_json()` has them all)."""
+        subject = f" [{self.subject.kind} {self.subject.name or self.subject.id}]" if self.subject else ""
+        gain = f", up to {self.estimated_gain:.0%} of {self.gain_of}" if self.estimated_gain > 0 else ""
+        return f"<Finding {self.rule} {self.severity}: {self.title}{subject}{gain}>"
+
     def to_json(self) -> dict:
         out = {
             "rule": self.rule, "category": self.category, "tree": self.tree, "severity": self.severity,

@@ -142,3 +142,33 @@ def test_the_python_blocks_of_docs_api_run_and_print_what_the_page_shows(capsys,
     assert scope["findings"].loc[0, "rule"] == "TRAIN002"
     assert "TRAIN002" not in {f.rule for f in scope["strict"].findings}
     assert dict(zip(scope["c"].to_frame()["rule"], scope["c"].to_frame()["verdict"]))["TRAIN008"] == "fixed"
+
+
+def test_docs_api_page_shows_what_its_code_prints(capsys, monkeypatch):
+    """docs/api.md is a tested page: each ```python block is run and what it shows (the value of its last
+    line, or what it prints) is the ```text block after it, character for character."""
+    import ast
+    import contextlib
+    import io
+    import re
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "api.md").read_text(encoding="utf-8")
+    parts = re.findall(r"```(python|text)\n(.*?)```", page, flags=re.S)
+    monkeypatch.chdir(root)
+    scope: dict = {}
+    checked = 0
+    for i, (lang, code) in enumerate(parts):
+        if lang != "python":
+            continue
+        tree = ast.parse(code)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(tree, "docs/api.md", "exec"), scope)  # noqa: S102 - the documented example
+            value = eval(compile(ast.Expression(last.value), "docs/api.md", "eval"), scope) if last else None  # noqa: S307
+        shown = out.getvalue() + ("" if value is None else repr(value) + "\n")
+        following = parts[i + 1] if i + 1 < len(parts) else None
+        if following and following[0] == "text":
+            assert shown == following[1], f"docs/api.md block {i}: the page shows\n{following[1]}\nthe code gives\n{shown}"
+            checked += 1
+    assert checked >= 5

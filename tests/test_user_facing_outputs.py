@@ -224,3 +224,21 @@ def test_playbook_of_a_custom_rule_says_to_pass_its_rule_file(tmp_path):
     assert "diagnose playbook TEAM001 --rules PATH" in out
     ok = CliRunner().invoke(cli, ["playbook", "TEAM001", "--rules", str(rule)])
     assert ok.exit_code == 0 and "TEAM001" in ok.output
+
+
+def test_counts_read_as_whole_numbers_and_a_finding_reads_in_one_line():
+    from diagnoser.report.formatting import fmt_value
+    assert fmt_value(64.0, "blocks") == "64 blocks" and fmt_value(18.0, "count") == "18"
+    assert fmt_value(31.4, "count") == "31.4" and fmt_value(35.0, "ms") == "35.0 ms"
+    report = diagnose(HOST_SYNC)
+    assert "| syncs_per_step | 18 |" in report.to_markdown()
+    assert repr(report.findings[0]) == ("<Finding TRAIN002 critical: The host blocks on the GPU inside the step, "
+                                        "over and over, up to 73% of step time>")
+
+
+def test_tables_say_an_absent_text_the_same_way_in_both_reports():
+    from diagnoser.api import compare
+    c = compare(FIX / "torch" / "m_train_convnet_fp32.pt.trace.json.gz", FIX / "torch" / "m_train_convnet_bf16.pt.trace.json.gz")
+    fixed = c.findings_table.set_index("rule").loc["TRAIN008"]
+    assert fixed["severity_after"] is None
+    assert diagnose(HOST_SYNC).findings_table.loc[0, "subject_kind"] is None

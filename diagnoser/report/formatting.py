@@ -5,12 +5,19 @@ from __future__ import annotations
 import math
 
 
+COUNT_UNITS = {"count", "bytes", "block", "blocks", "thread", "threads", "warp", "warps", "register", "registers",
+               "launch", "launches", "kernel", "kernels", "cycle", "cycles", "sector", "sectors", "request", "requests",
+               "instruction", "instructions", "inst"}
+
+
 def fmt_value(value, unit: str = "") -> str:
     """A number as people read it: 3 significant digits, thousands separators, unit appended."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"  # not measured on this side (a kernel gone, a phase absent): never "None ms"
     if isinstance(value, bool):
         text = "yes" if value else "no"
+    elif isinstance(value, float) and value.is_integer() and abs(value) < 1e15 and unit.lower() in COUNT_UNITS:
+        text = f"{int(value):,}"  # a count is a whole number: 64 blocks, never 64.0
     elif isinstance(value, int):
         text = f"{value:,}"
     elif isinstance(value, float):
