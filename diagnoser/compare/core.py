@@ -31,7 +31,7 @@ both diagnoses and assembles the comparison.
 from __future__ import annotations
 
 from .. import settings
-from .changes import fact_directions
+from .changes import change, fact_directions
 from .kernel_selection import restrict
 from .likeness import refusal, step_basis
 from .matching import _subj_json, match_subjects
@@ -65,6 +65,22 @@ def compare_runs(before_paths, after_paths, pack, progress: bool = False, set_va
         out = build(before_paths, rb, after_paths, ra, pack, pairs, force)
         out["settings"] = dict(rb.settings, settings=settings.changed())  # how both sides were diagnosed
         return out
+
+
+SAME_WORK_PCT = 5.0  # two spans launching kernels within this many % of each other: the same work
+
+
+def span_headline(basis: dict) -> dict | None:
+    """Where the two sides cut steps differently but ran the same work (about as many kernel launches),
+    the wall time of each side's analysed span is the headline: what the user waits for. None otherwise."""
+    b, a = (basis or {}).get("before") or {}, (basis or {}).get("after") or {}
+    kb, ka, sb, sa = b.get("kernels"), a.get("kernels"), b.get("span_ms"), a.get("span_ms")
+    if not (kb and ka and sb and sa) or abs(kb - ka) > SAME_WORK_PCT / 100 * max(kb, ka):
+        return None
+    row = {"fact": "span_ms", "label": f"wall time of the same work ({kb:,} -> {ka:,} kernel launches)", "unit": "ms"}
+    row.update(change(sb, sa, "lower"))
+    row["noise_pct"] = 0.0
+    return row
 
 
 def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None, force: bool = False) -> dict:
@@ -104,6 +120,9 @@ def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None, fo
     if basis:
         out["steps_basis"] = basis
     if not same_steps:
+        same_work = span_headline(basis)
+        if same_work:  # the change that matters first: the wall time of the same work (steps cut differently)
+            out["headlines"].insert(0, same_work)
         out["kernel_totals"] = kernel_totals(before, after)
         out["op_totals"] = op_totals(before, after)
     if refused:

@@ -114,14 +114,14 @@ def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
     why_steps = steps_text(c)
     if c["headlines"] or why_steps:
         L += ["## Headline numbers", ""]
-    if why_steps:
-        L += [why_steps, ""]
-    if c["headlines"]:
+    if c["headlines"]:  # the numbers first, then why some are left out
         L += ["| | before | after | change | |", "|---|---|---|---|---|"]
         for h in c["headlines"]:
             L.append(f"| {h['label']} | {_v(h['before'], h['unit'])} | {_v(h['after'], h['unit'])} | {_chg(h)} | "
                      f"{ARROW.get(h.get('moved'), '')} |")
         L.append("")
+    if why_steps:
+        L += [why_steps, ""]
     if c.get("kernel_totals"):
         L += _totals_md(c) + [""]
     if c["findings"]:
