@@ -261,3 +261,30 @@ def test_compare_headline_is_the_wall_time_of_the_same_work_when_steps_are_cut_d
     head = md.split("## Headline numbers")[1]
     assert head.index("wall time of the same work") < head.index("Steps not compared") < head.index("all kernels")
     assert "| wall time of the same work (4,162 -> 4,148 kernel launches) | 747.2 ms | 246.2 ms | -67.0% (3.03x) | better |" in md
+
+
+def _fix_of(md: str, rule: str) -> str:
+    part = md[md.index(f"`{rule}` "):]
+    return part[part.index("**Fix:**"):].split("\n")[0]
+
+
+def test_fix_speaks_of_the_cause_that_was_measured_not_every_branch():
+    """KERN019 on an unaligned GEMM and KERN020 on a strided op (roofline_pairs, recorded with shapes and
+    strides), KERN001 on kernels whose busiest pipe is the ALU: each fix is for that cause only."""
+    md = diagnose(FIX / "torch" / "roofline_pairs.pt.trace.json.gz").to_markdown()
+    gemm, bandwidth = _fix_of(md, "KERN019"), _fix_of(md, "KERN020")
+    assert "multiples of 8" in gemm and "fp32 -" not in gemm and "skinny -" not in gemm and "bf16" not in gemm
+    assert "contiguous" in bandwidth and "tiny -" not in bandwidth and "unaligned" not in bandwidth
+    kernel = _fix_of(diagnose(FIX / "ncu" / "c_train_mlp_top.raw.csv.gz").to_markdown(), "KERN001")
+    assert "integer and index math" in kernel and "fma -" not in kernel and "fp64 -" not in kernel
+
+
+def test_post_processing_advice_of_a_non_pytorch_program_speaks_of_its_own_host_code():
+    """INFER018 on an OpenACC weather model or a CuPy solver: never "box decoding and NMS"."""
+    from diagnoser.api import load_rules
+    rule = load_rules().rules["INFER018"]
+    for framework in ("openacc-openmp", "cuda"):
+        texts, _ = rule.texts({"framework": framework, "workload_kind": "inference"})
+        assert "NMS" not in texts["message"] and "NMS" not in texts["fix"] and "box" not in texts["fix"]
+    texts, _ = rule.texts({"framework": "pytorch", "workload_kind": "inference"})
+    assert "batched_nms" in texts["fix"]  # a detector in PyTorch keeps its own advice

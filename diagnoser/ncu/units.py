@@ -13,6 +13,7 @@ import re
 
 from .. import settings
 from ..kernel_names import kernel_origin
+from ..program_kinds import SM_PIPES
 
 WASTE_MIN_SHARE = settings.register(
     "kernel.wasteful_access_min_share", 0.01, "fraction",
@@ -41,19 +42,19 @@ PIPES = (
     ("tma", ("sm__inst_executed_pipe_tma", "sm__pipe_tma_cycles_active")),
 )
 # What each pipe executes (for messages: the user must see why "compute bound" is or is not math).
-PIPE_WORK = {
-    "tensor": "tensor-core matrix math (HMMA/GMMA)",
-    "fma": "FP32 multiply-add (FFMA/FADD/FMUL) and integer multiply-add (IMAD)",
-    "alu": "integer, logic, compare and conversion instructions (IADD3, LOP3, ISETP, FSETP, F2I)",
-    "fp64": "double-precision math (DFMA/DADD/DMUL; an FP64 division or sqrt expands into DFMA steps)",
-    "xu": "special functions: reciprocal, rsqrt, sin/cos, exp2/log2 (MUFU), the core of every FP32 division and sqrt",
-    "lsu": "memory instructions (shared LDS/STS, global LDG/STG, local) and warp shuffles (SHFL)",
-    "adu": "block barriers (BAR.SYNC), divergent-branch handling and constant loads",
-    "cbu": "branches and warp convergence (BRA, BSSY/BSYNC)",
-    "uniform": "uniform-datapath (per-warp scalar) instructions",
-    "tex": "texture and surface fetches",
-    "tma": "bulk tensor copies (TMA)",
-}
+PIPE_WORK = dict(zip(SM_PIPES, (  # what each pipe of the vocabulary (program_kinds.SM_PIPES) executes
+    "tensor-core matrix math (HMMA/GMMA)",
+    "FP32 multiply-add (FFMA/FADD/FMUL) and integer multiply-add (IMAD)",
+    "integer, logic, compare and conversion instructions (IADD3, LOP3, ISETP, FSETP, F2I)",
+    "double-precision math (DFMA/DADD/DMUL; an FP64 division or sqrt expands into DFMA steps)",
+    "special functions: reciprocal, rsqrt, sin/cos, exp2/log2 (MUFU), the core of every FP32 division and sqrt",
+    "memory instructions (shared LDS/STS, global LDG/STG, local) and warp shuffles (SHFL)",
+    "block barriers (BAR.SYNC), divergent-branch handling and constant loads",
+    "branches and warp convergence (BRA, BSSY/BSYNC)",
+    "uniform-datapath (per-warp scalar) instructions",
+    "texture and surface fetches",
+    "bulk tensor copies (TMA)",
+), strict=True))
 MIN_PIPES = 3  # fewer pipe metrics than this (a CSV with a few columns): no busiest-pipe verdict
 
 def _num(metrics: dict, name: str) -> float | None:
