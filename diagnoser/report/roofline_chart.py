@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from .chart_geometry import Chart, _num
+from .chart_palette import CATEGORY_COLOURS
 from .timeline_charts import _table_chart
 from ..timeline.roofline import TARGET_EFFICIENCY_PCT
 
@@ -125,10 +126,11 @@ def roofline_chart(rows: list[dict]) -> Chart | None:
     for r in pts:
         radius = 3 + 9 * math.sqrt(_num(r.get("gpu_ms_per_step")) / biggest)
         chart.circles.append({"cx": px(_num(r["intensity"])), "cy": py(_num(r["tflops"])), "r": radius,
-                              "cls": "r-memory" if r.get("bound") == "memory" else "r-compute",
+                              "cls": CATEGORY_COLOURS["memory_bound" if r.get("bound") == "memory" else "compute_bound"],
                               "tip": f"{r.get('op')} {r.get('shapes')} {r.get('dtype')}: {_num(r['tflops']):.1f} TFLOP/s, "
                                      f"{_num(r.get('tbs')):.2f} TB/s, {_num(r.get('gpu_ms_per_step')):.3f} ms/step"
                                      + (f", {_num(r['roof_pct']):.0f}% of roof" if r.get("roof_pct") is not None else "")})
-    chart.legend = [{"label": "compute-bound op", "cls": "r-compute"}, {"label": "memory-bound op", "cls": "r-memory"},
+    chart.legend = [{"label": "compute-bound op", "cls": CATEGORY_COLOURS["compute_bound"]},
+                    {"label": "memory-bound op", "cls": CATEGORY_COLOURS["memory_bound"]},
                     {"label": "roofs (memory, then compute)", "cls": "line-allocated"}]
     return chart
