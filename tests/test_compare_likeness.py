@@ -70,6 +70,8 @@ def test_gate_not_fooled_by_step_definition(pack):
     reasons = gate(r, 5.0)
     assert reasons and all("step" not in x and "busy" not in x for x in reasons), reasons
     assert any(x.startswith("INFER002") for x in reasons)
+    # the same ~4,150 launches took 3x the wall time: that is a regression the gate names (issue 30)
+    assert any(x.startswith("wall time of the same work") for x in reasons)
     res = CliRunner().invoke(cli, ["compare", str(NCAR / "MW_noasync.sqlite.gz"), "--to", str(NCAR / "MW_baseline.sqlite.gz"),
                                    "--fail-on-regression", "5"])
     assert res.exit_code == 0, res.output

@@ -42,7 +42,7 @@ def gate(comparison: dict, pct: float) -> list[str]:
         limit = max(pct, h.get("noise_pct") or 0.0)
         if worse > limit:
             reasons.append(f"{h['label']} got {worse:.1f}% worse ({fmt(h['before'])} -> {fmt(h['after'])} {h['unit']}; "
-                           f"limit {limit:.1f}%: max(PCT, step noise))")
+                           f"limit {limit:.1f}%" + (": max(PCT, step noise))" if h.get("noise_pct") else ")"))
     for k in comparison.get("kernels", []):
         d = k["duration_us"]
         if (k.get("time_share_pct") or 0) < MIN_KERNEL_SHARE.value:
