@@ -51,12 +51,15 @@ COMPARE_PAIRS = [
 
 # ---------------------------------------------------------------- the checks (text -> problems)
 
+# after nan / inf: a word that is not a unit, or "(": the word in prose ("its NaN checks", "a -inf mask")
+PROSE_AFTER = r"(?![\w(`'\"-])(?![ \t]+(?:(?!(?:ms|us|ns|s|GiB|MiB|GB|MB|TB|TFLOP|FLOP|x)\b)[A-Za-z]{2,}|\())"
 REPRS = [
     ("list of tuples", re.compile(r"\[\(")),
     ("tuple", re.compile(r"\('[^'\n]*',\)|\('[^'\n]*'(?:, '[^'\n]*')+\)")),
     ("None", re.compile(r"(?<![\w.`'\"-])None(?![\w`'\"-])")),
-    ("nan", re.compile(r"(?<![\w.`'\"-])(?:nan|NaN)(?![\w(`'\"-])")),
-    ("inf", re.compile(r"(?<![\w.`'\"-])-?inf(?![\w(`'\"-])")),
+    # a value, not the word in prose ("its NaN checks", "a -inf mask"): not followed by another word
+    ("nan", re.compile(r"(?<![\w.`'\"-])(?:nan|NaN)" + PROSE_AFTER)),
+    ("inf", re.compile(r"(?<![\w.`'\"-])-?inf" + PROSE_AFTER)),
     ("dict text", re.compile(r"\{'")),
     ("object repr", re.compile(r"<object")),
 ]

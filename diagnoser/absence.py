@@ -53,6 +53,10 @@ def absences(catalogue: dict) -> tuple[Absence, ...]:
         Absence(_prefixed(catalogue, "roofline_memory_gap_"), ("torch-trace",), "roofline_memory_gap_candidates", 0.0,
                 "the per-op roofline (the trace records shapes) has no bandwidth-bound op that loses time to the "
                 "memory roof"),
+        Absence(frozenset(n for n in catalogue if n.startswith("decode_") and n != "decode_rows_steps_measured"),
+                ("torch-trace",), "decode_rows_steps_measured", 0.0,
+                "the trace records shapes, but its steady steps show no GEMM rows to follow from step to step (too "
+                "few steady steps, or a step without a linear / mm op): no decode loop that re-runs its prefix"),
         Absence(_oom_facts(catalogue), ("mem-snapshot", "mem-stats", "mem-summary"), "num_ooms", 0.0,
                 "no OOM happened in the recorded process (num_ooms 0): there is no failing allocation to examine; "
                 "what a snapshot shows is the peak"),

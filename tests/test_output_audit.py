@@ -28,7 +28,8 @@ def test_repr_check_catches_python_reprs_but_not_quoted_code():
            "{'a': 1}", "<object object>"]
     for text in bad:
         assert audit.repr_problems(text, "x"), text
-    fine = ["`x[:, None]`", "`open('a', 'w')`", "financial", "a (b, c)", "info", "nano"]
+    assert audit.repr_problems("speed-up nan", "x") and audit.repr_problems("| nan |", "x")
+    fine = ["its NaN checks sync the step", "a -inf mask", "`x[:, None]`", "`open('a', 'w')`", "financial", "a (b, c)", "info", "nano"]
     assert [t for t in fine if audit.repr_problems(t, "x", code=True)] == []
 
 

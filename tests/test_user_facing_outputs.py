@@ -288,3 +288,12 @@ def test_post_processing_advice_of_a_non_pytorch_program_speaks_of_its_own_host_
         assert "NMS" not in texts["message"] and "NMS" not in texts["fix"] and "box" not in texts["fix"]
     texts, _ = rule.texts({"framework": "pytorch", "workload_kind": "inference"})
     assert "batched_nms" in texts["fix"]  # a detector in PyTorch keeps its own advice
+
+
+def test_decode_without_kv_cache_rule_does_not_ask_for_shapes_the_trace_has():
+    """INFER030 (a decoder re-running its prefix) on an inference trace recorded with shapes whose steps
+    show no GEMM rows to follow: not applicable, never "collect with record_shapes=True"."""
+    report = diagnose(FIX / "torch" / "x_infer_host_sync.pt.trace.json.gz")
+    assert "Per-op roofline" in report.to_markdown()
+    assert "INFER030" not in [ne.rule for ne in report.not_evaluated]
+    assert "INFER030" in [na.rule for na in report.report.not_applicable]

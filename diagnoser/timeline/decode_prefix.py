@@ -36,16 +36,20 @@ def _rows(dims) -> int:
 
 
 def decode_prefix_stats(tl, kt, steps) -> dict:
-    """decode_* facts of a torch trace with shapes and at least MIN_STEPS steady steps; {} otherwise."""
+    """decode_* facts of a torch trace with shapes and at least MIN_STEPS steady steps; {} without shapes;
+    only decode_rows_steps_measured 0 where the shapes show no GEMM rows to follow step to step."""
     shapes = getattr(tl, "op_shapes", None)
     idx = steps.steady
-    if tl.source != "torch" or shapes is None or idx.size < MIN_STEPS.value or not len(shapes):
+    if tl.source != "torch" or shapes is None or not len(shapes):
         return {}
+    none = {"decode_rows_steps_measured": 0.0}  # shapes recorded, no GEMM rows to follow: nothing to act on
+    if idx.size < MIN_STEPS.value:
+        return none
     names = shapes["name"].to_numpy(object)
     st = shapes["start_ns"].to_numpy(np.int64)
     sel = np.flatnonzero(np.isin(names, list(ROW_OPS)))
     if not sel.size:
-        return {}
+        return none
     dims = shapes["dims"].to_numpy(object)
     step_of = np.searchsorted(steps.host_start[idx], st[sel], side="right") - 1
     inside = (step_of >= 0) & (st[sel] < steps.host_end[idx][np.clip(step_of, 0, idx.size - 1)])
@@ -55,11 +59,12 @@ def decode_prefix_stats(tl, kt, steps) -> dict:
         if r > 0:
             per_step[s][r] += 1
     if any(not c for c in per_step):
-        return {}
+        return none
     rows = np.array([max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for c in per_step], np.int64)
     deltas = np.diff(rows)
     growth = int(np.median(deltas))
-    out = {"decode_gemm_rows_first": int(rows[0]), "decode_gemm_rows_last": int(rows[-1]),
+    out = {"decode_rows_steps_measured": float(idx.size),
+           "decode_gemm_rows_first": int(rows[0]), "decode_gemm_rows_last": int(rows[-1]),
            "decode_gemm_rows_growth_per_step": max(growth, 0)}
     steady_growth = 100.0 * float((deltas == growth).mean()) if growth > 0 else 0.0
     out["decode_rows_growth_steps_pct"] = steady_growth
