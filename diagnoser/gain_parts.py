@@ -77,6 +77,7 @@ SHARES: dict[str, dict] = {
         "idle_host_optimizer_pct": _idle("host"),
         "idle_host_after_sync_pct": _idle("host"),
         "gpu_busy_pct": _busy(*BUSY),
+        "gemm_unaligned_step_pct": _busy("gemm"),  # GEMMs on kernels built for unaligned operands
         "gemm_no_tensor_core_step_pct": _busy("gemm"),
         # score GEMM through value GEMM: the GEMMs, softmax and the scale / mask / transpose kernels between
         "unfused_attention_pct": _busy("gemm", "softmax", "elementwise", "copy", "reduction", "normalization", "other"),
@@ -115,6 +116,9 @@ SHARES: dict[str, dict] = {
         "oom_reserved_free_pct": ("reserved_free",),
         "oom_shortfall_pct": tuple(f"owner:{o}" for o in MEMORY_OWNERS),  # cut from any of the live memory
         "oom_request_share_pct": ("request",),  # the failing request itself, beside the live memory
+        # a KV cache (memory/kv_cache.py): tensors made outside the model's parameters and training state,
+        # recognised by frames or as a preallocated run of equal tensors
+        "kv_cache_share_pct": ("owner:unknown", "owner:activations", "owner:temporaries"),
     },
 }
 # share facts whose value is a share of GPU activity time, not of the step: scaled to the step below
