@@ -118,7 +118,9 @@ def test_report_shows_the_table_the_chart_and_the_json_rows(tmp_path):
     html = tmp_path / "r.html"
     subprocess.run(run + ["-o", str(html)], capture_output=True, text=True, check=True)
     page = html.read_text()
-    assert "Roofline" in page and 'class="r-compute"' in page and 'class="line-allocated"' in page
+    from diagnoser.report.chart_palette import CATEGORY_COLOURS
+    compute_dot = f'class="{CATEGORY_COLOURS["compute_bound"]}"'  # ops coloured as the kernel categories are
+    assert "Roofline" in page and compute_dot in page and 'class="line-allocated"' in page
     js = json.loads(subprocess.run(run + ["--format", "json"], capture_output=True, text=True, check=True).stdout)
     top = js["roofline"][0]
     assert top["bound"] == "compute" and 0 < top["roof_pct"] <= 100
