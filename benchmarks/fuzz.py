@@ -76,9 +76,10 @@ def _gunzip(path: Path) -> bytes:
 
 
 def torch_seed(events: int = 800) -> bytes:
-    """A real H200 PyTorch trace (fixtures/torch/x_infer_fp32), its first `events` events."""
+    """A real H200 PyTorch trace (fixtures/torch/x_infer_fp32), its first `events` events in time (the file
+    lists CPU ops before the GPU's events: its first events alone hold no kernel, which is refused)."""
     trace = json.loads(_gunzip(FIX / "torch" / "x_infer_fp32.pt.trace.json.gz"))
-    trace["traceEvents"] = trace["traceEvents"][:events]
+    trace["traceEvents"] = sorted(trace["traceEvents"], key=lambda e: float(e.get("ts", 0)))[:events]
     return json.dumps(trace).encode()
 
 
