@@ -76,6 +76,10 @@ class Finding:
     # the step time after its fix, ms (low, high), and the measured step it is from (pipeline: timeline/replay.py)
     predicted_step_ms: tuple | None = None
     step_ms: float | None = None
+    # a finding on another unit: its measure after the fix, {unit, measured, low, high, assumes} (peak memory in
+    # GiB: memory/peak_after_fix.py; a launch's time in us: ncu/kernel_after_fix.py), or {unit, measured,
+    # not_computable}; {} without one
+    prediction: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         """One line, as a notebook shows `report.findings[0]`: the rule, severity, title, subject and gain
@@ -106,6 +110,7 @@ class Finding:
                 out["gain_together"] = round(self.gain_together, 4)
         if self.predicted_step_ms is not None:
             out["predicted_step_ms"] = [round(self.predicted_step_ms[0], 2), round(self.predicted_step_ms[1], 2)]
+        out.update(prediction_json(self.prediction))
         if self.rule_severity:
             out["rule_severity"] = self.rule_severity
         if self.tied_first:
@@ -113,8 +118,23 @@ class Finding:
         if self.kernels:
             out["kernels"] = [{"subject": k.subject.to_json() if k.subject else None, "count": k.count,
                                "estimated_gain": round(k.estimated_gain, 4), "message": k.message,
-                               "evidence": k.evidence} for k in self.kernels]
+                               "evidence": k.evidence, **prediction_json(k.prediction)} for k in self.kernels]
         return out
+
+
+PREDICTION_KEYS = {"GiB": ("predicted_peak_gib", "peak_gib"), "us": ("predicted_kernel_us", "kernel_us")}
+
+
+def prediction_json(p: dict) -> dict:
+    """A prediction in another unit as JSON: `predicted_peak_gib: [low, high]` and the measured `peak_gib`
+    (or `predicted_kernel_us` / `kernel_us`), with what it assumes or why it is not computable."""
+    if not p:
+        return {}
+    key, measured = PREDICTION_KEYS[p["unit"]]
+    if "not_computable" in p:
+        return {key: None, measured: round(p["measured"], 3), "prediction_not_computable": p["not_computable"]}
+    return {key: [round(p["low"], 3), round(p["high"], 3)], measured: round(p["measured"], 3),
+            "prediction_assumes": p["assumes"]}
 
 
 @dataclass(frozen=True)

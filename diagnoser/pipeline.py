@@ -16,6 +16,8 @@ from .facts import AnalysisResult, Fact
 from .input_family import Family
 from .findings import Finding, NotApplicable, NotEvaluated, arrange
 from .timeline.replay import FIX_OF, predict
+from .memory.peak_after_fix import peak_after_fix
+from .ncu.kernel_after_fix import kernel_after_fix
 from .resources import rules_dir
 from .rulespec.loader import build_pack
 from .rulespec.model import RulePack
@@ -59,6 +61,14 @@ class Report:
     # per run (in order): the step time after all its step-time findings' fixes together,
     # {step_ms, low, high, rules} (predict_steps), or None where it has none
     predictions: list = field(default_factory=list)
+    # per run (in order): the peak after its memory findings' fixes together, {peak_gib, low, high, rules}
+    # (predict_peak_all), or None
+    peak_predictions: list = field(default_factory=list)
+
+    @property
+    def predicted_peak_all(self) -> dict | None:
+        """The first run's peak after all its memory fixes together (None: fewer than two to add)."""
+        return next((p for p in self.peak_predictions if p), None)
 
     @property
     def predicted_step_ms_all(self) -> dict | None:
@@ -199,6 +209,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         notes += [n for g in groups for n in g.notes] + result.notes + warnings
         kinds = [i["kind"] for i in result.inputs]
         got, missing = evaluate(pack.rules, records, cat, matcher, kinds=kinds)
+        predict_other_units(got, records)
         evaluated.append(_evaluated_rules(pack, records, cat, kinds, missing))
         notes += close_calls(pack.rules, records, {f.rule for f in got})
         notes += list(dict.fromkeys(gain_out_of_unit_note(f) for f in got if f.gain_out_of_unit is not None))
@@ -209,10 +220,11 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         for key, value in result.charts.items():
             charts.setdefault(key, value)
         facts += result.facts
-    predictions = []
+    predictions, peak_predictions = [], []
     for i, (got, run_values, graph) in enumerate(per_run):  # separate runs: ranked each on its own, one after the other
         arranged = arrange(got, run_values)
         predictions.append(predict_steps(arranged, graph, run_values))
+        peak_predictions.append(predict_peak_all(arranged))
         if len(per_run) > 1:
             for f in arranged:
                 f.run = i + 1
@@ -223,7 +235,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     not_applicable = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotApplicable) and k not in fired_rules]
     return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [],
                   not_applicable=not_applicable, identities=identities,
-                  evaluated=evaluated, predictions=predictions)
+                  evaluated=evaluated, predictions=predictions, peak_predictions=peak_predictions)
 
 
 def predict_steps(findings: list[Finding], graph, values: dict) -> dict | None:
@@ -251,6 +263,33 @@ def predict_steps(findings: list[Finding], graph, values: dict) -> dict | None:
                for f in serious if got is None or f.category not in FIX_OF)
     low, high = low * max(0.0, 1.0 - rest), high * max(0.0, 1.0 - rest / 2)
     return {"step_ms": step, "low": min(low, step), "high": min(high, step), "rules": [f.rule for f in serious]}
+
+
+def predict_other_units(findings: list[Finding], records) -> None:
+    """Sets each memory or kernel finding's prediction in its own unit (before the findings are grouped, so
+    each kernel's comes from its own facts): the peak after the fix (memory/peak_after_fix.py), a launch's
+    time at the roof the fixed kernel should reach (ncu/kernel_after_fix.py)."""
+    by_subject = {r.subject: r.values for r in records}
+    for f in findings:
+        values = by_subject.get(f.subject, by_subject.get(None, {}))
+        got = peak_after_fix(f.rule, values, f.params) or kernel_after_fix(f.rule, values)
+        if got:
+            f.prediction = got
+
+
+def predict_peak_all(findings: list[Finding]) -> dict | None:
+    """The peak after the fixes of a run's warning and critical memory findings together: each frees its own
+    owner's bytes (leak, temporaries, cache, optimizer state), so their gains add; None unless two or more
+    such findings have a computable prediction of one measured peak (fragmentation's is of reserved memory:
+    not added)."""
+    parts = [f for f in findings if f.severity != "info" and f.prediction.get("unit") == "GiB"
+             and "low" in f.prediction and f.rule != "OOM004"]
+    if len(parts) < 2 or len({f.category for f in parts}) < len(parts):
+        return None
+    peak = parts[0].prediction["measured"]
+    low = peak - sum(peak - f.prediction["low"] for f in parts)
+    high = peak - sum(peak - f.prediction["high"] for f in parts)
+    return {"peak_gib": peak, "low": max(0.0, low), "high": max(0.0, high), "rules": [f.rule for f in parts]}
 
 
 def gain_out_of_unit_note(f) -> str:

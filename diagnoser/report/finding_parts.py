@@ -93,19 +93,39 @@ def _ms_range(low: float, high: float) -> str:
 
 
 def prediction_text(f) -> str:
-    """The step time after the finding's fix: "33.4 ms -> 26.8-28.2 ms a step" ("" without one)."""
+    """The step time after the finding's fix: "33.4 ms -> 26.8-28.2 ms a step"; for a finding on another
+    unit, its own: "18.31 GiB needed at the peak -> 2.31-10.31 GiB (assumes ...)" ("" without one)."""
     p = getattr(f, "predicted_step_ms", None)
-    if p is None or f.step_ms is None:
+    step = f"{_ms(f.step_ms)} ms -> {_ms_range(*p)} a step" if p is not None and f.step_ms is not None else ""
+    other = other_unit_text(getattr(f, "prediction", None) or {})
+    return "; ".join(t for t in (step, other) if t)
+
+
+def _amount(x: float, unit: str) -> str:
+    return f"{x:.2f}" if unit == "GiB" else _ms(x)
+
+
+def other_unit_text(p: dict) -> str:
+    """A memory or kernel finding's prediction in its own unit, with what it assumes ("" without one)."""
+    if not p:
         return ""
-    return f"{_ms(f.step_ms)} ms -> {_ms_range(*p)} a step"
+    unit = p["unit"]
+    before = (f"{_amount(p['measured'], unit)} GiB {p.get('measure', 'needed at the peak')}" if unit == "GiB"
+              else f"{_amount(p['measured'], unit)} us a launch")
+    if "not_computable" in p:
+        return f"{before} -> not computable ({p['not_computable']})"
+    lo, hi = _amount(p["low"], unit), _amount(p["high"], unit)
+    return f"{before} -> {lo if lo == hi else f'{lo}-{hi}'} {unit} (assumes {p['assumes']})"
 
 
 def predicted_all_text(report) -> str:
-    """The step time after all the warning and critical findings' fixes together ("" without one)."""
+    """The step time after all the warning and critical findings' fixes together, and the peak memory after
+    all the memory fixes together ("" without either)."""
     p = getattr(report, "predicted_step_ms_all", None)
-    if not p:
-        return ""
-    return f"{_ms(p['step_ms'])} ms -> {_ms_range(p['low'], p['high'])} a step"
+    m = getattr(report, "predicted_peak_all", None)
+    step = f"{_ms(p['step_ms'])} ms -> {_ms_range(p['low'], p['high'])} a step" if p else ""
+    peak = f"{m['peak_gib']:.2f} GiB needed at the peak -> {m['low']:.2f}-{m['high']:.2f} GiB" if m else ""
+    return "; ".join(t for t in (step, peak) if t)
 
 
 def severity_note(f) -> str:

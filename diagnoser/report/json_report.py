@@ -21,6 +21,7 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
         "inputs": report.inputs,
         "summary": summary_counts(kept),
         **_predicted_all(report),
+        **_predicted_peak_all(report),
         "findings": [f.to_json() for f in shown],
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
         "not_applicable": [n.to_json() for n in getattr(report, "not_applicable", None) or []],
@@ -49,6 +50,13 @@ def _predicted_all(report) -> dict:
     if not p:
         return {}
     return {"predicted_step_ms_all": [round(p["low"], 2), round(p["high"], 2)], "step_ms": round(p["step_ms"], 2)}
+
+
+def _predicted_peak_all(report) -> dict:
+    p = getattr(report, "predicted_peak_all", None)
+    if not p:
+        return {}
+    return {"predicted_peak_all": [round(p["low"], 3), round(p["high"], 3)], "peak_gib": round(p["peak_gib"], 3)}
 
 
 def _runs_json(report, kept: list) -> list[dict]:
