@@ -26,7 +26,7 @@ MEM, NCU = FIXTURES / "mem", FIXTURES / "ncu"
 # (before snapshot, its finding, twin snapshot, what differs besides the fix)
 MEMORY_PAIRS = [
     ("q_kv_prealloc_oom", "OOM009", "q_kv_sized", "cache sized for 2560 positions; three requests served"),
-    ("o_knn_broadcast", "OOM007", "o_knn_cdist", "the twin ran on to 2048 points (the OOM was at 1536)"),
+    ("o_knn_broadcast", "OOM007", "o_knn_cdist", "the twin ran on to 2048 points; the OOM was at 1536"),
     ("o_eval_keeps_graph", "OOM003", "o_eval_no_grad", ""),
     ("l_mmd_broadcast", "OOM008", "l_mmd_cdist", ""),
     ("l_pairs_device", "OOM008", "l_pairs_chunked", "512 rows a chunk"),
@@ -129,7 +129,7 @@ def test_other_unit_predictions_over_all_pairs():
     rows = all_rows()
     inside = sum(_inside(r) for r in rows)
     assert (len(rows), inside) == (15, 12)
-    assert statistics.median(abs(_error_pct(r)) for r in rows) < 25
+    assert round(statistics.median(abs(_error_pct(r)) for r in rows), 1) == 17.9
 
 
 def test_kv_cache_oom_json_and_markdown_carry_the_peak_after_the_fix():
