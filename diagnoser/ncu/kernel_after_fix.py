@@ -44,7 +44,7 @@ def _shares(values: dict) -> dict[str, float]:
 
 def _roof(shares: dict[str, float], duration: float) -> tuple[float, str]:
     unit = max(shares, key=shares.get)
-    return duration * shares[unit] / 100, unit.replace("_throughput_pct", "").replace("_pct", "")
+    return duration * shares[unit] / 100, unit.replace("_throughput_pct", "").replace("_pipe_pct", " pipe")
 
 
 def _without_waste(values, duration, removed_share: str, scaled: tuple[str, ...], what: str):
@@ -58,7 +58,7 @@ def _without_waste(values, duration, removed_share: str, scaled: tuple[str, ...]
             shares[u] *= keep
     roof, unit = _roof(shares, duration)
     return (roof, roof / ROOF_EFFICIENCY_LOW,
-            f"{what} ({waste:.0f}%) go; the kernel then runs at the {unit} roof ({roof:.0f} us at peak), "
+            f"{what} ({waste:.0f}%) goes; the kernel then runs at the {unit} roof ({roof:.0f} us at peak), "
             f"at {ROOF_EFFICIENCY_LOW:.0%}-100% of it")
 
 
