@@ -16,8 +16,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import FIXTURES  # noqa: E402
-from diagnoser.findings import leaves  # noqa: E402
-from diagnoser.pipeline import diagnose  # noqa: E402
+from diagnoser.findings import Finding, leaves  # noqa: E402
+from diagnoser.pipeline import diagnose, predict_peak_all  # noqa: E402
 from diagnoser.report.json_report import report_json  # noqa: E402
 from diagnoser.report.render import render_markdown  # noqa: E402
 
@@ -167,6 +167,27 @@ def test_step_time_findings_carry_no_other_unit_prediction():
     report = diagnose([str(FIXTURES / "torch" / "m_infer_tiny_mlp_eager.pt.trace.json.gz")])
     assert report.findings and not any(f.prediction for f in report.findings)
     assert not any("predicted_peak_gib" in x or "predicted_kernel_us" in x for x in report_json(report)["findings"])
+
+
+def test_kv_cache_torch_timeline_says_its_peak_after_the_fix_is_not_computable():
+    report = diagnose([str(FIXTURES / "torch" / "c_decode_cache_full.pt.trace.json.gz")])
+    f = next(x for x in report_json(report)["findings"] if x["rule"] == "INFER015")
+    assert f["predicted_peak_gib"] is None and f["peak_gib"] == 128.36
+    assert "positions are served" in f["prediction_not_computable"]
+
+
+def _synthetic_oom_finding(rule: str, category: str, low: float, high: float) -> Finding:
+    return Finding(rule, rule.lower(), category, "oom", "warning", "t", "m", {}, 0.5, "peak memory", None, "", "",
+                   prediction={"unit": "GiB", "measured": 10.0, "low": low, "high": high, "assumes": "a"})
+
+
+def test_synthetic_two_memory_fixes_together_free_each_owners_bytes_once():
+    leak = _synthetic_oom_finding("OOM003", "oom_memory_leak", 6.0, 7.0)
+    temp = _synthetic_oom_finding("OOM007", "oom_temporary_buffer", 8.0, 9.0)
+    assert predict_peak_all([leak, temp]) == {"peak_gib": 10.0, "low": 4.0, "high": 6.0, "rules": ["OOM003", "OOM007"]}
+    assert predict_peak_all([leak]) is None  # one fix: its own prediction says it
+    frag = _synthetic_oom_finding("OOM004", "oom_fragmentation", 9.5, 9.8)
+    assert predict_peak_all([leak, frag]) is None  # reserved memory: not added to the allocated peak
 
 
 def all_rows() -> list[dict]:

@@ -16,11 +16,13 @@ def peak_after_fix(rule: str, values: dict, params: dict | None = None) -> dict 
     `values`, or {unit, measured, not_computable} where its fix's effect is not in the snapshot;
     None for a rule that is not an OOM finding or facts that are missing."""
     params = params or {}
-    needed = _num(values, "needed_gib")
-    if needed is None:
-        return None
     got = _FIXES.get(rule)
     if got is None:
+        return None
+    needed = _num(values, "needed_gib")
+    if needed is None and rule == "INFER015":  # a torch memory timeline: its allocated peak
+        needed = _num(values, "mem_allocated_peak_gb")
+    if needed is None:
         return None
     out = got(values, params, needed)
     if out is None:
@@ -116,4 +118,6 @@ _FIXES = {
     "OOM005": _not_computable("the fix is a choice (a smaller dtype, sharding, a smaller batch) that the "
                               "snapshot cannot size"),
     "OOM006": _not_computable("the snapshot has no allocation history: no owner's bytes to take away"),
+    "INFER015": _not_computable("the trace gives the bytes that stay allocated, not which of them are the KV "
+                                "cache nor how many of its positions are served"),
 }
