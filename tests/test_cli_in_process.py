@@ -17,3 +17,27 @@ def test_main_in_process_restores_the_memory_limit_and_signal_handlers(fixtures_
         assert e.code in (0, None)
     assert resource.getrlimit(resource.RLIMIT_AS) == before_limit
     assert signal.getsignal(signal.SIGTERM) == before_term
+
+
+def test_main_in_process_gives_the_cyclic_collector_back_as_it_was(fixtures_dir):
+    """main() imports a run's modules with the collector off and freezes them (start-up CPU); an
+    in-process caller gets the collector back enabled and nothing left frozen, each call."""
+    import gc
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    for _ in range(2):
+        try:
+            cli.main([str(fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"), "--format", "json", "-o", "/dev/null"])
+        except SystemExit as e:
+            assert e.code in (0, None)
+        assert gc.isenabled()
+        assert gc.get_freeze_count() == 0
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        try:
+            cli.main([str(fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"), "--format", "json", "-o", "/dev/null"])
+        except SystemExit as e:
+            assert e.code in (0, None)
+        assert not gc.isenabled()
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
