@@ -7,6 +7,7 @@ values (ids written as text, grids as lists), checks the times and builds the so
 """
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
@@ -46,18 +47,6 @@ class _Codes(dict):
         return code
 
 
-class _Lookup(dict):
-    """A dict that computes a missing key's value once with `fn` (and keeps it)."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def __missing__(self, key):
-        value = self[key] = self.fn(key)
-        return value
-
-
 N_BUCKETS = 7  # kineto_events' buckets: kernel .. python
 
 
@@ -83,7 +72,7 @@ class TraceColumns:
         self.op_rows: list[tuple] = []  # per batch: (ts, dur, thread, argument code) of the ops the perf model covers
         self.op_keys: dict[tuple, int] = _Codes()  # (name, dims, types, concrete, strides) raw JSON bytes -> code
         self.shapes_recorded = False  # some op carried Input Dims (record_shapes=True)
-        self._modeled = _Lookup(is_modeled)  # op name -> whether the perf model covers it
+        self._modeled = np.zeros(0, bool)  # per name code: whether the perf model covers the name
 
     def add(self, events: list[KinetoEvent]) -> None:
         # one pass over the events, then one per column of each bucket: each pass over freshly decoded
@@ -132,26 +121,40 @@ class TraceColumns:
 
     def _keep_op_args(self, ops: list[KinetoEvent], cols: dict[str, np.ndarray]) -> None:
         """The modelled ops' arguments, as codes of their distinct raw JSON (the roofline decodes each
-        distinct value once): per op only numbers, each distinct value copied out of the batch once."""
-        modeled, keys, recorded = self._modeled, self.op_keys, self.shapes_recorded
+        distinct value once): per op only numbers, each distinct value copied out of the batch once.
+        Only the modelled ops are visited (picked by name code in numpy): the others' events are not
+        touched again (on the corpus decode trace a quarter of the ops are modelled)."""
+        recorded = self.shapes_recorded
+        if not recorded:  # any op with Input Dims (modelled or not) says the trace records shapes
+            for e in ops:
+                a = e.args
+                if a is not None and a.input_dims and bytes(a.input_dims) != b"null":
+                    recorded = self.shapes_recorded = True
+                    break
+            else:
+                return  # no op of this batch has shapes: none is kept
+        keys = self.op_keys
         rows, codes = [], []
-        for i, e in enumerate(ops):
+        for i in np.flatnonzero(self._modeled_names()[cols["code"]]).tolist():
+            e = ops[i]
             a = e.args
             if a is None or not a.input_dims:
                 continue
-            if not modeled[e.name]:
-                if not recorded:
-                    recorded = bytes(a.input_dims) != b"null"
-                continue
             dims = bytes(a.input_dims)
             if dims != b"null":
-                recorded = True
                 rows.append(i)
                 codes.append(keys[(e.name, dims, bytes(a.input_type), bytes(a.concrete_inputs),
                                    bytes(a.input_strides))])
-        self.shapes_recorded = recorded
         if rows:
             self.op_rows.append((cols["ts"][rows], cols["dur"][rows], cols["thread"][rows], np.array(codes, np.int32)))
+
+    def _modeled_names(self) -> np.ndarray:
+        """Per name code, whether the perf model covers the name (extended as names are added)."""
+        known = self._modeled.size
+        if len(self.names) > known:
+            fresh = [is_modeled(n) for n in itertools.islice(self.names, known, None)]
+            self._modeled = np.concatenate([self._modeled, np.array(fresh, bool)])
+        return self._modeled
 
     def op_shapes_table(self, path) -> pd.DataFrame | None:
         """The modelled ops' ranges with their recorded arguments; None when no op recorded shapes."""

@@ -54,8 +54,14 @@ def decode_prefix_stats(tl, kt, steps) -> dict:
     step_of = np.searchsorted(steps.host_start[idx], st[sel], side="right") - 1
     inside = (step_of >= 0) & (st[sel] < steps.host_end[idx][np.clip(step_of, 0, idx.size - 1)])
     per_step: list[Counter] = [Counter() for _ in range(idx.size)]
+    rows_of: dict[bytes, int] = {}  # per distinct raw dims (the reader's JSON bytes): decoded once, not per call
     for j, s in zip(sel[inside].tolist(), step_of[inside].tolist()):
-        r = _rows(dims[j])
+        d = dims[j]
+        r = rows_of.get(d) if isinstance(d, bytes) else None
+        if r is None:
+            r = _rows(d)
+            if isinstance(d, bytes):
+                rows_of[d] = r
         if r > 0:
             per_step[s][r] += 1
     if any(not c for c in per_step):

@@ -25,7 +25,7 @@ calls is what it is in the trace, less what the fix removes. Pure; renders nothi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -84,6 +84,7 @@ class StepGraph:
     op_attention_block: np.ndarray  # block id of a hand-written attention block (score GEMM .. value GEMM), -1
     op_chain: np.ndarray       # id of a run of adjacent elementwise kernels (2+), -1
     lag_ns: int                # launch call -> kernel start when the GPU is idle
+    replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
 
     @property
     def gpu_ns(self) -> int:
@@ -362,6 +363,9 @@ def _drop_calls(g: StepGraph, rows: np.ndarray, keep_call: np.ndarray, gap: np.n
 
 def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
     """The step time (ns) of the graph with the fixes in `kinds` applied (bound 0: low, 1: high)."""
+    plain = not kinds and not bound  # the step as measured: replayed once per graph (each prediction starts from it)
+    if plain and g.replayed_ns is not None:
+        return g.replayed_ns
     gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns = _fixed(g, frozenset(kinds), bound)
     bounds = np.searchsorted(g.op_call, np.arange(gap.size + 1)).tolist()
     gap_l, dur_l, block_l, keep_l = gap.tolist(), dur.tolist(), blocks.tolist(), keep_call.tolist()
@@ -394,7 +398,10 @@ def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
         gpu_ends.append(gpu_done)
     n = REPEATS - 1
     period = max(host_ends[-1] - host_ends[0], gpu_ends[-1] - gpu_ends[0]) / n
-    return max(period, data_floor)
+    out = max(period, data_floor)
+    if plain:
+        g.replayed_ns = out
+    return out
 
 
 # finding category -> the fix the replay applies
