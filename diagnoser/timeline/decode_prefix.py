@@ -12,8 +12,6 @@ step, which clock ramps and wave quantization hide (measured in tools/gen/README
 measured there."""
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from .. import settings
@@ -35,6 +33,34 @@ def _rows(dims) -> int:
         return 0
 
 
+class _RowsOf(dict):
+    """Raw dims -> _rows(dims), computed once per distinct value (the reader shares one bytes object per value)."""
+
+    def __missing__(self, dims) -> int:
+        r = self[dims] = _rows(dims)
+        return r
+
+
+def _step_rows(dims: np.ndarray, step: np.ndarray, n_steps: int) -> np.ndarray | None:
+    """Per step, the most common GEMM row count of its ops (ties: the larger); None if a step has none."""
+    try:
+        rows = np.fromiter(map(_RowsOf().__getitem__, dims), np.int64, dims.size)
+    except TypeError:  # unhashable values (decoded lists): one by one
+        rows = np.fromiter(map(_rows, dims), np.int64, dims.size)
+    ok = rows > 0
+    step, rows = step[ok], rows[ok]
+    if np.unique(step).size < n_steps:
+        return None
+    order = np.lexsort((rows, step))
+    step, rows = step[order], rows[order]
+    first = np.flatnonzero(np.r_[True, (step[1:] != step[:-1]) | (rows[1:] != rows[:-1])])
+    count = np.diff(np.r_[first, step.size])
+    step, rows = step[first], rows[first]
+    best = np.lexsort((rows, count, step))  # per step its (count, rows) maximum comes last
+    last = np.r_[step[best][1:] != step[best][:-1], True]
+    return rows[best][last]
+
+
 def decode_prefix_stats(tl, kt, steps) -> dict:
     """decode_* facts of a torch trace with shapes and at least MIN_STEPS steady steps; {} without shapes;
     only decode_rows_steps_measured 0 where the shapes show no GEMM rows to follow step to step."""
@@ -53,20 +79,9 @@ def decode_prefix_stats(tl, kt, steps) -> dict:
     dims = shapes["dims"].to_numpy(object)
     step_of = np.searchsorted(steps.host_start[idx], st[sel], side="right") - 1
     inside = (step_of >= 0) & (st[sel] < steps.host_end[idx][np.clip(step_of, 0, idx.size - 1)])
-    per_step: list[Counter] = [Counter() for _ in range(idx.size)]
-    rows_of: dict[bytes, int] = {}  # per distinct raw dims (the reader's JSON bytes): decoded once, not per call
-    for j, s in zip(sel[inside].tolist(), step_of[inside].tolist()):
-        d = dims[j]
-        r = rows_of.get(d) if isinstance(d, bytes) else None
-        if r is None:
-            r = _rows(d)
-            if isinstance(d, bytes):
-                rows_of[d] = r
-        if r > 0:
-            per_step[s][r] += 1
-    if any(not c for c in per_step):
+    rows = _step_rows(dims[sel[inside]], step_of[inside], idx.size)
+    if rows is None:
         return none
-    rows = np.array([max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for c in per_step], np.int64)
     deltas = np.diff(rows)
     growth = int(np.median(deltas))
     out = {"decode_rows_steps_measured": float(idx.size),

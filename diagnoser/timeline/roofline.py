@@ -75,30 +75,34 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]
         np.add.at(op_ns, idx[j[hit]], k_dur[sel][hit])
         k_op[np.flatnonzero(sel)[hit]] = idx[j[hit]]
     in_win = (st >= lo) & (st < hi) & (op_ns > 0)
-    groups: dict[tuple, list] = {}
     names, dims, types, conc = (shapes[c].to_numpy(object) for c in ("name", "dims", "types", "concrete"))
     strides = shapes["strides"].to_numpy(object) if "strides" in shapes else np.full(len(shapes), None, object)
-    cache: dict[tuple, object] = {}
-    op_group: dict[int, tuple] = {}  # op row -> its group's key
-    for i in np.flatnonzero(in_win):
-        key = (names[i], dims[i], types[i], conc[i], strides[i])  # the reader's raw JSON bytes: decoded once per key
-        if key not in cache:
-            d, t, c, s_ = (_decoded(v) for v in key[1:])
-            w = work(names[i], d, t, c, s_)
-            cache[key] = (w, _shape_label(d) + (" (strided)" if w.strided else ""), d) if w is not None else None
-        hit = cache[key]
-        if hit is None:
+    # the reader's raw JSON bytes, one object per distinct value: each distinct (op, arguments) key is decoded and
+    # modelled once, the calls summed per group in numpy (a group: op, shapes label, dtype; its first call's work)
+    win = np.flatnonzero(in_win)
+    key_code: dict[tuple, int] = {}
+    kid = np.fromiter(map(lambda k: key_code.setdefault(k, len(key_code)),
+                          zip(names[win], dims[win], types[win], conc[win], strides[win])), np.int64, win.size)
+    groups: dict[tuple, list] = {}  # group key -> [work, decoded dims, group id]
+    group_of_key = np.full(len(key_code), -1, np.int64)
+    for key, code in key_code.items():
+        d, t, c, s_ = (_decoded(v) for v in key[1:])
+        w = work(key[0], d, t, c, s_)
+        if w is None:
             continue
-        w, label, decoded_dims = hit
-        op_group[int(i)] = (names[i], label, w.dtype)
-        g = groups.setdefault(op_group[int(i)], [w, 0, 0.0, decoded_dims])
-        g[1] += 1
-        g[2] += op_ns[i]
+        g = groups.setdefault((key[0], _shape_label(d) + (" (strided)" if w.strided else ""), w.dtype), [w, d, len(groups)])
+        group_of_key[code] = g[2]
+    op_gid = np.full(st.size, -1, np.int64)  # op row -> its group (-1: outside the window or not modelled)
+    op_gid[win] = group_of_key[kid] if kid.size else -1
+    grouped = op_gid >= 0
+    calls = np.bincount(op_gid[grouped], minlength=len(groups)).tolist()
+    ns = np.bincount(op_gid[grouped], weights=op_ns[grouped], minlength=len(groups))
+    group_keys = list(groups)
     peaks = device_peaks.lookup(tl.devices)
-    rows = [_row(name, shape, w, calls, ns, n_steps, peaks) | {"cause": _cause(w, d)}
-            for (name, shape, _), (w, calls, ns, d) in groups.items()]
+    rows = [_row(name, shape, w, calls[g], ns[g], n_steps, peaks) | {"cause": _cause(w, d)}
+            for (name, shape, _), (w, d, g) in groups.items()]
     rows.sort(key=lambda r: (-r["gpu_ms_per_step"], r["op"], r["shapes"], r["dtype"]))
-    sequence = _step_kernels(kt, known, k_t, k_op, op_group, rows[:ROWS], steps)
+    sequence = _step_kernels(kt, known, k_t, k_op, op_gid, group_keys, rows[:ROWS], steps)
     facts = _facts(rows, kt, steps, peaks)
     facts.update(_gaps(rows, (hi - lo) / 1e6 / n_steps))
     for r in rows:
@@ -124,7 +128,7 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]
     return rows[:ROWS], facts, notes, sequence
 
 
-def _step_kernels(kt, known, k_t, k_op, op_group, rows, steps) -> list[dict]:
+def _step_kernels(kt, known, k_t, k_op, op_gid, group_keys, rows, steps) -> list[dict]:
     """The first steady step's kernels of the modelled ops, in GPU order: [{row, name, grid, block, us}],
     `row` the index of the op's row in `rows` (-1: an op past the rows kept). What an Nsight Compute
     report of the run is matched on, launch by launch (diagnoser/runs/roofline_ncu.py)."""
@@ -142,10 +146,10 @@ def _step_kernels(kt, known, k_t, k_op, op_group, rows, steps) -> list[dict]:
     us = (kt.dur_ns[rows_of_kt] / 1e3).tolist()
     out = []
     for n, op in enumerate(k_op[pick].tolist()):
-        key = op_group.get(op)
-        if key is None:  # an op the perf model does not cover
+        g = int(op_gid[op])
+        if g < 0:  # an op the perf model does not cover
             continue
-        name, label, dtype = key
+        name, label, dtype = group_keys[g]
         out.append({"row": at.get((str(name), label, dtype), -1), "name": str(names[n]),
                     "grid": int(grid[n]), "block": int(block[n]), "us": float(us[n])})
     return out
