@@ -15,6 +15,7 @@ from .engine.records import build_records
 from .facts import AnalysisResult, Fact
 from .input_family import Family
 from .findings import Finding, NotApplicable, NotEvaluated, arrange
+from .timeline import device_peaks
 from .timeline.replay import FIX_OF, predict
 from .memory.peak_after_fix import peak_after_fix
 from .ncu.kernel_after_fix import kernel_after_fix
@@ -270,9 +271,11 @@ def predict_other_units(findings: list[Finding], records) -> None:
     each kernel's comes from its own facts): the peak after the fix (memory/peak_after_fix.py), a launch's
     time at the roof the fixed kernel should reach (ncu/kernel_after_fix.py)."""
     by_subject = {r.subject: r.values for r in records}
+    name = by_subject.get(None, {}).get("device_name")
+    peaks = device_peaks.lookup([{"name": name}]) if isinstance(name, str) else None
     for f in findings:
         values = by_subject.get(f.subject, by_subject.get(None, {}))
-        got = peak_after_fix(f.rule, values, f.params) or kernel_after_fix(f.rule, values)
+        got = peak_after_fix(f.rule, values, f.params) or kernel_after_fix(f.rule, values, peaks)
         if got:
             f.prediction = got
 

@@ -176,6 +176,18 @@ def test_kv_cache_torch_timeline_says_its_peak_after_the_fix_is_not_computable()
     assert "positions are served" in f["prediction_not_computable"]
 
 
+def test_fp32_gemm_predicts_its_time_on_tensor_cores_and_the_bf16_gemm_of_the_same_report_runs_inside():
+    # roofline_pairs: an fp32 mm 4096^3 with TF32 off (kernel 2) and a bf16 mm 8192^3 (kernel 0) in one report;
+    # no bf16 4096^3 was profiled, so the bf16 GEMM's time per FLOP stands for it (a scaled check, not a twin)
+    name = "roofline_pairs"
+    p = _finding(name, "KERN002", "2").prediction
+    assert (round(p["low"], 1), round(p["high"], 1), round(p["measured"], 1)) == (139.0, 397.6, 2705.7)
+    assert "H200 SXM peak of 989 TFLOP/s" in p["assumes"]
+    fp32_flops = _kernel_fact(name, "2", "kernel_flop_count")
+    bf16_us_per_flop = _kernel_fact(name, "0", "kernel_duration_us") / _kernel_fact(name, "0", "kernel_flop_count")
+    assert p["low"] <= fp32_flops * bf16_us_per_flop <= p["high"]  # 173 us
+
+
 def _synthetic_oom_finding(rule: str, category: str, low: float, high: float) -> Finding:
     return Finding(rule, rule.lower(), category, "oom", "warning", "t", "m", {}, 0.5, "peak memory", None, "", "",
                    prediction={"unit": "GiB", "measured": 10.0, "low": low, "high": high, "assumes": "a"})

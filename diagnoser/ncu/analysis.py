@@ -254,14 +254,16 @@ def kernel_analysis(reports: list) -> AnalysisResult:
     time_rank = {id(launches[i][1]): r + 1 for r, i in enumerate(order) if durations[i]}
     for rep in reports:
         source = f"{rep.path} ({READER})"
-        sm_count = None
-        for attrs in rep.devices.values():
+        sm_count, device_name = None, None
+        for dev, attrs in rep.devices.items():
             sm_count = _num(attrs, "device__attribute_multiprocessor_count") or sm_count
+            device_name = device_name or str(attrs.get("device__attribute_display_name") or
+                                             rep.device_names.get(dev, "")) or None
         result.notes.extend(rep.notes)
         run = {"kernel_launch_count": float(len(rep.launches)),
                "kernel_distinct_count": float(len({launch.name for launch in rep.launches})),
                "kernel_gpu_time_total_ms": total_ns / 1e6 if total_ns else None,
-               "device_sm_count": sm_count}
+               "device_sm_count": sm_count, "device_name": device_name}
         run.update(report_program(rep))
         for name, value in run.items():
             if value is not None:

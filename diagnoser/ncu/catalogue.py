@@ -27,6 +27,8 @@ CATALOGUE: list[FactSpec] = [
     _r("kernel_distinct_count", "number", "count", "distinct kernels (by demangled name) in the report"),
     _r("kernel_gpu_time_total_ms", "number", "ms", "sum of the profiled launches' durations"),
     _r("device_sm_count", "number", "count", "streaming multiprocessors on the profiled GPU"),
+    _r("device_name", "string", "", "the profiled GPU's name, from the device attributes (its peaks: "
+       "timeline/device_peaks.py)"),
     _r("framework", "string", "", "who wrote the kernels, by their names: " + " | ".join(FRAMEWORKS)),
     _r("framework_evidence", "string", "", "what decided `framework`"),
     _r("gpu_arch", "string", "", "the GPU generation, from the device attributes (compute capability), else "

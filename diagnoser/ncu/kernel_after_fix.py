@@ -18,14 +18,15 @@ MEMORY_EFFICIENCY_LOW = 0.5
 STALL_HIDDEN_SHARE = 0.5
 
 
-def kernel_after_fix(rule: str, values: dict) -> dict | None:
+def kernel_after_fix(rule: str, values: dict, peaks: dict | None = None) -> dict | None:
     """{unit, measured, low, high, assumes} in us for one launch's finding of `rule` on its kernel facts
-    `values`; None for a rule whose fix this does not model or facts that are missing."""
+    `values`; None for a rule whose fix this does not model or facts that are missing. `peaks`: the device's
+    datasheet peaks (timeline/device_peaks.lookup: {label, tensor: {dtype: TFLOP/s}}), for the tensor-core roof."""
     duration = _num(values, "kernel_duration_us")
     model = _FIXES.get(rule)
     if duration is None or duration <= 0 or model is None:
         return None
-    got = model(values, duration)
+    got = model(values, duration, peaks) if rule in NEEDS_PEAKS else model(values, duration)
     if got is None:
         return None
     low, high, assumes = got
@@ -95,7 +96,25 @@ def _barrier(values, duration):
             f"{STALL_HIDDEN_SHARE:.0%} of the rest (low); never below the {unit} roof ({roof:.0f} us)")
 
 
+def _tensor_cores(values, duration, peaks):
+    flops = _num(values, "kernel_flop_count")
+    tensor = (peaks or {}).get("tensor", {})
+    if not flops or "bf16" not in tensor or "tf32" not in tensor:
+        return None
+    # DRAM only: a tensor-core GEMM tiles differently, its L2 traffic is not the FP32 kernel's
+    shares = {u: v for u, v in _shares(values).items() if u == "dram_throughput_pct"}
+    roof_mem, unit = _roof(shares, duration) if shares else (0.0, "dram")
+    low = flops / (tensor["bf16"] * 1e6)  # TFLOP/s -> FLOP/us
+    high = flops / (tensor["tf32"] * 1e6 * ROOF_EFFICIENCY_LOW)
+    return (max(low, roof_mem), max(high, roof_mem / ROOF_EFFICIENCY_LOW),
+            f"its {flops / 1e9:.1f} GFLOP on tensor cores: bf16 at the {peaks['label']} peak of "
+            f"{tensor['bf16']:.0f} TFLOP/s (low) .. TF32 at {ROOF_EFFICIENCY_LOW:.0%} of {tensor['tf32']:.0f} (high), "
+            f"never below the {unit} roof ({roof_mem:.0f} us)")
+
+
+NEEDS_PEAKS = {"KERN002"}
 _FIXES = {
+    "KERN002": _tensor_cores,
     "KERN005": _bank_conflicts,
     "KERN004": _uncoalesced,
     "KERN013": _divisions,
