@@ -11,6 +11,7 @@ import statistics
 import sys
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import FIXTURES  # noqa: E402
 from diagnoser.findings import Finding, leaves  # noqa: E402
 from diagnoser.pipeline import diagnose, predict_peak_all  # noqa: E402
+from diagnoser.report.finding_parts import predicted_all_text  # noqa: E402
 from diagnoser.report.json_report import report_json  # noqa: E402
 from diagnoser.report.render import render_markdown  # noqa: E402
 
@@ -198,6 +200,9 @@ def test_synthetic_two_memory_fixes_together_free_each_owners_bytes_once():
     temp = _synthetic_oom_finding("OOM007", "oom_temporary_buffer", 8.0, 9.0)
     assert predict_peak_all([leak, temp]) == {"peak_gib": 10.0, "low": 4.0, "high": 6.0, "rules": ["OOM003", "OOM007"]}
     assert predict_peak_all([leak]) is None  # one fix: its own prediction says it
+    report = SimpleNamespace(predicted_step_ms_all=None, predicted_peak_all=predict_peak_all([leak, temp]))
+    assert predicted_all_text(report) == ("the memory fixes together, each owner's bytes counted once: "
+                                          "10.00 GiB needed at the peak -> 4.00-6.00 GiB")
     frag = _synthetic_oom_finding("OOM004", "oom_fragmentation", 9.5, 9.8)
     assert predict_peak_all([leak, frag]) is None  # reserved memory: not added to the allocated peak
 

@@ -124,7 +124,8 @@ def predicted_all_text(report) -> str:
     p = getattr(report, "predicted_step_ms_all", None)
     m = getattr(report, "predicted_peak_all", None)
     step = f"{_ms(p['step_ms'])} ms -> {_ms_range(p['low'], p['high'])} a step" if p else ""
-    peak = f"{m['peak_gib']:.2f} GiB needed at the peak -> {m['low']:.2f}-{m['high']:.2f} GiB" if m else ""
+    peak = (f"the memory fixes together, each owner's bytes counted once: {m['peak_gib']:.2f} GiB needed at the "
+            f"peak -> {m['low']:.2f}-{m['high']:.2f} GiB" if m else "")
     return "; ".join(t for t in (step, peak) if t)
 
 
