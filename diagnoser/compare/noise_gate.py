@@ -23,7 +23,7 @@ import math
 
 from ..timeline.names import COMM_KERNEL
 from .sides import _num
-from .thresholds import GPU_FLOOR, HOST_FLOOR, KERNEL_FLOOR, WALL_FLOOR
+from .thresholds import GPU_FLOOR, HOST_DELAY_FLOOR, HOST_FLOOR, KERNEL_FLOOR, WALL_FLOOR
 
 SIGMAS = 3.0
 KERNEL_REASONS = 5  # kernels named in the verdict; the rest counted
@@ -34,6 +34,32 @@ MEASURES = (  # (fact, its spread fact, label, floor)
     ("host_work_ms_per_step", "host_work_spread_pct", "host work per step", HOST_FLOOR),
     ("step_time_ms_p50", None, "step time (wall)", WALL_FLOOR),
 )
+
+
+PACE_QUANTILE = 0.9  # the process's pace: this quantile of AFTER / BEFORE over the gaps between the same two ops
+MIN_GAP_US = 5.0  # gaps shorter than this in BEFORE do not vote on the pace (timer resolution, profiler bookkeeping)
+
+
+def host_delay(before_gaps: dict, after_gaps: dict) -> dict | None:
+    """The host time between ops that AFTER added beyond its process's pace (step_work.host_gaps on each side).
+
+    A slower process stretches every gap between two ops by about the same factor; extra Python work or a
+    sleep between two ops (a user's delay) lengthens the gaps where it sits. Per gap (the same position:
+    the op that ends it and its occurrence in the step), AFTER's shortest minus BEFORE's shortest times the
+    pace, the pace being the 90th percentile of their ratios (a delay at a few positions does not move it);
+    the excess is the sum of the positive ones, in % of AFTER's step without it. None without gaps on a side."""
+    gb, ga = (before_gaps or {}).get("gaps_us") or {}, (after_gaps or {}).get("gaps_us") or {}
+    keys = [k for k in gb if k in ga]
+    ratios = sorted(ga[k] / gb[k] for k in keys if gb[k] >= MIN_GAP_US)
+    step_ms = _num((after_gaps or {}).get("step_ms"))
+    if len(ratios) < 3 or not step_ms:
+        return None
+    pace = ratios[min(len(ratios) - 1, int(PACE_QUANTILE * len(ratios)))]
+    excess = {k: ga[k] - pace * gb[k] for k in keys}
+    ms = sum(v for v in excess.values() if v > 0) / 1e3
+    top = max(excess, key=excess.get)
+    return {"pace": pace, "ms": ms, "pct": 100.0 * ms / max(step_ms - ms, 1e-9), "at": top,
+            "at_ms": max(excess[top], 0.0) / 1e3, "gaps": len(keys)}
 
 
 def noise_of(floor: float, sb: float, sa: float) -> float:
@@ -100,13 +126,27 @@ def noise_gate(comparison: dict, before_run: dict, after_run: dict, pct: float) 
             reasons.append(f"{line}: worse beyond max(PCT {pct:g}%, its noise)")
         else:
             within.append(f"{line}: within {'run-to-run noise' if limit == r['noise_pct'] else f'PCT {pct:g}%'}")
+    charts = comparison.get("charts") or {}
+    delay = host_delay((charts.get("before") or {}).get("host_gaps"), (charts.get("after") or {}).get("host_gaps"))
+    delayed = False
+    if delay is not None:
+        floor = float(HOST_DELAY_FLOOR.value)
+        limit = max(pct, floor)
+        where = f"; +{delay['at_ms']:.3f} ms before {delay['at'].split('#')[0]}" if delay["at_ms"] >= 0.01 else ""
+        line = (f"host time between ops {delay['pct']:+.1f}% +/- {floor:.1f}% of the step (+{delay['ms']:.3f} ms a step "
+                f"beyond the process's pace, {delay['pace']:.2f}x over {delay['gaps']} gaps{where})")
+        delayed = delay["pct"] > limit
+        if delayed:
+            reasons.append(f"{line}: worse beyond max(PCT {pct:g}%, its noise)")
+        else:
+            within.append(f"{line}: within {'run-to-run noise' if limit == floor else f'PCT {pct:g}%'}")
     gpu = by.get("gpu_work_ms_per_step")
     slower = _kernel_reasons(comparison, pct, gpu["before"] if gpu else None)
     slower = [] if faster else slower
     reasons += slower[:KERNEL_REASONS] + ([f"{len(slower) - KERNEL_REASONS} more kernels slower or new (JSON: timeline_kernels)"]
                                           if len(slower) > KERNEL_REASONS else [])
     host = by.get("host_work_ms_per_step")
-    host_within = host is None or host["change_pct"] <= max(pct, host["noise_pct"])
+    host_within = (host is None or host["change_pct"] <= max(pct, host["noise_pct"])) and not delayed
     kb, ka = _num(before_run.get("kernels_per_step")), _num(after_run.get("kernels_per_step"))
     same_kernels = kb is not None and ka is not None and abs(ka - kb) <= max(1.0, 0.01 * kb)
     for f in comparison["findings"]:

@@ -133,6 +133,8 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
     result.charts["top_kernels"] = shown.kernels_chart
     result.charts["top_ops"] = shown.ops_chart
     result.charts["roofline"] = shown.roofline_chart
+    if shown.host_gaps:  # read by compare's regression gate only (not drawn, not in the JSON report)
+        result.charts["host_gaps"] = shown.host_gaps
     if shown.roofline_kernels:  # what an ncu report of the run is matched on, launch by launch (runs/roofline_ncu.py)
         result.identity["roofline_kernels"] = shown.roofline_kernels
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,

@@ -35,7 +35,7 @@ from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, gemm_a
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .ranks import CollectiveKernels, RankSummary
 from .replay import StepGraph, step_graph
-from .step_work import step_work
+from .step_work import host_gaps, step_work
 from .setup import find_setup, setup_text, with_warmup
 from .steps import find_steps, phase_ms
 from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
@@ -74,6 +74,7 @@ class TimelineMetrics:
     roofline_chart: list = field(default_factory=list)  # roofline.op_roofline rows
     roofline_kernels: list = field(default_factory=list)  # their kernels in one steady step (ncu side-by-side)
     step_graph: StepGraph | None = None  # one steady step to replay with fixes applied (replay.py)
+    host_gaps: dict = field(default_factory=dict)  # step_work.host_gaps: the host's time between ops (compare's gate)
 
 
 @dataclass
@@ -337,7 +338,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
     return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip,
                            roofline_chart=roofline_chart, roofline_kernels=roofline_kernels,
-                           step_graph=step_graph(tv, steps))
+                           step_graph=step_graph(tv, steps), host_gaps=host_gaps(tv, steps))
 
 
 def tensor_core_dtypes(devices: list[dict], arch: str = "unknown") -> str:

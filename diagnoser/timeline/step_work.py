@@ -47,3 +47,57 @@ def step_work(tv, steps) -> dict:
         out["host_work_ms_per_step"] = float(np.median(host))
         out["host_work_spread_pct"] = _spread_pct(host)
     return out
+
+
+GAP_STEPS = 50  # steady steps read for the host gaps (the first ones)
+
+
+def host_gaps(tv, steps) -> dict:
+    """The host's time between ops, position by position, for the regression gate (compare/noise_gate.py):
+    in each steady step, the host's busy time is the union of the CPU operators and runtime calls of every
+    thread; each gap in it is keyed by what ends it (the name of the op or call that starts next and its
+    occurrence in the step, `aten::linear#3`); a gap where one thread hands over to another (the main
+    thread waiting for the autograd thread) is left out: that is waiting, not work. Per key, the shortest
+    gap over the steady steps (extra Python between two ops adds to every step; a wake-up or a preemption
+    does not come back each step). {} without op ranges (Nsight Systems without NVTX: no ops to be between).
+    Chart data only: {steps, step_ms (median host range of a step), gaps_us {key: us}}."""
+    tl = tv.tl
+    ranges = tl.ranges
+    idx = steps.steady[:GAP_STEPS]
+    if idx.size == 0 or not len(ranges):
+        return {}
+    ops = ranges[(ranges["kind"] == "op").to_numpy()]
+    if not len(ops):
+        return {}
+    start = np.concatenate((ops["start_ns"].to_numpy(np.int64), tv.host_start))
+    end = np.concatenate((ops["end_ns"].to_numpy(np.int64), tv.host_end))
+    thread = np.concatenate((ops["thread"].to_numpy(), tl.host["thread"].to_numpy())).astype(str)
+    names = np.concatenate((ops["name"].to_numpy(), tl.host["name"].to_numpy())).astype(str)
+    order = np.argsort(start, kind="stable")
+    start, end, thread, names = start[order], end[order], thread[order], names[order]
+    per_step: list[dict] = []
+    for i in idx:
+        lo, hi = int(steps.host_start[i]), int(steps.host_end[i])
+        a, b = np.searchsorted(start, lo), np.searchsorted(start, hi)
+        if b - a < 2:
+            continue
+        s, e = start[a:b], np.minimum(end[a:b], hi)
+        th, nm = thread[a:b], names[a:b]
+        cm = np.maximum.accumulate(e)
+        new = np.concatenate(([True], s[1:] > cm[:-1]))  # an event that starts a busy interval
+        setter = np.maximum.accumulate(np.where(e >= cm, np.arange(e.size), 0))  # the event that ends it so far
+        first = np.flatnonzero(new)
+        prev_end = np.concatenate(([lo], cm[first[1:] - 1]))
+        prev_thread = np.concatenate(([th[0]], th[setter[first[1:] - 1]]))
+        gaps, seen = {}, {}
+        for j, p, pt in zip(first.tolist(), prev_end.tolist(), prev_thread.tolist()):
+            n = seen[nm[j]] = seen.get(nm[j], 0) + 1
+            if pt == th[j]:
+                gaps[f"{nm[j]}#{n}"] = max(int(s[j]) - int(p), 0)
+        per_step.append(gaps)
+    if not per_step:
+        return {}
+    keys = set(per_step[0]).intersection(*per_step[1:])
+    span = (steps.host_end[idx] - steps.host_start[idx]).astype(float) / 1e6
+    return {"steps": len(per_step), "step_ms": float(np.median(span)),
+            "gaps_us": {k: min(g[k] for g in per_step) / 1e3 for k in sorted(keys)}}

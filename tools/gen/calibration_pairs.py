@@ -7,11 +7,12 @@ finding's Fix applied (one change, named in PAIRS).
 
 pairs : every PAIRS entry twice (before, after) under torch.profiler (schedule wait=1, warmup=2,
         active=N; record_shapes, profile_memory and with_stack off) -> DIR/c_NAME_{before,after}.pt.trace.json
-rerun : one process of a rerun program: the base, then the base with an injected slowdown
-        (`kernel`: an extra spin kernel, torch.cuda._sleep, of 5% / 3% of the base's GPU work per step;
-        `host`: a host busy-wait of 5% / 3% of the base's step time), each profiled the same way ->
-        DIR/r_PROGRAM_K_{base,kernel5,host5,kernel3,host3}.pt.trace.json. The sizes of the injections are
-        measured in this process (GPU work per step from a profiler pass; step time from the warm-up).
+rerun : one process of a rerun program: the base, then the base with an injected slowdown mid-step, between
+        ops (INJECT: `kernel` an extra spin kernel, torch.cuda._sleep, of 5% / 3% of the base's GPU work per
+        step; `busy` a Python loop of N iterations, `sleep` a time.sleep, each 5% / 3% of the base's profiled
+        step), each profiled the same way -> DIR/r_PROGRAM_K_{base,kernel5,busy5,sleep5,...}.pt.trace.json.
+        The sizes of the injections are measured in this process (the base's profiled step; the loop's
+        iterations a ms); GPU work per step as given (--gpu-ms) or from a profiler pass.
 GEN_DEVICE=cpu runs toy sizes on the CPU only to check the script logic (no kernels in the traces).
 """
 import argparse
@@ -120,6 +121,7 @@ def pageable_input(after):
         x = x_host.to(DEV, non_blocking=after)
         with autocast():
             loss = F.cross_entropy(model(x).float(), y)
+        mid()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -371,16 +373,22 @@ PAIRS = {  # name -> (workload, the one change of the after run)
 
 
 def profiled(step, path, steps, before_step=None):
-    """Run `step` under torch.profiler: wait=1, warmup=2, active=steps; export to `path`."""
+    """Run `step` under torch.profiler: wait=1, warmup=2, active=steps; export to `path`. Returns the wall
+    time of each active step, ms (from one prof.step() to the next: the ProfilerStep ranges of the trace)."""
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
+    walls = []
     with profile(activities=acts, schedule=schedule(wait=WAIT, warmup=WARM, active=steps),
                  on_trace_ready=lambda p: p.export_chrome_trace(path), record_shapes=False, with_stack=False) as prof:
-        for _ in range(WAIT + WARM + steps):
+        for i in range(WAIT + WARM + steps):
+            t0 = time.perf_counter()
             if before_step:
                 before_step()
             step()
             prof.step()
+            if i >= WAIT + WARM:
+                walls.append((time.perf_counter() - t0) * 1e3)
     sync()
+    return walls
 
 
 def run_pairs(a):
@@ -416,6 +424,7 @@ def rerun_mlp():
     def step():
         with autocast():
             loss = F.cross_entropy(model(x).float(), y)
+        mid()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -434,9 +443,11 @@ def rerun_decode():
     def step():
         tok = torch.zeros(1, dtype=torch.long, device=DEV)
         toks = []
-        for _ in range(6):
+        for i in range(6):
             tok = model(emb[tok]).argmax(-1)
             toks.append(tok)
+            if i == 2:
+                mid()
         log.append(torch.cat(toks).tolist())
     return step
 
@@ -473,6 +484,39 @@ def spin(ms):
         pass
 
 
+def busy(n):
+    """A user's extra CPU work between ops: n iterations of plain Python arithmetic."""
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return s
+
+
+def busy_iters_per_ms():
+    busy(20_000)
+    t = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        busy(100_000)
+        t.append((time.perf_counter() - t0) * 1e3)
+    return 100_000 / float(np.median(t))
+
+
+MID = [None]  # the injection, called in the middle of the step (rerun programs: mid())
+
+
+def mid():
+    if MID[0] is not None:
+        MID[0]()
+
+
+# tag -> (kind, % of the base): `kernel` an extra spin kernel of pct% of the base's GPU work per step;
+# `busy` a Python loop of N iterations (N calibrated in this process) taking pct% of the base's profiled step;
+# `sleep` time.sleep of pct% of the base's profiled step. All placed mid-step, between ops.
+INJECT = {"base": (None, 0), "kernel5": ("kernel", 5), "busy5": ("busy", 5), "sleep5": ("sleep", 5),
+          "kernel3": ("kernel", 3), "busy3": ("busy", 3), "sleep3": ("sleep", 3)}
+
+
 def run_rerun(a):
     torch.manual_seed(0)
     step = {"mlp": rerun_mlp, "decode": rerun_decode}[a.program]()
@@ -488,17 +532,26 @@ def run_rerun(a):
     step_ms = float(np.median(t))
     gpu_ms = a.gpu_ms if a.gpu_ms else gpu_ms_per_step(step)  # given: measured once by an earlier run
     cyc = a.cycles_per_ms if a.cycles_per_ms else sleep_cycles_per_ms()
-    info = {"program": a.program, "run": a.run, "step_ms_warmup": step_ms, "gpu_ms_per_step": gpu_ms,
-            "sleep_cycles_per_ms": cyc}
-    for tag, pct in (("base", 0), ("kernel5", 5), ("host5", 5), ("kernel3", 3), ("host3", 3)):
-        extra = None
-        if tag.startswith("kernel") and CUDA:
+    ipm = busy_iters_per_ms()
+    info = {"program": a.program, "run": a.run, "step_ms_unprofiled": step_ms, "gpu_ms_per_step": gpu_ms,
+            "sleep_cycles_per_ms": cyc, "busy_iters_per_ms": ipm}
+    prof_ms = None
+    for tag, (kind, pct) in INJECT.items():
+        MID[0] = None
+        if kind == "kernel" and CUDA:
             cycles = int(cyc * gpu_ms * pct / 100)
-            extra = lambda c=cycles: torch.cuda._sleep(c)  # noqa: E731
-        elif tag.startswith("host"):
-            extra = lambda ms=step_ms * pct / 100: spin(ms)  # noqa: E731
-        info[tag] = {"pct": pct}
-        profiled(step, os.path.join(a.out, f"r_{a.program}_{a.run}_{tag}.pt.trace.json"), a.steps, extra)
+            MID[0] = lambda c=cycles: torch.cuda._sleep(c)  # noqa: E731
+        elif kind == "busy":
+            n = int(ipm * prof_ms * pct / 100)
+            MID[0] = lambda n=n: busy(n)  # noqa: E731
+        elif kind == "sleep":
+            MID[0] = lambda s=prof_ms * pct / 1e5: time.sleep(s)  # noqa: E731
+        walls = profiled(step, os.path.join(a.out, f"r_{a.program}_{a.run}_{tag}.pt.trace.json"), a.steps)
+        if tag == "base":
+            prof_ms = float(np.median(walls))
+        info[tag] = {"kind": kind, "pct": pct, "step_ms_profiled": float(np.median(walls)),
+                     "delay_ms": None if kind in (None, "kernel") else prof_ms * pct / 100}
+    MID[0] = None
     with open(os.path.join(a.out, f"r_{a.program}_{a.run}.json"), "w") as f:
         json.dump(info, f, indent=1)
     print(json.dumps(info), flush=True)

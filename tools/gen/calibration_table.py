@@ -8,8 +8,8 @@ pairs : per pair, the BEFORE finding of the pair's cause (CAUSE below), its pred
         fix (predicted_step_ms), the AFTER run's own median step, the error (AFTER's step minus the middle of
         the range, % of AFTER's step) and whether AFTER falls inside the range; as a Markdown table.
 reruns: for each program, `compare --fail-on-regression PCT` of run K's base against run K+1's base
-        (identical code: must pass), and against run K+1's kernel5 / host5 / kernel3 / host3 (must trip);
-        how many trip, and the measures' changes.
+        (identical code: must pass), and against run K+1's kernel5 / busy5 / sleep5 / kernel3 / busy3 / sleep3
+        (must trip); how many trip, and the measures' changes.
 """
 import glob
 import json
@@ -72,14 +72,26 @@ def pairs(d: str, prefix: str = "c_") -> None:
     print(json.dumps(rows, indent=1, default=str), file=sys.stderr)
 
 
+TAGS = ("base", "kernel5", "busy5", "sleep5", "kernel3", "busy3", "sleep3")
+
+
 def reruns(d: str, pcts: list[float]) -> None:
-    from diagnoser.compare.core import compare_runs
+    """Each file is diagnosed once (a base is BEFORE of one pair and AFTER of another); the comparisons are
+    compare_runs' own (core.build), gated at each PCT."""
+    from diagnoser import settings
+    from diagnoser.compare.core import build
     from diagnoser.compare.gate import gate, judged
-    from diagnoser.pipeline import load_pack
+    from diagnoser.pipeline import diagnose, load_pack
     pack = load_pack()
+    done: dict = {}
+
+    def report(path):
+        if path not in done:
+            done[path] = diagnose([path], pack=pack)
+        return done[path]
     for program in ("mlp", "decode"):
         runs = sorted({int(os.path.basename(p).split("_")[2]) for p in glob.glob(os.path.join(d, f"r_{program}_*_base.pt.trace.json.gz"))})
-        for tag in ("base", "kernel5", "host5", "kernel3", "host3"):
+        for tag in TAGS:
             trips, lines = {p: 0 for p in pcts}, []
             for i, k in enumerate(runs):
                 j = runs[(i + 1) % len(runs)]
@@ -87,7 +99,8 @@ def reruns(d: str, pcts: list[float]) -> None:
                 a = os.path.join(d, f"r_{program}_{j}_{tag}.pt.trace.json.gz")
                 if not os.path.exists(a):
                     continue
-                c = compare_runs([b], [a], pack)
+                with settings.overridden(pack.settings):
+                    c = build([b], report(b), [a], report(a), pack)
                 for pct in pcts:
                     trips[pct] += bool(gate(c, pct))
                 noisy = judged(c, pcts[0])
@@ -96,6 +109,7 @@ def reruns(d: str, pcts: list[float]) -> None:
             for k, j, reasons, within in lines:
                 print(f"  base {k} -> {tag} {j}: " + (" | ".join(reasons) if reasons else "pass") +
                       ("" if not within else "  [" + " | ".join(within) + "]"))
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":
