@@ -36,8 +36,9 @@ MEASURES = (  # (fact, its spread fact, label, floor)
 )
 
 
-PACE_QUANTILE = 0.9  # the process's pace: this quantile of AFTER / BEFORE over the gaps between the same two ops
-MIN_GAP_US = 5.0  # gaps shorter than this in BEFORE do not vote on the pace (timer resolution, profiler bookkeeping)
+PACE_QUANTILE = 0.9  # the process's pace: this quantile of AFTER / BEFORE over the gaps between the same two ops,
+PACE_SKIP = 2  # ... below the PACE_SKIP largest ratios at least (a delay at one or two positions never sets the pace)
+MIN_GAP_US = 1.0  # gaps shorter than this in BEFORE do not vote on the pace (timer resolution)
 
 
 def host_delay(before_gaps: dict, after_gaps: dict) -> dict | None:
@@ -46,15 +47,16 @@ def host_delay(before_gaps: dict, after_gaps: dict) -> dict | None:
     A slower process stretches every gap between two ops by about the same factor; extra Python work or a
     sleep between two ops (a user's delay) lengthens the gaps where it sits. Per gap (the same position:
     the op that ends it and its occurrence in the step), AFTER's shortest minus BEFORE's shortest times the
-    pace, the pace being the 90th percentile of their ratios (a delay at a few positions does not move it);
+    pace, the pace being the 90th percentile of their ratios, below the two largest (a delay at a few positions does
+    not move it);
     the excess is the sum of the positive ones, in % of AFTER's step without it. None without gaps on a side."""
     gb, ga = (before_gaps or {}).get("gaps_us") or {}, (after_gaps or {}).get("gaps_us") or {}
     keys = [k for k in gb if k in ga]
     ratios = sorted(ga[k] / gb[k] for k in keys if gb[k] >= MIN_GAP_US)
     step_ms = _num((after_gaps or {}).get("step_ms"))
-    if len(ratios) < 3 or not step_ms:
+    if len(ratios) < 2 * PACE_SKIP + 1 or not step_ms:
         return None
-    pace = ratios[min(len(ratios) - 1, int(PACE_QUANTILE * len(ratios)))]
+    pace = ratios[min(len(ratios) - 1 - PACE_SKIP, int(PACE_QUANTILE * len(ratios)))]
     excess = {k: ga[k] - pace * gb[k] for k in keys}
     ms = sum(v for v in excess.values() if v > 0) / 1e3
     top = max(excess, key=excess.get)

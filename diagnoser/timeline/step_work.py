@@ -50,6 +50,7 @@ def step_work(tv, steps) -> dict:
 
 
 GAP_STEPS = 50  # steady steps read for the host gaps (the first ones)
+GAP_EVENTS = 400_000  # ... and no more ops and calls than this in them (halving the steps read)
 
 
 def host_gaps(tv, steps) -> dict:
@@ -69,10 +70,17 @@ def host_gaps(tv, steps) -> dict:
     ops = ranges[(ranges["kind"] == "op").to_numpy()]
     if not len(ops):
         return {}
-    start = np.concatenate((ops["start_ns"].to_numpy(np.int64), tv.host_start))
-    end = np.concatenate((ops["end_ns"].to_numpy(np.int64), tv.host_end))
-    thread = np.concatenate((ops["thread"].to_numpy(), tl.host["thread"].to_numpy())).astype(str)
-    names = np.concatenate((ops["name"].to_numpy(), tl.host["name"].to_numpy())).astype(str)
+    os_, hs = ops["start_ns"].to_numpy(np.int64), tv.host_start
+    while True:  # the first steady steps, as many as hold GAP_EVENTS events at most (two at least)
+        lo, hi = int(steps.host_start[idx].min()), int(steps.host_end[idx].max())
+        in_ops, in_host = (os_ >= lo) & (os_ < hi), (hs >= lo) & (hs < hi)
+        if idx.size <= 2 or int(in_ops.sum() + in_host.sum()) <= GAP_EVENTS:
+            break
+        idx = idx[: idx.size // 2]
+    start = np.concatenate((os_[in_ops], hs[in_host]))
+    end = np.concatenate((ops["end_ns"].to_numpy(np.int64)[in_ops], tv.host_end[in_host]))
+    thread = np.concatenate((ops["thread"].to_numpy()[in_ops], tl.host["thread"].to_numpy()[in_host])).astype(str)
+    names = np.concatenate((ops["name"].to_numpy()[in_ops], tl.host["name"].to_numpy()[in_host])).astype(str)
     order = np.argsort(start, kind="stable")
     start, end, thread, names = start[order], end[order], thread[order], names[order]
     per_step: list[dict] = []
