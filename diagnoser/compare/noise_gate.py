@@ -7,13 +7,15 @@ and one stated test:
   host work per step   (host_work_ms_per_step) the host's own work; its speed differs between processes
   wall time per step   (step_time_ms_p50)      both, plus how they overlap
   each kernel          (time per step by name) a kernel that got slower, or a new one
+  host time between ops (charts host_gaps)     the gaps between ops that grew beyond the process's pace:
+                                               a delay in the code (extra Python, a sleep), not a slower host
 
 The noise of a measure is sqrt(floor^2 + (3 sb)^2 + (3 sa)^2) in % of BEFORE: `floor` the between-run
 variation of identical code (a setting, measured on real reruns: docs/compare.md), sb / sa the
 standard errors of each side's median over its steady steps (3 sigma). A measure regresses when it
 got worse by more than max(PCT, its noise). A finding new or worse in AFTER is a regression of the code
 only when the code's work changed: when the kernels per step are the same, the host's work did not rise
-beyond its noise and the finding is about the host's pace (launches, small kernels, idle the host leaves),
+beyond its noise, no host time between ops rose beyond its noise, and the finding is about the host's pace (launches, small kernels, idle the host leaves),
 it appeared because the host ran slower, and it is said so, not gated. With collectives in the run, more GPU
 work or slower kernels in a step that got faster beyond its step-to-step noise are overlap, not regression.
 """
@@ -47,9 +49,9 @@ def host_delay(before_gaps: dict, after_gaps: dict) -> dict | None:
     A slower process stretches every gap between two ops by about the same factor; extra Python work or a
     sleep between two ops (a user's delay) lengthens the gaps where it sits. Per gap (the same position:
     the op that ends it and its occurrence in the step), AFTER's shortest minus BEFORE's shortest times the
-    pace, the pace being the 90th percentile of their ratios, below the two largest (a delay at a few positions does
-    not move it);
-    the excess is the sum of the positive ones, in % of AFTER's step without it. None without gaps on a side."""
+    pace, the pace being the 90th percentile of their ratios, below the two largest (a delay at one or two
+    positions does not move it); the excess is the sum of the positive ones, in % of AFTER's step without it.
+    None without gaps on a side."""
     gb, ga = (before_gaps or {}).get("gaps_us") or {}, (after_gaps or {}).get("gaps_us") or {}
     keys = [k for k in gb if k in ga]
     ratios = sorted(ga[k] / gb[k] for k in keys if gb[k] >= MIN_GAP_US)
