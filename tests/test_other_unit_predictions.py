@@ -190,6 +190,18 @@ def test_fp32_gemm_predicts_its_time_on_tensor_cores_and_the_bf16_gemm_of_the_sa
     assert p["low"] <= fp32_flops * bf16_us_per_flop <= p["high"]  # 173 us
 
 
+@pytest.mark.parametrize("before, rule, twin, inside", [("o_eval_keeps_graph", "OOM003", "o_eval_no_grad", "inside"),
+                                                         ("q_kv_prealloc_oom", "OOM009", "q_kv_sized", "outside")])
+def test_compare_says_how_much_of_the_predicted_memory_the_fix_freed(before, rule, twin, inside):
+    from click.testing import CliRunner
+    from diagnoser.cli import cli
+    got = CliRunner().invoke(cli, ["compare", str(_path(before)), "--to", str(_path(twin)), "--format", "json"])
+    entry = next(e for e in json.loads(got.output)["findings"] if e["rule"] == rule)
+    row = memory_row(before, rule, twin, "")
+    assert entry["verdict"] == "fixed" and entry["delivered_gib"] == round(row["before"] - row["realized"], 3)
+    assert f"GiB: {inside} the range" in entry["why"] and entry["why"].startswith("freed ")
+
+
 def _synthetic_oom_finding(rule: str, category: str, low: float, high: float) -> Finding:
     return Finding(rule, rule.lower(), category, "oom", "warning", "t", "m", {}, 0.5, "peak memory", None, "", "",
                    prediction={"unit": "GiB", "measured": 10.0, "low": low, "high": high, "assumes": "a"})

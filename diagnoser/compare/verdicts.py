@@ -131,6 +131,27 @@ def _delivered(entry: dict, f, before: Side, after: Side) -> None:
         entry["why"] = f"{entry['why']}; {text}" if entry.get("why") else text
 
 
+def _delivered_peak(entry: dict, f, after: Side) -> None:
+    """How much of the peak memory its fix was predicted to free (BEFORE's predicted_peak_gib) the AFTER
+    snapshot delivered: its own peak (allocated; reserved for fragmentation's prediction, which is of reserved
+    memory) against the memory BEFORE needed."""
+    p = getattr(f, "prediction", None) or {}
+    if p.get("unit") != "GiB" or "low" not in p:
+        return
+    a = _num(after.run.get("peak_reserved_gib" if "measure" in p else "peak_allocated_gib"))
+    if a is None:
+        return
+    b, lo, hi = p["measured"], p["measured"] - p["high"], p["measured"] - p["low"]
+    entry["predicted_peak_gib"] = [round(p["low"], 3), round(p["high"], 3)]
+    entry["delivered_gib"] = round(b - a, 3)
+    inside = "inside" if p["low"] - 1e-9 <= a <= p["high"] + 1e-9 else "outside"
+    text = (f"freed {b - a:.2f} GiB of the predicted {lo:.2f}-{hi:.2f} GiB ({b:.2f} GiB needed -> a peak of {a:.2f} GiB; "
+            f"predicted {p['low']:.2f}-{p['high']:.2f} GiB: {inside} the range)")
+    entry["delivered"] = text
+    if entry["verdict"] in ("fixed", "improved"):
+        entry["why"] = f"{entry['why']}; {text}" if entry.get("why") else text
+
+
 def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: float) -> list[dict]:
     tol = max(MIN_CHANGE.value, noise_pct)
     after_by_rule = {f.rule: f for f in after.report.findings}
@@ -242,6 +263,7 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
                 elif vs & {"improved", "fixed"} and not vs & {"regressed", "new"}:
                     entry["verdict"], entry["why"] = "improved", "some kernels fixed or improved"
         _delivered(entry, f, before, after)
+        _delivered_peak(entry, f, after)
         out.append(entry)
     for g in after.report.findings:
         if g.rule not in before_rules:
