@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import FIXTURES  # noqa: E402
+from conftest import FIXTURES, REPO_ROOT  # noqa: E402
 from diagnoser.findings import Finding, leaves  # noqa: E402
 from diagnoser.pipeline import diagnose, predict_peak_all  # noqa: E402
 from diagnoser.report.finding_parts import predicted_all_text  # noqa: E402
@@ -24,6 +24,7 @@ from diagnoser.report.json_report import report_json  # noqa: E402
 from diagnoser.report.render import render_markdown  # noqa: E402
 
 MEM, NCU = FIXTURES / "mem", FIXTURES / "ncu"
+EXTERNAL = REPO_ROOT.parent / "shared" / "external"
 
 # (before snapshot, its finding, twin snapshot, what differs besides the fix)
 MEMORY_PAIRS = [
@@ -46,6 +47,11 @@ KERNEL_PAIRS = [
     ("k21_conflicts", "KERN005", "0", "1", "f64 tile transpose, padded"),
     ("k21_conflicts", "KERN005", "4", "5", "looped transpose, padded"),
 ]
+# in ../shared/external: (before report, finding, kernel id, after report, its kernel id, what the twin is)
+EXTERNAL_KERNEL_PAIRS = [
+    ("ncar/MW_Baseline", "KERN013", "2", "ncar/MW_DivToMult", "2",
+     "MiniWeather compute_tendencies_x after the workshop's fix (multiply by a reciprocal)"),
+]
 # pinned: (low, high) predicted and the realized value, as docs/calibration.md shows them
 PINNED = {
     "q_kv_prealloc_oom": (2.31, 10.31, 10.99), "o_knn_broadcast": (0.31, 0.87, 0.66),
@@ -55,11 +61,12 @@ PINNED = {
     "k_cuda 9": (275.0, 549.9, 320.6), "k_cuda 5": (188.4, 269.2, 143.0), "k_cuda 6": (96.4, 137.7, 143.0),
     "k_cuda 11": (148.4, 296.8, 283.9), "q_reduce 0": (175.6, 351.2, 215.3),
     "k21_conflicts 0": (143.3, 204.7, 147.6), "k21_conflicts 4": (33.0, 47.1, 46.5),
+    "MW_Baseline 2": (2759.5, 5518.9, 3482.2),
 }
 
 
 def _path(name: str) -> Path:
-    for p in (MEM / f"{name}.snapshot.pickle.gz", NCU / f"{name}.raw.csv.gz"):
+    for p in (MEM / f"{name}.snapshot.pickle.gz", NCU / f"{name}.raw.csv.gz", EXTERNAL / f"{name}.ncu-rep"):
         if p.exists():
             return p
     raise FileNotFoundError(name)
@@ -94,11 +101,16 @@ def memory_row(before: str, rule: str, twin: str, note: str) -> dict:
             "low": p["low"], "high": p["high"], "realized": realized, "note": note}
 
 
-def kernel_row(report: str, rule: str, kernel: str, twin_kernel: str, twin: str) -> dict:
+def kernel_row(report: str, rule: str, kernel: str, twin_kernel: str, twin: str, twin_report: str | None = None) -> dict:
     p = _finding(report, rule, kernel).prediction
-    realized = _kernel_fact(report, twin_kernel, "kernel_duration_us")
-    return {"pair": f"{report} {kernel}", "twin": f"{twin_kernel} {twin}", "finding": rule, "unit": "us",
-            "before": p["measured"], "low": p["low"], "high": p["high"], "realized": realized, "note": ""}
+    realized = _kernel_fact(twin_report or report, twin_kernel, "kernel_duration_us")
+    after = f"{Path(twin_report).name} " if twin_report else ""
+    return {"pair": f"{Path(report).name} {kernel}", "twin": f"{after}{twin_kernel} {twin}", "finding": rule,
+            "unit": "us", "before": p["measured"], "low": p["low"], "high": p["high"], "realized": realized, "note": ""}
+
+
+def external_kernel_row(report, rule, kernel, twin_report, twin_kernel, twin) -> dict:
+    return kernel_row(report, rule, kernel, twin_kernel, twin, twin_report)
 
 
 def _error_pct(row: dict) -> float:
@@ -127,11 +139,26 @@ def test_kernel_finding_predicts_the_twin_kernels_time(report, rule, kernel, twi
     assert row["high"] <= row["before"]
 
 
+@pytest.mark.parametrize("report, rule, kernel, twin_report, twin_kernel, twin", EXTERNAL_KERNEL_PAIRS,
+                         ids=[p[0] for p in EXTERNAL_KERNEL_PAIRS])
+def test_external_kernel_finding_predicts_its_fixed_reports_kernel_time(report, rule, kernel, twin_report,
+                                                                         twin_kernel, twin):
+    if not EXTERNAL.is_dir():
+        pytest.skip("../shared/external is not present")
+    row = external_kernel_row(report, rule, kernel, twin_report, twin_kernel, twin)
+    low, high, realized = PINNED[f"{Path(report).name} {kernel}"]
+    assert (round(row["low"], 1), round(row["high"], 1), round(row["realized"], 1)) == (low, high, realized)
+
+
 def test_other_unit_predictions_over_all_pairs():
     rows = all_rows()
     inside = sum(_inside(r) for r in rows)
-    assert (len(rows), inside) == (15, 12)
-    assert round(statistics.median(abs(_error_pct(r)) for r in rows), 1) == 17.9
+    if EXTERNAL.is_dir():
+        assert (len(rows), inside) == (16, 13)
+        assert round(statistics.median(abs(_error_pct(r)) for r in rows), 1) == 18.0
+    else:
+        assert (len(rows), inside) == (15, 12)
+        assert round(statistics.median(abs(_error_pct(r)) for r in rows), 1) == 17.9
 
 
 def test_kv_cache_oom_json_and_markdown_carry_the_peak_after_the_fix():
@@ -220,7 +247,8 @@ def test_synthetic_two_memory_fixes_together_free_each_owners_bytes_once():
 
 
 def all_rows() -> list[dict]:
-    return [memory_row(*p) for p in MEMORY_PAIRS] + [kernel_row(*p) for p in KERNEL_PAIRS]
+    external = [external_kernel_row(*p) for p in EXTERNAL_KERNEL_PAIRS] if EXTERNAL.is_dir() else []
+    return [memory_row(*p) for p in MEMORY_PAIRS] + [kernel_row(*p) for p in KERNEL_PAIRS] + external
 
 
 def table() -> str:
