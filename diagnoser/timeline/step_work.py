@@ -7,6 +7,7 @@ Pure."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from .intervals import IntervalSet
 
@@ -79,8 +80,9 @@ def host_gaps(tv, steps) -> dict:
         idx = idx[: idx.size // 2]
     start = np.concatenate((os_[in_ops], hs[in_host]))
     end = np.concatenate((ops["end_ns"].to_numpy(np.int64)[in_ops], tv.host_end[in_host]))
-    thread = np.concatenate((ops["thread"].to_numpy()[in_ops], tl.host["thread"].to_numpy()[in_host])).astype(str)
-    names = np.concatenate((ops["name"].to_numpy()[in_ops], tl.host["name"].to_numpy()[in_host])).astype(str)
+    thread = pd.factorize(np.concatenate((ops["thread"].to_numpy()[in_ops].astype(object),
+                                          tl.host["thread"].to_numpy()[in_host].astype(object))))[0]
+    names = np.concatenate((ops["name"].to_numpy()[in_ops].astype(object), tl.host["name"].to_numpy()[in_host].astype(object)))
     order = np.argsort(start, kind="stable")
     start, end, thread, names = start[order], end[order], thread[order], names[order]
     per_step: list[dict] = []
@@ -98,10 +100,11 @@ def host_gaps(tv, steps) -> dict:
         prev_end = np.concatenate(([lo], cm[first[1:] - 1]))
         prev_thread = np.concatenate(([th[0]], th[setter[first[1:] - 1]]))
         gaps, seen = {}, {}
-        for j, p, pt in zip(first.tolist(), prev_end.tolist(), prev_thread.tolist()):
-            n = seen[nm[j]] = seen.get(nm[j], 0) + 1
-            if pt == th[j]:
-                gaps[f"{nm[j]}#{n}"] = max(int(s[j]) - int(p), 0)
+        for name, t, st, p, pt in zip(nm[first].tolist(), th[first].tolist(), s[first].tolist(), prev_end.tolist(),
+                                      prev_thread.tolist()):
+            n = seen[name] = seen.get(name, 0) + 1
+            if pt == t:
+                gaps[f"{name}#{n}"] = max(st - p, 0)
         per_step.append(gaps)
     if not per_step:
         return {}
