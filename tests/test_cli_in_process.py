@@ -41,3 +41,26 @@ def test_main_in_process_gives_the_cyclic_collector_back_as_it_was(fixtures_dir)
         assert gc.get_freeze_count() == 0
     finally:
         gc.enable()
+
+
+def test_the_command_freezes_every_object_at_exit_once(fixtures_dir):
+    """At exit (the atexit handler main() registers, once however often it runs) every object is frozen,
+    so the interpreter's teardown collections skip them; the reports are written all the same."""
+    import os
+    import subprocess
+    import sys
+    code = ("import atexit, gc, sys\nfrom diagnoser import cli\n"
+            "ran = []\nfreeze = cli._skip_exit_collection\n"
+            "cli._skip_exit_collection = lambda: (ran.append(1), freeze())\n"
+            "for _ in range(2):\n"
+            "    try:\n        cli.main(sys.argv[1:])\n    except SystemExit:\n        pass\n"
+            "print('before', gc.get_freeze_count(), file=sys.stderr)\n"
+            "atexit._run_exitfuncs()\n"
+            "print('after', len(ran), gc.get_freeze_count() > 0, file=sys.stderr)\n")
+    trace = str(fixtures_dir / "torch" / "host_sync.pt.trace.json.gz")
+    got = subprocess.run([sys.executable, "-c", code, trace, "--format", "json"], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=300)
+    assert got.stdout.count('"findings"') == 2  # both reports written whole
+    before, after = got.stderr.strip().splitlines()[-2:]
+    assert before == "before 0"  # nothing frozen while the process runs (main unfreezes what it froze)
+    assert after == "after 1 True"  # the handler ran once, and froze
