@@ -244,7 +244,7 @@ SIZES = {
     (32000, 1024, 16, 4, 32): (32000, 768, 12, 6, 16),      # serve_compiled: vocab, d, heads, layers, batch
     (160, 24): (96, 16),                                     # its padded lengths: base, stride
     48: 32,                                                  # conv net width (convnet) and batch (train_multiscale)
-    176: 160, 224: 192,                                      # multi-scale first side / the fixed side
+    176: 160,                                                # multi-scale first side (160..288 px; the fixed side stays 224, their middle)
     (2048, 8, 8192): (1024, 12, 4096),                       # train_mlp: d, depth, batch
     (1024, 16, 4, 16, 512): (768, 12, 4, 8, 1024),           # lm_train: d, heads, layers, batch, seq
     (32000, 2048, 16, 8, 128, 128): (32000, 1024, 8, 12, 64, 256),  # decode: vocab, d, heads, layers, batch, prompt
