@@ -18,6 +18,15 @@ runs ahead of the GPU is seen; the period is the step time. A fix changes the gr
   single_tensor_optimizer  the optimizer's kernels and their launches shrink to a multi-tensor few
   memory_bound_kernels  runs of elementwise kernels fuse into one kernel each (torch.compile)
   launch_overhead    the step's launches become one graph replay: the host's per-kernel work goes
+  compile_recompile  the host's time inside torch.compile's compile ranges (and Inductor's benchmarking of
+                     what it compiled) goes, with the calls made there; the compiled graph's run stays
+                     (low: without its first-run set-up for the new shape)
+  cudnn_autotune     a convolution that synchronized (cuDNN timing candidates) keeps only what it launched
+                     after its last sync (the chosen algorithm); the trials, their syncs and host work go, the
+                     host runs as one that no longer spins in syncs (low: fixed shapes, cudaMalloc / cudaFree
+                     for new sizes go too; high: benchmark off, they stay)
+  gil_contention     the host stretches (and the tail) a GIL-holding Python thread ran through (over 1 ms)
+                     shrink to the step's median .. 90th-percentile stretch (a PyTorch trace with stacks)
 
 Assumes: the GPU work a fix does not touch keeps its measured duration; streams are independent
 apart from the host's order (cross-stream event waits are not modelled); the host's work between
@@ -25,16 +34,20 @@ calls is what it is in the trace, less what the fix removes. Pure; renders nothi
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .api_kinds import API_KINDS
 from .attention import op_tree_spans
+from .autotune import CONV_OP
+from .gil import WAITING_FRAME
 from .intervals import IntervalSet
 from .kernels import (CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
                       _tensor_core)
 from .names import name_mask, optimizer_ranges
+from .recompiles import compile_intervals
 from .steps import PHASE_PATTERNS
 
 OTHER, LAUNCH, SYNC, COPY, ALLOC, GRAPH = range(6)
@@ -60,6 +73,8 @@ HOST_AFTER_SYNCS = (0.65, 0.85)
 # the AFTER run's host pace against BEFORE's for the same work: runs of one program differ (the host work
 # per step of 10 runs of one program spread 3.0-5.3 ms on the GPU machine: docs/compare.md)
 HOST_PACE = (0.8, 1.05)
+GIL_WAIT_NS = 1_000_000  # a host stretch this long that another Python thread ran through: a wait for the GIL
+FIRST_RUN_NS = 1_000_000  # a host stretch this long inside a compiled graph's run is one-time set-up (recompiles)
 
 
 @dataclass
@@ -84,6 +99,13 @@ class StepGraph:
     op_attention_block: np.ndarray  # block id of a hand-written attention block (score GEMM .. value GEMM), -1
     op_chain: np.ndarray       # id of a run of adjacent elementwise kernels (2+), -1
     lag_ns: int                # launch call -> kernel start when the GPU is idle
+    call_compile: np.ndarray | None = None  # ns of the work before it inside torch.compile's compile ranges
+    call_in_compile: np.ndarray | None = None  # made inside a compile range (a compile's own CUDA calls)
+    tail_compile_ns: int = 0   # of the tail, inside compile ranges
+    call_in_region: np.ndarray | None = None  # made inside a compiled graph's run (Torch-Compiled Region)
+    call_trial: np.ndarray | None = None  # made inside a convolution's cuDNN trials (up to its last sync)
+    call_gil: np.ndarray | None = None  # ns of the work before it that another Python thread ran through
+    tail_gil_ns: int = 0       # of the tail, the same
     replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
 
     @property
@@ -110,7 +132,8 @@ def step_graph(tv, steps) -> StepGraph | None:
     tree = op_tree_spans(r)
     shared = {"data": IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel]),
               "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
-              "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy()}
+              "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": _compiling(tl), "region": _regions(tl),
+              "trials": _trials(tv), "holder": _holder(tl)}
     best, err = None, None
     for i in order.tolist():
         g = _graph_of_step(tv, steps, int(i), shared)
@@ -120,6 +143,74 @@ def step_graph(tv, steps) -> StepGraph | None:
         if err is None or e < err:
             best, err = g, e
     return best
+
+
+# Inductor benchmarking a freshly compiled graph's Triton configurations on its first run (a new shape's work)
+BENCHMARK_CONFIGS = re.compile(r"^CachingAutotuner\.benchmark_all_configs")
+
+
+def _compiling(tl) -> IntervalSet:
+    """torch.compile's compile ranges and the autotuning of what it compiled (one per new shape)."""
+    comp = compile_intervals(tl)
+    r = tl.ranges
+    if not len(r):
+        return comp
+    b = r[name_mask(r["name"], BENCHMARK_CONFIGS).astype(bool)]
+    if not len(b):
+        return comp
+    return IntervalSet.of(np.concatenate([comp.starts, b["start_ns"].to_numpy(np.int64)]),
+                          np.concatenate([comp.ends, b["end_ns"].to_numpy(np.int64)]))
+
+
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region")
+
+
+def _regions(tl) -> IntervalSet:
+    r = tl.ranges
+    if not len(r):
+        return IntervalSet.of([], [])
+    e = r[name_mask(r["name"], COMPILED_REGION).astype(bool)]
+    return IntervalSet.of(e["start_ns"].to_numpy(np.int64), e["end_ns"].to_numpy(np.int64))
+
+
+def _trials(tv) -> IntervalSet:
+    """cuDNN timing its candidate algorithms: each convolution operator that synchronized, from its start to
+    the end of its last sync (what it launches after that is the chosen algorithm's work)."""
+    r = tv.tl.ranges
+    if not len(r):
+        return IntervalSet.of([], [])
+    conv = r[(r["kind"] == "op").to_numpy() & name_mask(r["name"], CONV_OP).astype(bool)]
+    sync = tv.host_is("sync")
+    if not len(conv) or not sync.any():
+        return IntervalSet.of([], [])
+    cs, ce = conv["start_ns"].to_numpy(np.int64), conv["end_ns"].to_numpy(np.int64)
+    order = np.argsort(cs, kind="stable")
+    cs, ce = cs[order], ce[order]
+    ss, se = tv.host_start[sync].astype(np.int64), tv.host_end[sync].astype(np.int64)
+    k = np.searchsorted(cs, ss, side="right") - 1
+    inside = (k >= 0) & (ss < ce[np.maximum(k, 0)])
+    if not inside.any():
+        return IntervalSet.of([], [])
+    last = np.full(cs.size, -1, dtype=np.int64)
+    np.maximum.at(last, k[inside], se[inside])
+    tuned = last >= 0
+    return IntervalSet.of(cs[tuned], last[tuned])
+
+
+def _holder(tl) -> IntervalSet:
+    """Where a Python thread that launches no GPU work runs Python (its frames, not inside a wait): while
+    it holds the GIL the launching thread cannot run (a PyTorch trace with stacks; gil.py)."""
+    r = tl.ranges
+    if not len(r) or not len(tl.host):
+        return IntervalSet.of([], [])
+    py = r[(r["kind"] == "python").to_numpy()]
+    if not len(py):
+        return IntervalSet.of([], [])
+    other = py[~np.isin(py["thread"].to_numpy(), np.unique(tl.host["thread"].to_numpy()))]
+    if not len(other):
+        return IntervalSet.of([], [])
+    other = other[~name_mask(other["name"], WAITING_FRAME).astype(bool)]
+    return IntervalSet.of(other["start_ns"].to_numpy(np.int64), other["end_ns"].to_numpy(np.int64))
 
 
 def _call_kinds(tv) -> np.ndarray:
@@ -163,6 +254,20 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
         else np.zeros(calls.size)
     tail = max(he - int(prev_end[-1] if ce.size == 0 else max(ce.max(), hs)), 0)
     call_opt = shared["opt"].contains(cs) if shared["opt"] is not None else np.zeros(calls.size, bool)
+    comp = shared["compile"]
+    if len(comp):
+        call_compile = comp.overlap(prev_end, np.maximum(cs, prev_end))
+        call_in_compile = comp.contains(cs)
+        last_end = int(max(ce.max(), hs)) if ce.size else hs
+        tail_compile = int(comp.overlap(np.array([last_end]), np.array([max(he, last_end)]))[0])
+        call_in_region = shared["region"].contains(cs) if len(shared["region"]) else np.zeros(calls.size, bool)
+    else:
+        call_compile, call_in_compile, tail_compile = np.zeros(calls.size), np.zeros(calls.size, bool), 0
+        call_in_region = np.zeros(calls.size, bool)
+    call_trial = shared["trials"].contains(cs)
+    holder = shared["holder"]
+    call_gil = holder.overlap(prev_end, np.maximum(cs, prev_end)) if len(holder) else np.zeros(calls.size)
+    tail_gil = int(holder.overlap(np.array([he - tail]), np.array([he]))[0]) if len(holder) and tail > 0 else 0
     # GPU ops: duration, stream, category, what the fixes act on
     gstart, gend = tv.gpu_start[ops].astype(np.int64), tv.gpu_end[ops].astype(np.int64)
     dur = np.maximum(gend - gstart, 0)
@@ -205,7 +310,8 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
                      call_attention, call_opt, int(tail),
                      op_call, stream, dur, cat, fp32, pbytes, _attention(tree, thread[calls][op_call], cs[op_call], cat, stream),
                      _chains(cat, stream, op_call),
-                     min(max(lag_ns, 1_000), 20_000))
+                     min(max(lag_ns, 1_000), 20_000), call_compile, call_in_compile, tail_compile,
+                     call_in_region, call_trial, call_gil, tail_gil)
 
 
 def _attention(tree, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -278,6 +384,7 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
     keep_call = np.ones(gap.size, dtype=bool)
     data_floor = 0.0
     node_ns = None
+    tail = float(g.tail_ns)
     if "host_sync" in kinds:
         unblock = blocks & np.isin(g.call_kind, [SYNC, COPY])
         if bound and unblock.any():  # the Fix keeps one read a step: the last one
@@ -347,10 +454,43 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
         if first.size:
             dur[first] = 10_000.0
         node_ns = GRAPH_NODE_NS[bound]
+    if "compile_recompile" in kinds and g.call_compile is not None:
+        # the compiles go (mark_dynamic / dynamic=True: one compile before the steady steps), with what the
+        # compiler itself ran on the device (its benchmarks, module loads); the compiled graph's launches stay
+        gap = np.maximum(gap - g.call_compile, 0.0)
+        keep_call &= ~g.call_in_compile
+        tail = max(tail - g.tail_compile_ns, 0.0)
+        if bound == 0 and g.call_in_region is not None:
+            # low: the freshly compiled graph's first-run set-up for the new shape goes too (host stretches of
+            # over FIRST_RUN_NS inside its run: cuDNN plans, cuBLAS heuristics); high: they stay
+            first = g.call_in_region & (gap > FIRST_RUN_NS)
+            gap[first] = np.median(gap[g.call_in_region]) if g.call_in_region.any() else 0.0
+    if "cudnn_autotune" in kinds and g.call_trial is not None:
+        # fixed shapes (tuned once before the steady steps) or cudnn.benchmark off: no trials, no syncs
+        keep_call &= ~g.call_trial
+        blocks = blocks & ~g.call_trial
+        # a host that no longer spins in the trials' syncs runs faster (as for host_sync)
+        gap *= HOST_AFTER_SYNCS[bound]
+        dur[~blocks] *= HOST_AFTER_SYNCS[bound]
+        if bound == 0:  # low: fixed shapes, the allocator's cached blocks fit again (high: benchmark off)
+            alloc = g.call_kind == ALLOC
+            dur[alloc] = 0.0
+            blocks = blocks & ~alloc
+    if "gil_contention" in kinds and g.call_gil is not None:
+        # the thread moved off the loop: the host stretches it ran through (over GIL_WAIT_NS: the launching
+        # thread waited for the lock) shrink to what the step's other stretches take (median .. 90th percentile)
+        waited = (gap > GIL_WAIT_NS) & (g.call_gil > 0.5 * gap)
+        tail_waited = tail > GIL_WAIT_NS and g.tail_gil_ns > 0.5 * tail
+        if waited.any() or tail_waited:
+            rest = gap[~waited]
+            typical = float(np.percentile(rest, (50, 90)[bound])) if rest.size else 0.0
+            gap[waited] = typical
+            if tail_waited:
+                tail = typical
     if kinds:  # the measured step itself is replayed at its own pace
         gap *= HOST_PACE[bound]
         dur[~blocks] *= HOST_PACE[bound]
-    return gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns
+    return gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns, tail
 
 
 def _drop_calls(g: StepGraph, rows: np.ndarray, keep_call: np.ndarray, gap: np.ndarray) -> None:
@@ -366,11 +506,11 @@ def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
     plain = not kinds and not bound  # the step as measured: replayed once per graph (each prediction starts from it)
     if plain and g.replayed_ns is not None:
         return g.replayed_ns
-    gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns = _fixed(g, frozenset(kinds), bound)
+    gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns, tail = _fixed(g, frozenset(kinds), bound)
     bounds = np.searchsorted(g.op_call, np.arange(gap.size + 1)).tolist()
     gap_l, dur_l, block_l, keep_l = gap.tolist(), dur.tolist(), blocks.tolist(), keep_call.tolist()
     op_dur_l, keep_op_l, stream_l = op_dur.tolist(), keep_op.tolist(), g.op_stream.tolist()
-    lag, node, tail = float(g.lag_ns), float(node_ns or 0.0), float(g.tail_ns)
+    lag, node = float(g.lag_ns), float(node_ns or 0.0)
     streams: dict[int, float] = {}
     t = gpu_done = 0.0
     host_ends, gpu_ends = [], []
@@ -406,7 +546,8 @@ def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
 
 # finding category -> the fix the replay applies
 FIX_OF = {c: c for c in ("host_sync", "input_pipeline", "pageable_memcpy", "allocator_churn", "fp32_no_tensor_cores",
-                          "unfused_attention", "single_tensor_optimizer", "memory_bound_kernels", "launch_overhead")}
+                          "unfused_attention", "single_tensor_optimizer", "memory_bound_kernels", "launch_overhead",
+                          "compile_recompile", "cudnn_autotune", "gil_contention")}
 
 
 def predict(g: StepGraph, categories, measured_ms: float) -> tuple[float, float] | None:
