@@ -25,8 +25,10 @@ runs ahead of the GPU is seen; the period is the step time. A fix changes the gr
                      after its last sync (the chosen algorithm); the trials, their syncs and host work go, the
                      host runs as one that no longer spins in syncs (low: fixed shapes, cudaMalloc / cudaFree
                      for new sizes go too; high: benchmark off, they stay)
-  gil_contention     the host stretches (and the tail) a GIL-holding Python thread ran through (over 1 ms)
-                     shrink to the step's median .. 90th-percentile stretch (a PyTorch trace with stacks)
+  gil_contention     the host stretches (and the tail) in which the launching thread waited for the GIL (an
+                     export: holding a GIL wait, OS calls; a PyTorch trace with stacks: over 1 ms, a Python
+                     thread that launches nothing running through it) shrink to the step's median .. 90th-
+                     percentile stretch
 
 Assumes: the GPU work a fix does not touch keeps its measured duration; streams are independent
 apart from the host's order (cross-stream event waits are not modelled); the host's work between
@@ -42,7 +44,7 @@ import numpy as np
 from .api_kinds import API_KINDS
 from .attention import op_tree_spans
 from .autotune import CONV_OP
-from .gil import WAITING_FRAME
+from .gil import GIL_WAIT, GIL_WAIT_MIN_NS, WAITING_FRAME
 from .intervals import IntervalSet
 from .kernels import (CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
                       _tensor_core)
@@ -106,6 +108,8 @@ class StepGraph:
     call_trial: np.ndarray | None = None  # made inside a convolution's cuDNN trials (up to its last sync)
     call_gil: np.ndarray | None = None  # ns of the work before it that another Python thread ran through
     tail_gil_ns: int = 0       # of the tail, the same
+    call_gil_wait: np.ndarray | None = None  # ns of the work before it the launching thread waited for the GIL (OS calls)
+    tail_gil_wait_ns: int = 0
     replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
 
     @property
@@ -133,7 +137,8 @@ def step_graph(tv, steps) -> StepGraph | None:
     shared = {"data": IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel]),
               "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
               "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": _compiling(tl), "region": _regions(tl),
-              "trials": _trials(tv), "holder": _holder(tl)}
+              "trials": _trials(tv), "holder": _holder(tl),
+              "gil_waits": _gil_waits(tl)}
     best, err = None, None
     for i in order.tolist():
         g = _graph_of_step(tv, steps, int(i), shared)
@@ -213,6 +218,19 @@ def _holder(tl) -> IntervalSet:
     return IntervalSet.of(other["start_ns"].to_numpy(np.int64), other["end_ns"].to_numpy(np.int64))
 
 
+def _gil_waits(tl) -> IntervalSet:
+    """An export's waits of the launching threads for the GIL: condition-variable / futex waits of 1 ms or more
+    (OS calls, `-t osrt`; gil.py tells them from other waits for the step as a whole)."""
+    h = tl.host_threads
+    if h is None or "osrt" not in h.traced or not len(tl.host) or not len(h.os_calls):
+        return IntervalSet.of([], [])
+    c = h.os_calls
+    c = c[np.isin(c["thread"].to_numpy(), np.unique(tl.host["thread"].to_numpy()))]
+    s, e = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
+    ok = (e - s >= GIL_WAIT_MIN_NS.value) & name_mask(c["name"].astype(str), GIL_WAIT).astype(bool)
+    return IntervalSet.of(s[ok], e[ok])
+
+
 def _call_kinds(tv) -> np.ndarray:
     code = np.array([_KIND.get(k, OTHER) for k in API_KINDS], dtype=np.int8)
     return code[tv.host_api] if tv.host_api.size else np.zeros(0, dtype=np.int8)
@@ -268,6 +286,9 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
     holder = shared["holder"]
     call_gil = holder.overlap(prev_end, np.maximum(cs, prev_end)) if len(holder) else np.zeros(calls.size)
     tail_gil = int(holder.overlap(np.array([he - tail]), np.array([he]))[0]) if len(holder) and tail > 0 else 0
+    waits = shared["gil_waits"]
+    call_gil_wait = waits.overlap(prev_end, np.maximum(cs, prev_end)) if len(waits) else np.zeros(calls.size)
+    tail_gil_wait = int(waits.overlap(np.array([he - tail]), np.array([he]))[0]) if len(waits) and tail > 0 else 0
     # GPU ops: duration, stream, category, what the fixes act on
     gstart, gend = tv.gpu_start[ops].astype(np.int64), tv.gpu_end[ops].astype(np.int64)
     dur = np.maximum(gend - gstart, 0)
@@ -311,7 +332,7 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
                      op_call, stream, dur, cat, fp32, pbytes, _attention(tree, thread[calls][op_call], cs[op_call], cat, stream),
                      _chains(cat, stream, op_call),
                      min(max(lag_ns, 1_000), 20_000), call_compile, call_in_compile, tail_compile,
-                     call_in_region, call_trial, call_gil, tail_gil)
+                     call_in_region, call_trial, call_gil, tail_gil, call_gil_wait, tail_gil_wait)
 
 
 def _attention(tree, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -477,10 +498,11 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
             dur[alloc] = 0.0
             blocks = blocks & ~alloc
     if "gil_contention" in kinds and g.call_gil is not None:
-        # the thread moved off the loop: the host stretches it ran through (over GIL_WAIT_NS: the launching
-        # thread waited for the lock) shrink to what the step's other stretches take (median .. 90th percentile)
-        waited = (gap > GIL_WAIT_NS) & (g.call_gil > 0.5 * gap)
-        tail_waited = tail > GIL_WAIT_NS and g.tail_gil_ns > 0.5 * tail
+        # the thread moved off the loop: the host stretches in which the launching thread waited for the lock
+        # (an export: holding a GIL wait; a PyTorch trace: over GIL_WAIT_NS, the holder running through most
+        # of it) shrink to what the step's other stretches take (median .. 90th percentile)
+        waited = ((gap > GIL_WAIT_NS) & (g.call_gil > 0.5 * gap)) | (g.call_gil_wait > 0)
+        tail_waited = (tail > GIL_WAIT_NS and g.tail_gil_ns > 0.5 * tail) or g.tail_gil_wait_ns > 0
         if waited.any() or tail_waited:
             rest = gap[~waited]
             typical = float(np.percentile(rest, (50, 90)[bound])) if rest.size else 0.0

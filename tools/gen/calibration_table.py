@@ -3,7 +3,9 @@ calibration_pairs.py made (no torch needed; run from the repository root).
 
   python3 tools/gen/calibration_table.py pairs DIR [--prefix c_]   # DIR/c_NAME_{before,after}.pt.trace.json.gz
   python3 tools/gen/calibration_table.py reruns DIR [--pct 5,2]   # DIR/r_PROGRAM_K_TAG.pt.trace.json.gz
+  python3 tools/gen/calibration_table.py heldout DIR              # DIR/ho_NAME_{before,after}.pt.trace.json.gz
 
+heldout: the same table for calibration_heldout.py's pairs (HELDOUT: the finding each Fix is for).
 pairs : per pair, the BEFORE finding of the pair's cause (CAUSE below), its predicted step time after the
         fix (predicted_step_ms), the AFTER run's own median step, the error (AFTER's step minus the middle of
         the range, % of AFTER's step) and whether AFTER falls inside the range; as a Markdown table.
@@ -26,6 +28,16 @@ CAUSE = {  # pair -> the finding category its Fix is for
     "empty_cache": "allocator_churn", "compile_chain": "memory_bound_kernels",
 }
 
+HELDOUT = {  # held-out pair -> the finding category its Fix is for (calibration_heldout.py)
+    "sync_wide": "host_sync", "sync_many_reads": "host_sync", "pageable_small": "pageable_memcpy",
+    "loader_big_batch": "input_pipeline", "tf32_train": "fp32_no_tensor_cores",
+    "attention_s1024": "unfused_attention", "optimizer_wide": "single_tensor_optimizer",
+    "graph_decode_deep": "launch_overhead", "compile_chain_small": "memory_bound_kernels",
+    "compile_recompile": "compile_recompile", "cudnn_multiscale": "cudnn_autotune", "gil_thread": "gil_contention",
+    "anomaly": "host_sync", "lmhead_unaligned": "gemm_below_roof", "decode_no_cache": "decode_without_kv_cache",
+}
+RULE = {"anomaly": "TRAIN031"}  # where the category has several rules: the one the Fix is from
+
 
 def _step(report) -> float | None:
     for f in report.facts:
@@ -34,12 +46,12 @@ def _step(report) -> float | None:
     return None
 
 
-def pair_row(d: str, name: str, prefix: str = "c_") -> dict:
+def pair_row(d: str, name: str, prefix: str = "c_", causes: dict = CAUSE) -> dict:
     from diagnoser.pipeline import diagnose
     b = diagnose([os.path.join(d, f"{prefix}{name}_before.pt.trace.json.gz")])
     a = diagnose([os.path.join(d, f"{prefix}{name}_after.pt.trace.json.gz")])
-    row = {"pair": name, "cause": CAUSE[name], "before_ms": _step(b), "after_ms": _step(a)}
-    f = next((f for f in b.findings if f.category == CAUSE[name]), None)
+    row = {"pair": name, "cause": causes[name], "before_ms": _step(b), "after_ms": _step(a)}
+    f = next((f for f in b.findings if f.category == causes[name] and RULE.get(name, f.rule) == f.rule), None)
     row["rule"] = f.rule if f else None
     row["severity"] = f.severity if f else None
     row["gain"] = f.estimated_gain if f else None
@@ -50,11 +62,13 @@ def pair_row(d: str, name: str, prefix: str = "c_") -> dict:
         row.update(low=lo, high=hi, inside=lo <= real <= hi, error_pct=100.0 * (real - (lo + hi) / 2) / real,
                    share_ms=row["before_ms"] * (1 - f.estimated_gain))
     row["after_rules"] = [g.rule for g in a.findings if g.severity != "info"]
+    row["fix"] = f.fix if f else None
+    row["before_rules"] = [(g.rule, g.category, g.severity, g.predicted_step_ms) for g in b.findings if g.severity != "info"]
     return row
 
 
-def pairs(d: str, prefix: str = "c_") -> None:
-    rows = [pair_row(d, n, prefix) for n in CAUSE if os.path.exists(os.path.join(d, f"{prefix}{n}_before.pt.trace.json.gz"))]
+def pairs(d: str, prefix: str = "c_", causes: dict = CAUSE) -> None:
+    rows = [pair_row(d, n, prefix, causes) for n in causes if os.path.exists(os.path.join(d, f"{prefix}{n}_before.pt.trace.json.gz"))]
     print("| pair | finding | before ms | predicted ms | realized ms | error | inside | 'up to' share said |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -116,4 +130,7 @@ if __name__ == "__main__":
     what, d = sys.argv[1], sys.argv[2]
     pcts = [float(x) for x in sys.argv[sys.argv.index("--pct") + 1].split(",")] if "--pct" in sys.argv else [5.0]
     prefix = sys.argv[sys.argv.index("--prefix") + 1] if "--prefix" in sys.argv else "c_"
-    pairs(d, prefix) if what == "pairs" else reruns(d, pcts)
+    if what == "heldout":
+        pairs(d, prefix if "--prefix" in sys.argv else "ho_", HELDOUT)
+    else:
+        pairs(d, prefix) if what == "pairs" else reruns(d, pcts)
