@@ -12,6 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from ..timeline.tables import as_int32
 from .sqlite_columns import empty_column
 
 SMALL_IDS = 1 << 24  # string ids below this are mapped through a lookup table
@@ -82,10 +83,14 @@ def categorical_frame(parts: list[dict], schema: dict[str, str],
         else:
             out = empty_column(n, dtype)
             for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+                values = p.pop(c)
+                if dtype == np.int32 and c not in categories:  # an id: wrapped into int32, never truncated
+                    values = as_int32(values)
                 if dest is None:
-                    out[lo:hi] = p.pop(c)
+                    out[lo:hi] = values
                 else:
-                    out[dest[lo:hi]] = p.pop(c)
+                    out[dest[lo:hi]] = values
+                del values
         if c in categories:
             assert categories[c] == sorted(categories[c]), c
             out = pd.Categorical.from_codes(out, categories=categories[c])

@@ -25,6 +25,7 @@ from ..timeline.tables import (
     MEMORY_COLUMNS,
     RANGE_COLUMNS,
     RANGE_KINDS,
+    as_int32,
     empty_table,
 )
 from .nsys_names import categorical_frame, codes_of_ids, distinct_ids, lookup_strings, sqlite_text
@@ -325,7 +326,7 @@ class ExportReader:
             on = a[:, 1] == dev
             held[on] = np.cumsum(signed[on])
         return pd.DataFrame({"start_ns": a[:, 0], "bytes": signed, "total_allocated": np.full(a.shape[0], -1, np.int64),
-                             "total_reserved": held, "device": a[:, 1]}).astype(MEMORY_COLUMNS)
+                             "total_reserved": held, "device": as_int32(a[:, 1])}).astype(MEMORY_COLUMNS)
 
     def devices(self) -> list[dict]:
         """One dict per CUDA device index: id, name, sm_count, total_memory, cc."""

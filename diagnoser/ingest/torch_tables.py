@@ -15,7 +15,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..timeline.perf_model import is_modeled
-from ..timeline.tables import GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, RANGE_KINDS, empty_table
+from ..timeline.tables import (GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, RANGE_KINDS, as_int32,
+                               empty_table)
 from .kineto_events import (
     ANNOTATION,
     BUCKET_OF_CAT,
@@ -336,7 +337,7 @@ def _frame(columns: dict[str, str], start: np.ndarray, data: dict[str, np.ndarra
         if order is not None:
             values = values[order]
         frame[c] = (pd.Series(pd.Categorical.from_codes(values, categories=categories[c])) if c in categories
-                    else pd.Series(values, dtype=t, copy=False))
+                    else pd.Series(as_int32(values) if t == "int32" else values, dtype=t, copy=False))
         del values
     return pd.DataFrame(frame, copy=False)  # the columns as they are: no consolidating copy
 

@@ -62,7 +62,8 @@ def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     key = np.zeros(cols[0].size, np.int64)
     for c, lo, span in zip(cols, lows, spans):
         key *= span
-        key += c - lo
+        key += c  # (in place into int64: an int32 column's c - lo could overflow int32)
+        key -= lo
     labels, distinct = pd.factorize(key, sort=False)
     order = np.argsort(distinct, kind="stable")
     rank = np.empty(order.size, np.int64)

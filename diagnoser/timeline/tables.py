@@ -9,20 +9,20 @@ gpu        one row per GPU activity
   name         str   demangled kernel name; for copies/sets a label like "Memcpy HtoD"
   start_ns     int64
   end_ns       int64
-  device       int64 CUDA device index
-  stream       int64
-  correlation  int64 joins to host.correlation (-1 when unknown)
+  device       int32 CUDA device index
+  stream       int32
+  correlation  int32 joins to host.correlation (-1 when unknown)
   bytes        int64 bytes moved/set (0 for kernels)
   copy_kind    str   "HtoD" | "DtoH" | "DtoD" | "HtoH" | "PtoP" | "" (kernels, memsets)
   pageable     bool  copy touches pageable (unpinned) host memory
   grid         int64 blocks in the grid (gridX*gridY*gridZ; 0 when unknown or not a kernel)
-  block        int64 threads per block (0 when unknown or not a kernel)
+  block        int32 threads per block (0 when unknown or not a kernel)
 
 host       one row per CUDA runtime/driver API call on a host thread
   name         str   API name as recorded: "cudaLaunchKernel", "cudaStreamSynchronize", ...
   start_ns, end_ns int64
-  thread       int64 host thread id
-  correlation  int64 joins to gpu.correlation (-1 when unknown)
+  thread       int32 host thread id (Nsight Systems: the OS tid, globalTid % 2**24)
+  correlation  int32 joins to gpu.correlation (-1 when unknown)
 
 ranges     one row per CPU-side range: NVTX push/pop or start/end ranges, PyTorch user
            annotations (ProfilerStep#N, DataLoader __next__, Optimizer.step#...), aten ops
@@ -39,7 +39,12 @@ memory     one row per device-memory allocator event (PyTorch traces with profil
   bytes           int64 the block's size: > 0 an allocation, < 0 a free
   total_allocated int64 bytes allocated on the device after it (-1: the source does not know)
   total_reserved  int64 bytes the caching allocator holds from the driver after it
-  device          int64 CUDA device index
+  device          int32 CUDA device index
+
+Ids, codes and small counts are int32 (a table's rows are most of a big trace's memory: 10M kernels
+and 21M runtime calls were 1.41 GB as int64); times, bytes and grid sizes stay int64. A reader
+narrows an id column with `as_int32`: ids beyond the int32 range wrap into it (ids are only joined
+and told apart, and no trace spans 2**31 of them).
 
 host_threads  what the host threads did besides CUDA calls (Nsight Systems exports only; None for
            other sources): a HostThreads of three tables, each empty when not traced, and `traced`,
@@ -58,22 +63,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 GPU_COLUMNS = {
     "kind": "object", "name": "object", "start_ns": "int64", "end_ns": "int64",
-    "device": "int64", "stream": "int64", "correlation": "int64", "bytes": "int64",
-    "copy_kind": "object", "pageable": "bool", "grid": "int64", "block": "int64",
+    "device": "int32", "stream": "int32", "correlation": "int32", "bytes": "int64",
+    "copy_kind": "object", "pageable": "bool", "grid": "int64", "block": "int32",
 }
 HOST_COLUMNS = {
-    "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64",
-    "correlation": "int64",
+    "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int32",
+    "correlation": "int32",
 }
 RANGE_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64", "kind": "object",
 }
 MEMORY_COLUMNS = {
-    "start_ns": "int64", "bytes": "int64", "total_allocated": "int64", "total_reserved": "int64", "device": "int64",
+    "start_ns": "int64", "bytes": "int64", "total_allocated": "int64", "total_reserved": "int64", "device": "int32",
 }
 OS_CALL_COLUMNS = {"name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64"}
 SAMPLE_COLUMNS = {"start_ns": "int64", "thread": "int64", "running": "bool", "function": "object", "module": "object"}
@@ -81,6 +87,23 @@ RUNNING_COLUMNS = {"start_ns": "int64", "end_ns": "int64", "thread": "int64"}
 GPU_KINDS = ("kernel", "memcpy", "memset")
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "")
 RANGE_KINDS = ("nvtx", "annotation", "op", "python")
+
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def as_int32(values) -> np.ndarray:
+    """An id column as int32 (the schema's type for ids): values beyond the int32 range wrap into it
+    (a negative one becomes -1, unknown; a large one keeps its low 31 bits). Ids are only joined and
+    told apart, and a trace never spans 2**31 of them, so wrapping keeps them distinct."""
+    a = np.asarray(values)
+    if a.dtype == np.int32:
+        return a
+    if a.dtype.kind in "iu" and a.size and (int(a.min()) < INT32_MIN or int(a.max()) > INT32_MAX):
+        a = a.astype(np.int64)  # (a copy: the caller's array is left alone)
+        wide = (a < INT32_MIN) | (a > INT32_MAX)
+        a[wide] = np.where(a[wide] < 0, -1, a[wide] & INT32_MAX)
+    return a.astype(np.int32)
 
 
 def empty_table(columns: dict[str, str]) -> pd.DataFrame:

@@ -151,10 +151,10 @@ class TimelineView:
         gpu, host = tl.gpu, tl.host
         self.gpu_start = gpu["start_ns"].to_numpy(dtype=np.int64)
         self.gpu_end = gpu["end_ns"].to_numpy(dtype=np.int64)
-        self.gpu_corr = gpu["correlation"].to_numpy(dtype=np.int64)
+        self.gpu_corr = gpu["correlation"].to_numpy()  # int32 ids: no int64 copy
         self.host_start = host["start_ns"].to_numpy(dtype=np.int64)
         self.host_end = host["end_ns"].to_numpy(dtype=np.int64)
-        self.host_corr = host["correlation"].to_numpy(dtype=np.int64)
+        self.host_corr = host["correlation"].to_numpy()
 
     @cached_property
     def gpu_names(self) -> Names:
