@@ -438,7 +438,10 @@ def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
     return (nxt < n) & (launched >= 0) & (launched <= gs)
 
 
-GAP_CHUNK = 1 << 20  # gaps classified at a time (bounds the temporaries)
+GAP_CHUNK = 1 << 18  # gaps classified at a time (bounds the temporaries: ~20 arrays of a chunk's size)
+# with CPU samples, a chunk is the pool the sample-based classes are judged over (staging_copy,
+# _launch_side_host_time): those keep the larger chunk they were written for
+POOLED_GAP_CHUNK = 1 << 20
 
 
 def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
@@ -448,8 +451,9 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     windows = steps.steady_windows
     cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
     starts, ends, classes, after, threads = [], [], [], [], []
-    for a in range(0, gs.size, GAP_CHUNK):
-        s, e = gs[a:a + GAP_CHUNK], ge[a:a + GAP_CHUNK]
+    chunk = POOLED_GAP_CHUNK if act.side is not None and len(act.side.samples) else GAP_CHUNK
+    for a in range(0, gs.size, chunk):
+        s, e = gs[a:a + chunk], ge[a:a + chunk]
         by = next_thread(dev, e)
         cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e), by)
         cls = _launch_side_host_time(cls, s, e, by, act)
