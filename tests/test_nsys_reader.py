@@ -280,6 +280,29 @@ def test_export_without_nvtx_still_loads(fixtures_dir, tmp_path, timelines):
     pd.testing.assert_frame_equal(tl.gpu, timelines(fixtures_dir, "healthy").gpu)
 
 
+def test_correlation_ids_past_int32_still_join_kernels_to_their_launches(fixtures_dir, tmp_path, timelines):
+    # CUPTI's correlation ids are uint32: a process profiled late in its life records ids past 2**31,
+    # which the Timeline's int32 column wraps into range (ids are only joined)
+    db = plain_copy(fixtures_dir, "launch_bound", tmp_path)
+    with sqlite3.connect(db) as conn:
+        for t in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME"):
+            conn.execute(f"UPDATE CUPTI_ACTIVITY_KIND_{t} SET correlationId = correlationId + 3000000000")
+    tl, before = read_nsys_sqlite(db), timelines(fixtures_dir, "launch_bound")
+    assert str(tl.gpu["correlation"].dtype) == "int32" and int(tl.gpu["correlation"].min()) >= 0
+    pd.testing.assert_frame_equal(tl.gpu.drop(columns="correlation"), before.gpu.drop(columns="correlation"))
+    launched = tl.gpu["correlation"].isin(tl.host["correlation"]).to_numpy()
+    assert launched.mean() > 0.9
+    np.testing.assert_array_equal(launched, before.gpu["correlation"].isin(before.host["correlation"]).to_numpy())
+
+
+def test_as_int32_keeps_ids_in_range_and_wraps_the_rest():
+    from diagnoser.timeline.tables import as_int32
+    ids = np.array([-1, 0, 7, 2**31 - 1, 2**31 + 5, 3 * 2**31, -2**40], np.int64)
+    out = as_int32(ids)
+    assert out.dtype == np.int32 and out.tolist() == [-1, 0, 7, 2**31 - 1, 5, 0, -1]
+    assert ids[4] == 2**31 + 5  # the caller's array is left alone
+
+
 def test_export_with_only_cuda_api_calls_loads_with_an_empty_gpu_table(fixtures_dir, tmp_path):
     db = plain_copy(fixtures_dir, "sdpa_attention", tmp_path)
     with sqlite3.connect(db) as conn:

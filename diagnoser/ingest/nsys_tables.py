@@ -55,6 +55,7 @@ PAGEABLE_MEM_KIND = 0  # ENUM_CUDA_MEM_KIND CUDA_MEMOPR_MEMORY_KIND_PAGEABLE
 NVTX_RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}
 NVTX_DOMAIN_CREATE = 75
 API_VERSION_SUFFIX = re.compile(r"_v\d+$")  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
+ID_COLUMNS = frozenset({"device", "stream", "correlation"})  # fetched as int32 (the Timeline's type for them)
 
 
 class CorruptExport(Exception):
@@ -121,7 +122,8 @@ class ExportReader:
         grid = " * ".join(self.col(t, c, "0") for c in ("gridX", "gridY", "gridZ"))
         block = " * ".join(self.col(t, c, "0") for c in ("blockX", "blockY", "blockZ"))
         return ColumnPlan(t, {**self._common(t), "name": self.col(t, name_col), "grid": grid,
-                         "block": block, "pid": f"({self.col(t, 'globalPid', '0')} >> 24) & {TID_MOD - 1}"})
+                         "block": block, "pid": f"({self.col(t, 'globalPid', '0')} >> 24) & {TID_MOD - 1}"},
+                          int32=ID_COLUMNS | {"block", "pid"})
 
     def memcpy_plan(self) -> ColumnPlan | None:
         t = GPU_TABLES["memcpy"]
@@ -130,14 +132,14 @@ class ExportReader:
         self.require(t, "start", "end")
         return ColumnPlan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0"),
                          "copy": self.col(t, "copyKind", "0"), "src": self.col(t, "srcKind"),
-                         "dst": self.col(t, "dstKind")})
+                         "dst": self.col(t, "dstKind")}, int32=ID_COLUMNS)
 
     def memset_plan(self) -> ColumnPlan | None:
         t = GPU_TABLES["memset"]
         if t not in self.tables:
             return None
         self.require(t, "start", "end")
-        return ColumnPlan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0")})
+        return ColumnPlan(t, {**self._common(t), "bytes": self.col(t, "bytes", "0")}, int32=ID_COLUMNS)
 
     def graph_plan(self) -> ColumnPlan | None:
         """Whole-graph replays (an export made with --cuda-graph-trace=graph, the default): each is one
@@ -146,7 +148,7 @@ class ExportReader:
         if t not in self.tables:
             return None
         self.require(t, "start", "end")
-        return ColumnPlan(t, {**self._common(t), "graph_id": self.col(t, "graphId", "0")})
+        return ColumnPlan(t, {**self._common(t), "graph_id": self.col(t, "graphId", "0")}, int32=ID_COLUMNS)
 
     def _common(self, t: str) -> dict[str, str]:
         return {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "device": self.col(t, "deviceId"),
@@ -220,7 +222,8 @@ class ExportReader:
         self.require(t, "start", "end", "nameId")
         thread = f"coalesce(globalTid % {TID_MOD}, -1)" if "globalTid" in self.columns(t) else "-1"
         return ColumnPlan(t, {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "thread": thread,
-                         "correlation": self.col(t, "correlationId"), "name": self.col(t, "nameId")})
+                         "correlation": self.col(t, "correlationId"), "name": self.col(t, "nameId")},
+                          int32=frozenset({"correlation"}))
 
     def host(self, data: dict | None) -> pd.DataFrame:
         if data is None:

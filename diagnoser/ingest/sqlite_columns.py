@@ -52,6 +52,7 @@ class ColumnPlan:
     exprs: dict[str, str]
     lo: int = 0   # rowid range, inclusive; empty when hi < lo
     hi: int = -1
+    int32: frozenset = frozenset()  # ids stored as int32 as each chunk arrives (timeline.tables.as_int32)
 
     @property
     def sql(self) -> str:
@@ -70,7 +71,8 @@ def read_columns(db_file: Path, conn: sqlite3.Connection, plans: list[ColumnPlan
                  chunk_rows: int = CHUNK_ROWS, parallel_min_rows: int = PARALLEL_MIN_ROWS,
                  max_workers: int | None = None, worker_main: str = WORKER_MAIN,
                  pool: Callable[..., int] | None = None) -> list[dict[str, np.ndarray]]:
-    """Run every plan in rowid chunks (over worker processes for big tables) into int64 arrays.
+    """Run every plan in rowid chunks (over worker processes for big tables) into int64 arrays (int32
+    for a plan's `int32` columns: an id never exists whole as int64).
 
     One dict of columns per plan, in plan order. `pool` runs chunks over workers (default
     `fetch_in_pool`, called positionally); `max_workers` defaults to min(cpus(), MAX_WORKERS).
@@ -87,7 +89,9 @@ def read_columns(db_file: Path, conn: sqlite3.Connection, plans: list[ColumnPlan
         if span > size:
             raise CorruptColumnError(f"table {plan.table} has rowids {plan.lo}..{plan.hi}, more rows than "
                                      f"its {size:,}-byte file can hold")
-    out = [{name: empty_column(span, np.int64) for name in plan.exprs} for plan, span in zip(plans, spans)]
+    from ..timeline.tables import as_int32  # (here: a worker imports this module without pandas)
+    out = [{name: empty_column(span, np.int32 if name in plan.int32 else np.int64) for name in plan.exprs}
+           for plan, span in zip(plans, spans)]
     filled = [0] * len(plans)
     tasks = [(k, first, min(first + chunk_rows, plan.hi + 1))
              for k, plan in enumerate(plans) for first in range(plan.lo, plan.hi + 1, chunk_rows)]
@@ -95,7 +99,7 @@ def read_columns(db_file: Path, conn: sqlite3.Connection, plans: list[ColumnPlan
 
     def store(k: int, count: int, arrays: list[np.ndarray]) -> None:
         for name, values in zip(plans[k].exprs, arrays):
-            out[k][name][filled[k]:filled[k] + count] = values
+            out[k][name][filled[k]:filled[k] + count] = as_int32(values) if name in plans[k].int32 else values
         filled[k] += count
         bar.update(sum(filled))
 

@@ -21,7 +21,8 @@ gpu        one row per GPU activity
 host       one row per CUDA runtime/driver API call on a host thread
   name         str   API name as recorded: "cudaLaunchKernel", "cudaStreamSynchronize", ...
   start_ns, end_ns int64
-  thread       int32 host thread id (Nsight Systems: the OS tid, globalTid % 2**24)
+  thread       int64 host thread id (matched against ranges.thread and op_shapes: a torch trace's tid can
+               be a 64-bit pthread id)
   correlation  int32 joins to gpu.correlation (-1 when unknown)
 
 ranges     one row per CPU-side range: NVTX push/pop or start/end ranges, PyTorch user
@@ -72,7 +73,7 @@ GPU_COLUMNS = {
     "copy_kind": "object", "pageable": "bool", "grid": "int64", "block": "int32",
 }
 HOST_COLUMNS = {
-    "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int32",
+    "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64",
     "correlation": "int32",
 }
 RANGE_COLUMNS = {
