@@ -229,6 +229,19 @@ def test_compare_says_how_much_of_the_predicted_memory_the_fix_freed(before, rul
     assert f"GiB: {inside} the range" in entry["why"] and entry["why"].startswith("freed ")
 
 
+def test_compare_of_the_external_division_pair_says_the_kernel_time_landed_inside_its_prediction():
+    if not EXTERNAL.is_dir():
+        pytest.skip("../shared/external is not present")
+    from click.testing import CliRunner
+    from diagnoser.cli import cli
+    got = CliRunner().invoke(cli, ["compare", str(_path("ncar/MW_Baseline")), "--to", str(_path("ncar/MW_DivToMult")),
+                                   "--format", "json"])
+    entry = next(e for e in json.loads(got.output)["findings"] if e["rule"] == "KERN013")
+    (subject,) = entry["subjects"]
+    assert subject["kernel_us"] == [6190.944, 3482.24] and subject["predicted_kernel_us"] == [2759.474, 5518.949]
+    assert entry["why"] == "6191 -> 3482 us a launch: predicted 2759-5519 us, inside the range"
+
+
 def _synthetic_oom_finding(rule: str, category: str, low: float, high: float) -> Finding:
     return Finding(rule, rule.lower(), category, "oom", "warning", "t", "m", {}, 0.5, "peak memory", None, "", "",
                    prediction={"unit": "GiB", "measured": 10.0, "low": low, "high": high, "assumes": "a"})

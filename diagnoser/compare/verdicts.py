@@ -152,6 +152,20 @@ def _delivered_peak(entry: dict, f, after: Side) -> None:
         entry["why"] = f"{entry['why']}; {text}" if entry.get("why") else text
 
 
+def _kernel_delivered(leaf, after_facts: dict | None) -> dict:
+    """A kernel's predicted launch time after its fix (BEFORE's predicted_kernel_us) against the matched AFTER
+    kernel's own duration: "6191 -> 3482 us a launch: predicted 2759-5519 us, inside the range"."""
+    p = getattr(leaf, "prediction", None) or {}
+    a = _num((after_facts or {}).get("kernel_duration_us"))
+    if p.get("unit") != "us" or "low" not in p or a is None:
+        return {}
+    inside = "inside" if p["low"] - 1e-9 <= a <= p["high"] + 1e-9 else "outside"
+    return {"predicted_kernel_us": [round(p["low"], 3), round(p["high"], 3)],
+            "kernel_us": [round(p["measured"], 3), round(a, 3)],
+            "delivered": f"{_ms(p['measured'])} -> {_ms(a)} us a launch: predicted {_ms(p['low'])}-{_ms(p['high'])} us, "
+                         f"{inside} the range"}
+
+
 def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: float) -> list[dict]:
     tol = max(MIN_CHANGE.value, noise_pct)
     after_by_rule = {f.rule: f for f in after.report.findings}
@@ -206,7 +220,8 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
                 else:
                     verdict = "fixed" if v["holds"] else "improved"
                 subjects.append({"before": _subj_json(before, kb), "after": _subj_json(after, ka) if ka else None,
-                                 "verdict": verdict, "verify": v})
+                                 "verdict": verdict, "verify": v,
+                                 **_kernel_delivered(leaf, _facts_for(after, ka) if ka else None)})
             for leaf in (_leaves(g) if g else []):
                 ka = _subject_key(leaf)
                 if inverse.get(ka) not in was_on:
@@ -264,6 +279,9 @@ def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: 
                     entry["verdict"], entry["why"] = "improved", "some kernels fixed or improved"
         _delivered(entry, f, before, after)
         _delivered_peak(entry, f, after)
+        said = [x["delivered"] for x in entry.get("subjects", []) if x.get("delivered")]
+        if len(said) == 1 and entry.get("verdict") in ("fixed", "improved") and "delivered" not in entry:
+            entry["why"] = f"{entry['why']}; {said[0]}" if entry.get("why") else said[0]
         out.append(entry)
     for g in after.report.findings:
         if g.rule not in before_rules:
