@@ -27,12 +27,13 @@ PAIRS = [
     ("compile_recompile", "compile_recompile", "INFER019", 6281.885, 8.517, 75.134, 4.074),
     ("cudnn_multiscale", "cudnn_autotune", "TRAIN021", 2187.149, 11.374, 21.746, 11.504),
     ("gil_thread", "gil_contention", "TRAIN022", 1664.137, 19.682, 34.932, 20.418),
-    ("anomaly", "host_sync", "TRAIN031", 13.367, 7.582, 10.798, 6.803),
+    ("anomaly", "host_sync", "TRAIN031", 13.367, 6.670, 6.900, 6.803),  # in-sample since the NaN-check change
     ("lmhead_unaligned", "gemm_below_roof", "KERN019", 28.501, 21.434, 24.967, 24.860),
 ]
 # the realized step outside the range (docs/calibration.md says why for each)
 MISSES = {"pageable_small", "loader_big_batch", "tf32_train", "attention_s1024", "compile_chain_small",
-          "compile_recompile", "anomaly"}
+          "compile_recompile"}
+INFORMED = {"anomaly"}  # held-out pairs a model change was made from (no longer held out: docs/calibration.md)
 # pairs whose BEFORE has no finding of the cause: (pair, category, BEFORE step, AFTER step)
 NO_FINDING = [
     ("sync_wide", "host_sync", 10.458, 9.843),             # GPU-bound: the 3 reads cost nothing, the fix gave nothing
@@ -74,5 +75,7 @@ def test_heldout_pair_without_a_finding_of_its_cause(pair):
 def test_heldout_hit_rate_and_median_error_as_published():
     inside = [low <= real <= high for _, _, _, _, low, high, real in PAIRS]
     errors = [abs(real - (low + high) / 2) / real for _, _, _, _, low, high, real in PAIRS]
-    assert (sum(inside), len(PAIRS)) == (6, 13)
-    assert 100 * statistics.median(errors) == pytest.approx(33.7, abs=0.05)
+    assert (sum(inside), len(PAIRS)) == (7, 13)
+    assert 100 * statistics.median(errors) == pytest.approx(27.2, abs=0.05)
+    still_held_out = [low <= real <= high for name, _, _, _, low, high, real in PAIRS if name not in INFORMED]
+    assert (sum(still_held_out), len(still_held_out)) == (6, 12)

@@ -9,7 +9,8 @@ the GPU, a blocking call (a sync, a pageable or read-back copy, a cudaFree) hold
 the GPU has finished what was enqueued. The step is replayed several times in a row so a host that
 runs ahead of the GPU is seen; the period is the step time. A fix changes the graph:
 
-  host_sync          blocking syncs and read-back copies stop blocking (one kept at the step's end: high)
+  host_sync          blocking syncs and read-back copies stop blocking (one kept at the step's end: high);
+                     where they are anomaly mode's NaN checks, the checks go whole
   input_pipeline     the host's data work leaves the loop (workers: 4-8 of them do it in parallel)
   pageable_memcpy    pageable copies run at pinned bandwidth and stop blocking
   allocator_churn    cudaMalloc / cudaFree cost nothing and stop blocking
@@ -44,6 +45,7 @@ import numpy as np
 from .api_kinds import API_KINDS
 from .attention import op_tree_spans
 from .autotune import CONV_OP
+from .debug_apis import BACKWARD_FUNCTION
 from .gil import GIL_WAIT, GIL_WAIT_MIN_NS, WAITING_FRAME
 from .intervals import IntervalSet
 from .kernels import (CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
@@ -110,6 +112,8 @@ class StepGraph:
     tail_gil_ns: int = 0       # of the tail, the same
     call_gil_wait: np.ndarray | None = None  # ns of the work before it the launching thread waited for the GIL (OS calls)
     tail_gil_wait_ns: int = 0
+    call_nan_check: np.ndarray | None = None  # made inside anomaly mode's NaN checks (isnan / any / item in backward)
+    call_nan_gap: np.ndarray | None = None  # ns of the work before it inside those checks
     replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
 
     @property
@@ -138,7 +142,7 @@ def step_graph(tv, steps) -> StepGraph | None:
               "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
               "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": _compiling(tl), "region": _regions(tl),
               "trials": _trials(tv), "holder": _holder(tl),
-              "gil_waits": _gil_waits(tl)}
+              "gil_waits": _gil_waits(tl), "nan_checks": _nan_checks(tl)}
     best, err = None, None
     for i in order.tolist():
         g = _graph_of_step(tv, steps, int(i), shared)
@@ -231,6 +235,25 @@ def _gil_waits(tl) -> IntervalSet:
     return IntervalSet.of(s[ok], e[ok])
 
 
+NAN_CHECK_OP = re.compile(r"^aten::(?:isnan|_is_any_true|item)$")
+
+
+def _nan_checks(tl) -> IntervalSet:
+    """Autograd anomaly mode's NaN checks: the isnan -> _is_any_true -> item ops inside backward functions
+    (debug_apis.py); their read-back is the sync a host_sync finding counts."""
+    r = tl.ranges
+    if tl.source != "torch" or not len(r):
+        return IntervalSet.of([], [])
+    ops = (r["kind"] == "op").to_numpy()
+    check = ops & name_mask(r["name"], NAN_CHECK_OP).astype(bool)
+    if not check.any():
+        return IntervalSet.of([], [])
+    bwd = ops & name_mask(r["name"], BACKWARD_FUNCTION).astype(bool)
+    start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    inside = IntervalSet.of(start[bwd], end[bwd]).contains(start[check])
+    return IntervalSet.of(start[check][inside], end[check][inside])
+
+
 def _call_kinds(tv) -> np.ndarray:
     code = np.array([_KIND.get(k, OTHER) for k in API_KINDS], dtype=np.int8)
     return code[tv.host_api] if tv.host_api.size else np.zeros(0, dtype=np.int8)
@@ -288,6 +311,9 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
     tail_gil = int(holder.overlap(np.array([he - tail]), np.array([he]))[0]) if len(holder) and tail > 0 else 0
     waits = shared["gil_waits"]
     call_gil_wait = waits.overlap(prev_end, np.maximum(cs, prev_end)) if len(waits) else np.zeros(calls.size)
+    checks = shared["nan_checks"]
+    call_nan_check = checks.contains(cs) if len(checks) else np.zeros(calls.size, bool)
+    call_nan_gap = checks.overlap(prev_end, np.maximum(cs, prev_end)) if len(checks) else np.zeros(calls.size)
     tail_gil_wait = int(waits.overlap(np.array([he - tail]), np.array([he]))[0]) if len(waits) and tail > 0 else 0
     # GPU ops: duration, stream, category, what the fixes act on
     gstart, gend = tv.gpu_start[ops].astype(np.int64), tv.gpu_end[ops].astype(np.int64)
@@ -332,7 +358,8 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
                      op_call, stream, dur, cat, fp32, pbytes, _attention(tree, thread[calls][op_call], cs[op_call], cat, stream),
                      _chains(cat, stream, op_call),
                      min(max(lag_ns, 1_000), 20_000), call_compile, call_in_compile, tail_compile,
-                     call_in_region, call_trial, call_gil, tail_gil, call_gil_wait, tail_gil_wait)
+                     call_in_region, call_trial, call_gil, tail_gil, call_gil_wait, tail_gil_wait,
+                     call_nan_check, call_nan_gap)
 
 
 def _attention(tree, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -412,6 +439,12 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
             unblock[np.flatnonzero(unblock)[-1]] = False
         dur[unblock] = np.minimum(dur[unblock], RESUME_NS)
         blocks = blocks & ~unblock
+        if g.call_nan_check is not None and g.call_nan_check.any():
+            # the syncs are anomaly mode's NaN checks: turned off, the checks go whole (their kernels, read-backs
+            # and host work), not just their waits
+            keep_call &= ~g.call_nan_check
+            blocks = blocks & ~g.call_nan_check
+            gap = np.maximum(gap - g.call_nan_gap, 0.0)
         gap *= HOST_AFTER_SYNCS[bound]
         dur[~blocks] *= HOST_AFTER_SYNCS[bound]
     if "allocator_churn" in kinds:
