@@ -259,14 +259,17 @@ def _input_copy_at(ends: np.ndarray, act: HostActivity) -> np.ndarray:
     """For each gap, the host-to-device copy that starts at its end (the next input arriving), as an
     index into act.input_copy; -1 where there is none."""
     c = act.input_copy
-    out = np.full(ends.size, -1, dtype=np.int64)
     if c.size == 0:
-        return out
+        return np.full(ends.size, -1, dtype=np.int64)
     i = np.searchsorted(c, ends, side="left")
     ok = i < c.size
-    ok[ok] = c[i[ok]] - ends[ok] <= INPUT_COPY_WINDOW_NS.value
-    out[ok] = i[ok]
-    return out
+    np.minimum(i, c.size - 1, out=i)
+    near = c[i]
+    near -= ends
+    ok &= near <= INPUT_COPY_WINDOW_NS.value
+    del near
+    i[~ok] = -1
+    return i
 
 
 def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_kernels: IntervalSet,
@@ -470,8 +473,16 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
             threads.append((by if gap is None else by[gap])[inside])
     if not starts:
         return Gaps(dev.device, gs, ge, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
-    return Gaps(dev.device, np.concatenate(starts), np.concatenate(ends), np.concatenate(classes),
-                np.concatenate(after), np.concatenate(threads) if threads else None)
+    del gs, ge, s, e, by, cls, at_sync, ps, pe, gap, inside  # (the whole gaps: only the kept pieces are joined)
+    return Gaps(dev.device, _joined(starts), _joined(ends), _joined(classes), _joined(after),
+                _joined(threads) if threads else None)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The chunks as one array, the list emptied as it is joined: a column at a time is held twice."""
+    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    parts.clear()
+    return out
 
 
 def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from .. import settings
+from .host_threads import launching_threads
 from .intervals import IntervalSet
 from .tables import Timeline
 
@@ -39,7 +40,7 @@ def gil_stats_export(tl: Timeline, windows: IntervalSet, gs: np.ndarray, ge: np.
     h = tl.host_threads
     if h is None or "osrt" not in h.traced or not len(tl.host) or steps <= 0:
         return {}
-    launching = np.unique(tl.host["thread"].to_numpy())
+    launching = launching_threads(tl)
     c = h.os_calls
     c = c[np.isin(c["thread"].to_numpy(), launching)]
     if not len(c):
@@ -83,7 +84,7 @@ def gil_stats_torch(tl: Timeline, gs: np.ndarray, ge: np.ndarray, windows: Inter
     py = r[(r["kind"] == "python").to_numpy()]
     if not len(py):
         return {}
-    launching = np.unique(tl.host["thread"].to_numpy())
+    launching = launching_threads(tl)
     other = py[~np.isin(py["thread"].to_numpy(), launching)]
     if not len(other):
         return {"gil_idle_pct": 0.0}

@@ -156,13 +156,19 @@ def _name_matches(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
     return names.astype(str).str.match(pattern).to_numpy(bool)
 
 
+def launching_threads(tl: Timeline) -> np.ndarray:
+    """The distinct threads of the CUDA calls, sorted (np.unique's answer, hashed: no sort of every call)."""
+    return np.sort(pd.unique(tl.host["thread"].to_numpy()))
+
+
+
 def host_side(tl: Timeline) -> HostSide | None:
     """The launching threads' waits and running spans; None when the source records neither (not nsys)."""
     h = tl.host_threads
     main = launching_thread(tl)
     if h is None or main is None or not h.traced:
         return None
-    launching = np.unique(tl.host["thread"].to_numpy())
+    launching = launching_threads(tl)
     calls = h.os_calls[np.isin(h.os_calls["thread"].to_numpy(), launching)]
     blocking = _name_matches(calls["name"], BLOCKING_CALLS)
     calls = calls[blocking]

@@ -151,6 +151,12 @@ def _pct(gaps, sel: np.ndarray, span: float) -> float:
     return 100.0 * float((gaps.end - gaps.start)[sel].sum()) / max(span, 1)
 
 
+def _ending_in_copy(gaps, sel: np.ndarray, act) -> np.ndarray:
+    """The selected gaps (a mask) that end in a host-to-device copy, as indices (only those are searched)."""
+    rows = np.flatnonzero(sel)
+    return rows[_input_copy_at(gaps.end[rows], act) >= 0]
+
+
 def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[dict], RankComm] | None:
     """GPU busy and idle time (by class) over the steady steps into v; the steps chart and what the
     cross-rank communication split needs (None: no GPU activity). Its device intervals and gaps are
@@ -208,7 +214,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
         at = _input_copy_at(gaps.end[staged], act)
         v["staged_copy_mb_per_step"] = float(act.input_copy_bytes[at[at >= 0]].sum()) / 1e6 / nsteps
     elif tv.tl.source != "nsys" or (act.side is not None and act.side.sees_compute and len(act.side.samples)) \
-            or _pct(gaps, data & (_input_copy_at(gaps.end, act) >= 0), span) < UNSEEN_FLOOR_PCT.value:
+            or _pct(gaps, _ending_in_copy(gaps, data, act), span) < UNSEEN_FLOOR_PCT.value:
         # (without samples a staging gap is a data gap ending in a copy: too little of those holds none worth naming)
         # measured none: an operator tree names the copy, samples show no staging, or no gap could be one
         v["idle_staging_copy_pct"] = 0.0
