@@ -193,7 +193,8 @@ class TimelineView:
     def launch_row(self) -> np.ndarray:
         """Host row of each gpu row's launch call (the first call with its correlation id), or -1."""
         keys, rows = first_rows(self.host_corr)
-        return lookup(keys, rows, self.gpu_corr)
+        row = lookup(keys, rows, self.gpu_corr)
+        return row.astype(np.int32) if self.host_start.size < 1 << 31 else row  # (kept all along: half the size)
 
     @cached_property
     def launch_known(self) -> np.ndarray:
