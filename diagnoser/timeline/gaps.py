@@ -453,7 +453,7 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     gs, ge = dev.compute.gaps(lo, hi)
     windows = steps.steady_windows
     cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
-    starts, ends, classes, after, threads = [], [], [], [], []
+    cols, n = None, 0  # start, end, class, after_sync, thread of the kept pieces, filled chunk by chunk
     chunk = POOLED_GAP_CHUNK if act.side is not None and len(act.side.samples) else GAP_CHUNK
     for a in range(0, gs.size, chunk):
         s, e = gs[a:a + chunk], ge[a:a + chunk]
@@ -465,24 +465,18 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
         # keeping only the pieces inside steady step windows
         ps, pe, gap = _cut(s, e, cuts)
         inside = windows.contains(ps + (pe - ps) // 2)
-        starts.append(ps[inside])
-        ends.append(pe[inside])
-        classes.append((cls if gap is None else cls[gap])[inside])
-        after.append((at_sync if gap is None else at_sync[gap])[inside])
-        if by is not None:
-            threads.append((by if gap is None else by[gap])[inside])
-    if not starts:
+        pieces = (ps, pe, cls if gap is None else cls[gap], at_sync if gap is None else at_sync[gap],
+                  None if by is None else (by if gap is None else by[gap]))
+        if cols is None:  # sized once (each cut adds at most one piece): no list of chunks to join at the end
+            cols = [None if p is None else np.empty(gs.size + cuts.size, p.dtype) for p in pieces]
+        k = int(np.count_nonzero(inside))
+        for col, p in zip(cols, pieces):
+            if col is not None:
+                np.compress(inside, p, out=col[n:n + k])
+        n += k
+    if cols is None:
         return Gaps(dev.device, gs, ge, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
-    del gs, ge, s, e, by, cls, at_sync, ps, pe, gap, inside  # (the whole gaps: only the kept pieces are joined)
-    return Gaps(dev.device, _joined(starts), _joined(ends), _joined(classes), _joined(after),
-                _joined(threads) if threads else None)
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """The chunks as one array, the list emptied as it is joined: a column at a time is held twice."""
-    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    parts.clear()
-    return out
+    return Gaps(dev.device, *(None if c is None else c[:n].copy() if n < c.size // 2 else c[:n] for c in cols))
 
 
 def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
