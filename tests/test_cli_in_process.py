@@ -64,3 +64,17 @@ def test_the_command_freezes_every_object_at_exit_once(fixtures_dir):
     before, after = got.stderr.strip().splitlines()[-2:]
     assert before == "before 0"  # nothing frozen while the process runs (main unfreezes what it froze)
     assert after == "after 1 True"  # the handler ran once, and froze
+
+
+def test_the_command_run_outside_main_freezes_nothing(fixtures_dir):
+    """A click test runner invokes the command without main(): nothing would unfreeze what the import
+    step froze, so it freezes nothing (the whole suite ran such tests before the one above and failed)."""
+    import gc
+
+    from click.testing import CliRunner
+    assert gc.get_freeze_count() == 0
+    result = CliRunner().invoke(cli.cli, [str(fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"),
+                                          "--format", "json", "-o", "/dev/null"])
+    assert result.exit_code == 0, result.output
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()

@@ -103,13 +103,14 @@ def _no_collection():
     (gc.freeze; main() unfreezes them when it returns to an in-process caller): every object an import
     makes lives to the end, yet the collections the imports trigger (~150) and the later ones of the
     run would each walk them again, ~0.05-0.1 s of CPU for nothing. Nothing is frozen for a caller
-    that froze objects itself (main() could not give back only ours)."""
+    that froze objects itself (main() could not give back only ours), nor outside main() (a click test
+    runner invoking the command: nothing would unfreeze it)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if gc.get_freeze_count() == 0:
+        if gc.get_freeze_count() == 0 and limits.process_owned():
             gc.freeze()
         if was:
             gc.enable()
