@@ -14,10 +14,13 @@ runs ahead of the GPU is seen; the period is the step time. A fix changes the gr
   input_pipeline     the host's data work leaves the loop (workers: 4-8 of them do it in parallel)
   pageable_memcpy    pageable copies run at pinned bandwidth and stop blocking
   allocator_churn    cudaMalloc / cudaFree cost nothing and stop blocking
-  fp32_no_tensor_cores  GEMMs without tensor cores run 3.5-12x faster (TF32 .. bf16)
+  fp32_no_tensor_cores  GEMMs without tensor cores run faster: the device's datasheet bf16 / FP32 peak ratio ..
+                     0.8 of its TF32 / FP32 ratio (14.8x .. 5.9x on an H100 / H200; unknown device: 14x .. 7x)
   unfused_attention  score GEMM .. value GEMM blocks become one fused kernel of 0.3-0.8 their GEMM time
   single_tensor_optimizer  the optimizer's kernels and their launches shrink to a multi-tensor few
-  memory_bound_kernels  runs of elementwise kernels fuse into one kernel each (torch.compile)
+  memory_bound_kernels  runs of elementwise kernels fuse into one kernel each (torch.compile); each call of a
+                     compiled function costs the host its guards and wrapper (low: one call a step, the Fix's
+                     whole-model compile; high: one per fused run)
   launch_overhead    the step's launches become one graph replay: the host's per-kernel work goes
   compile_recompile  the host's time inside torch.compile's compile ranges (and Inductor's benchmarking of
                      what it compiled) goes, with the calls made there; the compiled graph's run stays
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import device_peaks
 from .api_kinds import API_KINDS
 from .attention import op_tree_spans
 from .autotune import CONV_OP
@@ -62,7 +66,13 @@ CHAIN = (CATEGORY_CODE["elementwise"], CATEGORY_CODE["copy"], CATEGORY_CODE["red
 REPEATS = 4
 RESUME_NS = 2_000  # a blocking call that finds the GPU done returns after about this long
 # what each fix does, as (low, high) of the factor it applies (module doc)
-TENSOR_CORE_SPEEDUP = (14.0, 7.0)
+TENSOR_CORE_SPEEDUP = (14.0, 7.0)  # a device not in the peaks table (device_peaks.py)
+# TF32 GEMMs of moderate size reach less of their datasheet peak than FP32 ones of theirs: 6.2x of the
+# H200's 7.4x ratio at d 2048 (held-out pair tf32_train, docs/calibration.md)
+TF32_OF_PEAK = 0.8
+# host time of one call of a torch.compile'd function (Dynamo's guards, Inductor's wrapper, its launches):
+# 144-214 us, median 173, in the calibration pair compile_chain's AFTER trace (docs/calibration.md)
+COMPILED_CALL_NS = 173_000
 FLASH_OF_GEMM = (0.2, 0.6)
 FUSED_OPTIMIZER_GPU = (0.1, 0.35)
 FUSED_OPTIMIZER_LAUNCHES = (0.02, 0.1)
@@ -114,6 +124,7 @@ class StepGraph:
     tail_gil_wait_ns: int = 0
     call_nan_check: np.ndarray | None = None  # made inside anomaly mode's NaN checks (isnan / any / item in backward)
     call_nan_gap: np.ndarray | None = None  # ns of the work before it inside those checks
+    tc_speedup: tuple = TENSOR_CORE_SPEEDUP  # (low, high) speed-up of an FP32 GEMM put on tensor cores
     replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
 
     @property
@@ -151,7 +162,20 @@ def step_graph(tv, steps) -> StepGraph | None:
         e = abs(replay(g) - float(np.median(dur)))
         if err is None or e < err:
             best, err = g, e
+    if best is not None:
+        best.tc_speedup = tensor_core_speedup(tl.devices)
     return best
+
+
+def tensor_core_speedup(devices) -> tuple:
+    """(low, high) of an FP32 GEMM's speed-up on tensor cores: the datasheet's dense bf16 / FP32 peak ratio (the
+    Fix's bf16 autocast) .. TF32_OF_PEAK of its TF32 / FP32 ratio (the Fix's TF32); TENSOR_CORE_SPEEDUP where the
+    device is not in the peaks table or lacks either figure."""
+    peaks = device_peaks.lookup(devices)
+    if not peaks or "bf16" not in peaks["tensor"] or "tf32" not in peaks["tensor"]:
+        return TENSOR_CORE_SPEEDUP
+    fp32 = peaks["fp32_tflops"]
+    return (peaks["tensor"]["bf16"] / fp32, TF32_OF_PEAK * peaks["tensor"]["tf32"] / fp32)
 
 
 # Inductor benchmarking a freshly compiled graph's Triton configurations on its first run (a new shape's work)
@@ -467,7 +491,7 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
         gap = np.maximum(gap - g.call_data, 0.0)
         data_floor = data / LOADER_WORKERS[bound]
     if "fp32_no_tensor_cores" in kinds:
-        op_dur[g.op_fp32_gemm] /= TENSOR_CORE_SPEEDUP[bound]
+        op_dur[g.op_fp32_gemm] /= g.tc_speedup[bound]
     if "unfused_attention" in kinds:
         gap = np.maximum(gap - g.call_attention, 0.0)  # the blocks' host work: one fused op is left of it
         for b in np.unique(g.op_attention_block[g.op_attention_block >= 0]):
@@ -493,13 +517,15 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
             host = g.call_opt & keep_call
             gap[host] *= FUSED_OPTIMIZER_HOST[bound]
     if "memory_bound_kernels" in kinds:
-        for c in np.unique(g.op_chain[g.op_chain >= 0]):
+        for j, c in enumerate(np.unique(g.op_chain[g.op_chain >= 0]).tolist()):
             rows = np.flatnonzero(g.op_chain == c)
             longest = float(op_dur[rows].max())
             op_dur[rows] = 0.0
             keep_op[rows[1:]] = False
             op_dur[rows[0]] = longest * FUSED_CHAIN[bound]
             _drop_calls(g, rows, keep_call, gap)
+            if bound or j == 0:  # the compiled call's host cost: once a step (low) .. once per fused run (high)
+                gap[g.op_call[rows[0]]] += COMPILED_CALL_NS
     if "launch_overhead" in kinds:
         launch = np.isin(g.call_kind, [LAUNCH, GRAPH]) & ~blocks
         first = np.flatnonzero(launch)[:1]
