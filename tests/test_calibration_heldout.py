@@ -19,11 +19,11 @@ PAIRS = [
     ("sync_many_reads", "host_sync", "INFER002", 16.339, 8.375, 14.475, 14.142),
     ("pageable_small", "pageable_memcpy", "TRAIN007", 8.842, 3.102, 4.038, 3.028),
     ("loader_big_batch", "input_pipeline", "TRAIN001", 124.730, 14.563, 29.328, 9.035),
-    ("tf32_train", "fp32_no_tensor_cores", "TRAIN008", 15.628, 1.772, 2.751, 3.107),
+    ("tf32_train", "fp32_no_tensor_cores", "TRAIN008", 15.628, 1.772, 3.151, 3.107),  # in-sample: TF32 factor
     ("attention_s1024", "unfused_attention", "INFER001", 11.462, 2.018, 2.655, 1.315),
     ("optimizer_wide", "single_tensor_optimizer", "TRAIN010", 41.810, 19.334, 26.221, 19.428),
     ("graph_decode_deep", "launch_overhead", "INFER003", 19.934, 1.317, 2.093, 1.367),
-    ("compile_chain_small", "memory_bound_kernels", "INFER008", 1.690, 0.296, 0.425, 1.553),
+    ("compile_chain_small", "memory_bound_kernels", "INFER008", 1.690, 0.434, 1.203, 1.553),  # in-sample: call cost
     ("compile_recompile", "compile_recompile", "INFER019", 6281.885, 8.517, 75.134, 4.074),
     ("cudnn_multiscale", "cudnn_autotune", "TRAIN021", 2187.149, 11.374, 21.746, 11.504),
     ("gil_thread", "gil_contention", "TRAIN022", 1664.137, 19.682, 34.932, 20.418),
@@ -31,9 +31,8 @@ PAIRS = [
     ("lmhead_unaligned", "gemm_below_roof", "KERN019", 28.501, 21.434, 24.967, 24.860),
 ]
 # the realized step outside the range (docs/calibration.md says why for each)
-MISSES = {"pageable_small", "loader_big_batch", "tf32_train", "attention_s1024", "compile_chain_small",
-          "compile_recompile"}
-INFORMED = {"anomaly"}  # held-out pairs a model change was made from (no longer held out: docs/calibration.md)
+MISSES = {"pageable_small", "loader_big_batch", "attention_s1024", "compile_chain_small", "compile_recompile"}
+INFORMED = {"anomaly", "tf32_train", "compile_chain_small"}  # held-out pairs a model change was made from (no longer held out: docs/calibration.md)
 # pairs whose BEFORE has no finding of the cause: (pair, category, BEFORE step, AFTER step)
 NO_FINDING = [
     ("sync_wide", "host_sync", 10.458, 9.843),             # GPU-bound: the 3 reads cost nothing, the fix gave nothing
@@ -75,7 +74,7 @@ def test_heldout_pair_without_a_finding_of_its_cause(pair):
 def test_heldout_hit_rate_and_median_error_as_published():
     inside = [low <= real <= high for _, _, _, _, low, high, real in PAIRS]
     errors = [abs(real - (low + high) / 2) / real for _, _, _, _, low, high, real in PAIRS]
-    assert (sum(inside), len(PAIRS)) == (7, 13)
-    assert 100 * statistics.median(errors) == pytest.approx(27.2, abs=0.05)
+    assert (sum(inside), len(PAIRS)) == (8, 13)
+    assert 100 * statistics.median(errors) == pytest.approx(24.8, abs=0.1)
     still_held_out = [low <= real <= high for name, _, _, _, low, high, real in PAIRS if name not in INFORMED]
-    assert (sum(still_held_out), len(still_held_out)) == (6, 12)
+    assert (sum(still_held_out), len(still_held_out)) == (6, 10)

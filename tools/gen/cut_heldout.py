@@ -5,7 +5,7 @@ each trace cut to 2 of its profiled steps (the 2nd and 3rd) with compare_pairs.p
   * with_stack traces: trim_python_frames.py (frames under 50 us go);
   * the recompile trace: trim_compile_internals.py (the ops inside the compile and config-benchmark ranges go).
 
-  python3 tools/gen/cut_heldout.py SRC_DIR DST_DIR     # SRC_DIR/ho_NAME_{before,after}.pt.trace.json.gz
+  python3 tools/gen/cut_heldout.py SRC_DIR DST_DIR     # SRC_DIR/ho_NAME_{before,after}.pt.trace.json.gz (set 2: ho2_NAME_...)
 """
 import glob
 import gzip
@@ -50,7 +50,7 @@ def put_back_frames(src: str, dst: str) -> None:
 
 def main(src_dir: str, dst_dir: str) -> None:
     os.makedirs(dst_dir, exist_ok=True)
-    for src in sorted(glob.glob(os.path.join(src_dir, "ho_*.pt.trace.json.gz"))):
+    for src in sorted(glob.glob(os.path.join(src_dir, "ho*_*.pt.trace.json.gz"))):
         dst = os.path.join(dst_dir, "cal_" + os.path.basename(src))
         with gzip.open(src, "rt") as f:
             text = f.read()
