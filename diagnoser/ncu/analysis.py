@@ -100,12 +100,8 @@ def _stall(m: dict) -> tuple[str, float] | None:
     return reason, 100.0 * stalls[reason] / total
 
 
-def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(None, None)) -> dict[str, object]:
-    """Every kernel fact derivable from one launch's metrics (absent metrics -> absent facts).
-
-    `neighbours`: the names of the launches just before and after it (library attribution).
-    """
-    m = launch.metrics
+def _origin_facts(launch, neighbours) -> tuple[dict[str, object], str]:
+    """Who wrote the kernel (a library, PyTorch, user code) and what that means for a fix."""
     f: dict[str, object] = {"kernel_name": launch.name, "kernel_base_name": launch.short_name}
     origin = kernel_origin(launch.name, launch.short_name)
     if cudnn_conv_gemm(neighbours[0], launch.name, neighbours[1], origin):
@@ -116,6 +112,12 @@ def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(No
     f["tensor_core_switch"] = tensor_core_switch(origin)
     if lib:
         f["library_name"] = lib
+    return f, origin
+
+
+def _throughput_facts(m: dict, total_ns: float) -> dict[str, object]:
+    """Duration, its share of the report, and the Speed-of-Light throughputs."""
+    f: dict[str, object] = {}
     dur = _num(m, M_DURATION)
     if dur is not None:
         f["kernel_duration_us"] = dur / 1e3
@@ -128,7 +130,12 @@ def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(No
     f["dram_throughput_pct"] = _num(m, M_DRAM)
     f["l1_throughput_pct"] = _num(m, M_L1)
     f["l2_throughput_pct"] = _num(m, M_L2)
-    f.update(launch_work(m))  # FLOPs and DRAM bytes: the per-op roofline's side-by-side (runs/roofline_ncu.py)
+    return f
+
+
+def _launch_shape_facts(m: dict, sm_count: float | None) -> dict[str, object]:
+    """Occupancy and what limits it, the grid against the SMs, registers per thread."""
+    f: dict[str, object] = {}
     ach, theo = _num(m, M_ACH_OCC), _num(m, M_THEO_OCC)
     f["achieved_occupancy_pct"], f["theoretical_occupancy_pct"] = ach, theo
     f["occupancy_achieved_of_theoretical_pct"] = _ratio(ach, theo, 100.0)
@@ -141,22 +148,40 @@ def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(No
     fill = _ratio(grid, sms, 100.0)
     f["grid_sm_fill_pct"] = min(100.0, fill) if fill is not None else None
     f["registers_per_thread_count"] = _num(m, "launch__registers_per_thread")
+    return f
 
+
+def _global_sectors(m: dict) -> list[float | None]:
+    """Global load and store sectors (32 bytes each) through L1."""
+    return [_num(m, f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum") for op in ("ld", "st")]
+
+
+def _local_memory_facts(m: dict) -> dict[str, object]:
+    """Register spills: local memory traffic, and its share of all load/store sectors."""
+    f: dict[str, object] = {}
     local = [_num(m, f"l1tex__t_sectors_pipe_lsu_mem_local_op_{op}.sum") for op in ("ld", "st")]
-    glob = [_num(m, f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum") for op in ("ld", "st")]
+    glob = _global_sectors(m)
     if None not in local:
         f["local_memory_bytes"] = 32.0 * sum(local)
         if None not in glob:
             f["local_memory_share_pct"] = _ratio(sum(local), sum(local) + sum(glob), 100.0) or 0.0
+    return f
 
-    f["tensor_pipe_pct"] = _num(m, M_TENSOR)
-    f["fp32_pipe_pct"] = _num(m, M_FMA)
-    f["fp64_pipe_pct"] = _num(m, M_FP64)
+
+def _instruction_facts(m: dict) -> dict[str, object]:
+    """Which pipes are busy and how shared memory is used."""
+    f: dict[str, object] = {"tensor_pipe_pct": _num(m, M_TENSOR), "fp32_pipe_pct": _num(m, M_FMA),
+                            "fp64_pipe_pct": _num(m, M_FP64)}
     f.update(pipe_facts(m))
-    inst = _num(m, M_INST)
-    f["shared_inst_share_pct"] = _ratio(_num(m, "smsp__sass_inst_executed_op_shared.sum"), inst, 100.0)
+    f["shared_inst_share_pct"] = _ratio(_num(m, "smsp__sass_inst_executed_op_shared.sum"), _num(m, M_INST), 100.0)
     f.update(shared_conflict_facts(m))
+    return f
 
+
+def _global_access_facts(m: dict) -> dict[str, object]:
+    """Sectors per request and the bytes used of each sector fetched, loads and stores apart."""
+    f: dict[str, object] = {}
+    glob = _global_sectors(m)
     for op, word in (("ld", "load"), ("st", "store")):
         requests = _num(m, f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
         used = _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio")
@@ -166,27 +191,55 @@ def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(No
             f[f"global_{word}_efficiency_pct"] = _ratio(
                 _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio"),
                 _num(m, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.max_rate"), 100.0)
+    return f
 
-    f.update(access_waste_facts(m))
 
+def _warp_facts(m: dict) -> dict[str, object]:
+    """Divergence (active threads per warp) and the dominant stall reason."""
+    f: dict[str, object] = {}
     threads = _num(m, M_THREADS_PER_INST)
-    if threads is not None and inst:
+    if threads is not None and _num(m, M_INST):
         f["active_threads_per_warp_count"] = threads
         f["warp_efficiency_pct"] = threads / 32.0 * 100.0
     stall = _stall(m)
     if stall:
         f["dominant_stall_reason"], f["dominant_stall_share_pct"] = stall
+    return f
 
+
+def _atomic_facts(m: dict) -> dict[str, object]:
+    """Global atomics: how many, their share of instructions, their rate, one L2 unit hotter than the rest."""
+    f: dict[str, object] = {}
     atom = [_num(m, f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum") for op in ("atom", "red")]
+    dur = _num(m, M_DURATION)
     if None not in atom:
         f["atomic_inst_count"] = sum(atom)
-        f["atomic_inst_share_pct"] = _ratio(sum(atom), inst, 100.0)
+        f["atomic_inst_share_pct"] = _ratio(sum(atom), _num(m, M_INST), 100.0)
         if dur:
             f["atomic_throughput_per_us"] = sum(atom) / (dur / 1e3)
     hot_unit = _num(m, "lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed")
     f["l2_atomic_hotspot_ratio"] = _ratio(
         hot_unit, _num(m, "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed"))
     f["l2_atomic_hot_unit_busy_pct"] = hot_unit
+    return f
+
+
+def launch_facts(launch, total_ns: float, sm_count: float | None, neighbours=(None, None)) -> dict[str, object]:
+    """Every kernel fact derivable from one launch's metrics (absent metrics -> absent facts).
+
+    `neighbours`: the names of the launches just before and after it (library attribution).
+    """
+    m = launch.metrics
+    f, origin = _origin_facts(launch, neighbours)
+    f.update(_throughput_facts(m, total_ns))
+    f.update(launch_work(m))  # FLOPs and DRAM bytes: the per-op roofline's side-by-side (runs/roofline_ncu.py)
+    f.update(_launch_shape_facts(m, sm_count))
+    f.update(_local_memory_facts(m))
+    f.update(_instruction_facts(m))
+    f.update(_global_access_facts(m))
+    f.update(access_waste_facts(m))
+    f.update(_warp_facts(m))
+    f.update(_atomic_facts(m))
     f.update(sm_balance_facts(m))
     if origin == "PyTorch" and (op := aten_op_of(launch.name) or aten_op_of(launch.short_name)):
         f["aten_op"], f["aten_op_fix"] = op
