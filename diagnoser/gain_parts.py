@@ -22,13 +22,12 @@ import ast
 import functools
 from dataclasses import dataclass, field
 
+from .idle_classes import IDLE_FACT, IDLE_PARTS, OWN_IDLE_CLASSES, PEER_WAIT, PEER_WAIT_FACT
+from .kernel_categories import BUSY_CATEGORIES as BUSY, COMMUNICATION, KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
 from .rulespec.expr import budget_names, eval_expr
 
-# Kernel categories of busy GPU time (timeline/kernels.py KERNEL_CATEGORIES less communication, which
-# is the idle classes `comm` and `peer_wait`: gpu_busy_pct excludes NCCL kernels).
-BUSY = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy", "optimizer", "other")
-IDLE = {"data": "idle_data_pct", "host": "idle_host_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
-        "comm": "idle_comm_pct", "peer_wait": "idle_peer_wait_pct", "unexplained": "idle_unexplained_pct"}
+# the step's idle parts -> the fact that sizes each
+IDLE = {c: (IDLE_FACT | {PEER_WAIT: PEER_WAIT_FACT})[c] for c in IDLE_PARTS}
 MEMORY_OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
 
 
@@ -42,7 +41,7 @@ def _idle(*classes: str) -> tuple[str, ...]:
 
 # A rank's own work (timeline catalogue, rank_own_work_pct): GPU busy plus the idle its host holds up
 # doing something other than launching or communicating.
-OWN_WORK = _busy(*BUSY) + _idle("data", "host", "sync", "alloc", "unexplained")
+OWN_WORK = _busy(*BUSY) + _idle(*OWN_IDLE_CLASSES)
 
 
 def _pace_setter(values: dict, rank: str | None) -> bool:
@@ -60,7 +59,7 @@ def _straggler(subject, values: dict) -> tuple[str, ...]:
 
 def _top_kernel(subject, values: dict) -> tuple[str, ...]:
     cat = str(values.get("top_kernel_category", ""))
-    return _idle("comm", "peer_wait") if cat == "communication" else (_busy(cat) if cat in BUSY else _busy(*BUSY))
+    return _idle(COMMUNICATION, PEER_WAIT) if cat == COMMUNICATION else (_busy(cat) if cat in BUSY else _busy(*BUSY))
 
 
 def _leak(subject, values: dict) -> tuple[str, ...]:
@@ -81,7 +80,7 @@ SHARES: dict[str, dict] = {
         "gemm_no_tensor_core_step_pct": _busy("gemm"),
         # score GEMM through value GEMM: the GEMMs, softmax and the scale / mask / transpose kernels between
         "unfused_attention_pct": _busy("gemm", "softmax", "elementwise", "copy", "reduction", "normalization", "other"),
-        "memory_bound_step_pct": _busy("elementwise", "copy", "normalization", "softmax", "reduction"),
+        "memory_bound_step_pct": _busy(*MEMORY_BOUND_CATEGORIES),
         # the host's optimizer step: its kernels, and the launch gaps between them
         "optimizer_step_pct": _busy("optimizer") + _idle("launch"),
         "optimizer_gpu_pct": _busy("optimizer"),
@@ -97,14 +96,14 @@ SHARES: dict[str, dict] = {
         "top_kernel_pct": _top_kernel,
         # the per-op roofline's op furthest below its roof (timeline/roofline.py)
         "roofline_compute_gap_step_pct": _busy("gemm", "attention", "other"),
-        "roofline_memory_gap_step_pct": _busy("elementwise", "copy", "normalization", "softmax", "reduction", "gemm"),
+        "roofline_memory_gap_step_pct": _busy(*MEMORY_BOUND_CATEGORIES, "gemm"),
         "rank_straggler_cost_pct": _straggler,
         "straggler_cost_pct": _straggler,
     },
     # a timeline's GPU activity time, per kernel category (a kernel's own share, kernel_time_share_pct of
     # an Nsight Compute report, is a part of its own: one per kernel launch)
     "GPU time": {
-        **{f"kernel_{c}_pct": (f"gpu:{c}",) for c in BUSY + ("communication",)},
+        **{f"kernel_{c}_pct": (f"gpu:{c}",) for c in KERNEL_CATEGORIES},
         "fused_attention_pct": ("gpu:attention",),
     },
     "trace time": {"setup_pct": ("setup",)},
@@ -150,7 +149,7 @@ def unit_parts(unit: str, values: dict) -> dict[str, float]:
             for c in BUSY:
                 parts[f"busy:{c}"] = max(0.0, (_num(values, f"kernel_{c}_pct") or 0.0) * scale)
     elif unit == "GPU time":
-        for c in BUSY + ("communication",):
+        for c in KERNEL_CATEGORIES:
             if _num(values, f"kernel_{c}_pct") is not None:
                 parts[f"gpu:{c}"] = max(0.0, _num(values, f"kernel_{c}_pct"))
     elif unit == "trace time" and _num(values, "setup_pct") is not None:

@@ -3,6 +3,8 @@ and how to collect the input that yields it (shown when a rule is "not evaluated
 from __future__ import annotations
 
 from ..facts import FactSpec
+from ..idle_classes import IDLE_CLASSES
+from ..kernel_categories import KERNEL_CATEGORIES
 from ..program_kinds import ATTENTION_KINDS, FRAMEWORKS, GPU_ARCHS
 from .decode_catalogue import CATALOGUE as DECODE_CATALOGUE
 from .roofline_catalogue import CATALOGUE as ROOFLINE_CATALOGUE
@@ -159,7 +161,7 @@ CATALOGUE: list[FactSpec] = [
     _s("idle_unexplained_contents", "what the trace shows inside the unexplained idle gaps, each with its share of "
        "that idle: the host ranges and operators covering them, the Python files whose frames (launching nothing) "
        "cover them, the launching thread's blocking OS calls and CPU samples there (an Nsight Systems export)", HOST),
-    _s("idle_top_class", "the idle class with the most time: data | host | sync | alloc | launch | communication | unexplained | none"),
+    _s("idle_top_class", f"the idle class with the most time: {' | '.join(IDLE_CLASSES + ('none',))}"),
     _n("comm_kernel_ms_per_step", "ms", "time per step in NCCL kernels (waiting for peers plus transfer)"),
     _n("comm_transfer_ms_per_step", "ms", "NCCL transfer time per step: for each collective, its shortest NCCL "
        "kernel over the ranks (the time all ranks spend once everyone has arrived), summed; mean over ranks", RANKS),
@@ -194,8 +196,7 @@ CATALOGUE: list[FactSpec] = [
     _n("pageable_memcpy_pct", "%", "share of step time spent in pageable copies"),
     # kernel categories
     *[_n(f"kernel_{c}_pct", "%", f"share of GPU activity time in {c} kernels")
-      for c in ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
-                "communication", "optimizer", "other")],
+      for c in KERNEL_CATEGORIES],
     _s("top_kernel_category", "kernel category with the most GPU time"),
     _s("top_kernel_name", "base name of the kernel with the most GPU time"),
     _n("top_kernel_pct", "%", "share of GPU activity time in the top kernel"),

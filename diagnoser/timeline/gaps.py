@@ -35,14 +35,13 @@ import numpy as np
 import pandas as pd
 
 from .. import settings
+from ..idle_classes import IDLE_CLASSES
 from .intervals import IntervalSet
 from .host_threads import C_LIBRARY, COLLECT, HostSide, function_text, host_side, wait_text
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
 from .recompiles import compile_intervals
 from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
 from .view import Names, TimelineView, is_sorted
-
-IDLE_CLASSES = ("data", "host", "sync", "alloc", "launch", "communication", "unexplained")
 
 # ops that read a value back to the host; they sync only when they copy (the API calls say so),
 # so they are never counted as CPU-side data work

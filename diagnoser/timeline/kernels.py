@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import settings
+from ..kernel_categories import KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
 from ..kernel_names import ALIGNED_BYTES, gemm_alignment
 from .tables import Timeline
 from .intervals import IntervalSet
@@ -19,10 +20,8 @@ from .steps import Steps
 from .attention import unfused_attention
 from .view import Names, TimelineView, codes_of
 
-KERNEL_CATEGORIES = ("gemm", "attention", "softmax", "normalization", "elementwise", "reduction", "copy",
-                     "communication", "optimizer", "other")
-
-# First match wins; order matters (an attention kernel contains "gemm"-like tile names).
+# The categories (diagnoser/kernel_categories.py) by name. First match wins; order matters (an attention
+# kernel contains "gemm"-like tile names).
 CATEGORY_PATTERNS: list[tuple[str, re.Pattern]] = [
     ("communication", COMM_KERNEL),
     ("attention", re.compile(r"flash|fmha|sdpa|attention|_mha_|mha_fwd|mha_bwd|compute_dot_do_o|convert_dq|"
@@ -113,7 +112,7 @@ def tensor_core_use(names: pd.Series) -> pd.Series:
 CATEGORY_CODE = {c: i for i, c in enumerate(KERNEL_CATEGORIES)}
 GEMM, ATTENTION, SOFTMAX, COPY, COMMUNICATION, OPTIMIZER = (
     CATEGORY_CODE[c] for c in ("gemm", "attention", "softmax", "copy", "communication", "optimizer"))
-MEMORY_BOUND = [CATEGORY_CODE[c] for c in ("elementwise", "copy", "normalization", "softmax", "reduction")]
+MEMORY_BOUND = [CATEGORY_CODE[c] for c in MEMORY_BOUND_CATEGORIES]
 # what hand-written attention runs between its score and value GEMMs: scale, mask, casts, softmax, dropout
 BETWEEN_SCORE_AND_VALUE = [CATEGORY_CODE[c] for c in ("elementwise", "copy", "softmax")]
 

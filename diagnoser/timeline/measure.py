@@ -10,6 +10,8 @@ import numpy as np
 
 from .. import settings
 from ..identity import program_identity
+from ..idle_classes import IDLE_FACT
+from ..kernel_categories import COMMUNICATION
 from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gap_contents import idle_contents
@@ -54,8 +56,6 @@ SETUP_NOTE_MAX_STEPS = settings.register(
     "... steady steps above this many show the steady state (one-time-setup: max_steady_steps)")
 GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
-IDLE_FACT = {"data": "idle_data_pct", "host": "idle_host_pct", "sync": "idle_sync_pct", "alloc": "idle_alloc_pct", "launch": "idle_launch_pct",
-             "communication": "idle_comm_pct", "unexplained": "idle_unexplained_pct"}
 
 
 @dataclass
@@ -290,7 +290,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
         v[f"kernel_{r.category}_pct"] = float(r.share_pct)
     if cats["time_ms"].sum() > 0:
         v["top_kernel_category"] = str(cats.sort_values(["time_ms", "category"], ascending=[False, True]).iloc[0].category)
-    kernels = kt.is_kernel & (kt.category != KERNEL_CATEGORIES.index("communication"))
+    kernels = kt.is_kernel & (kt.category != KERNEL_CATEGORIES.index(COMMUNICATION))
     if kernels.any():  # NCCL kernels mostly wait for peers: Nsight Compute has nothing to say on them
         by_name = kt.names.subset(kernels).sum_by_name(kt.dur_ns[kernels]).sort_values(ascending=False, kind="stable")
         total = max(float(kt.dur_ns.sum()), 1.0)

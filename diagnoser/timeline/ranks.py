@@ -24,9 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# GPU idle a rank's own host causes by doing something other than launching the common work; launch
-# gaps (the same launches, issued more slowly) and NCCL waits are not the rank's own work
-OWN_IDLE_CLASSES = ("data", "host", "sync", "alloc", "unexplained")
+from ..idle_classes import OWN_IDLE_CLASSES
 
 
 @dataclass
