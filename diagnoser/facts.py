@@ -7,7 +7,6 @@ catalogue is the vocabulary rule authors write conditions against (`diagnose fac
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -26,21 +25,6 @@ class Subject:
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "id": self.id, "name": self.name}
-
-
-SHORT_NAME_LIMIT = 60
-
-
-def short_name(name: str, limit: int = SHORT_NAME_LIMIT) -> str:
-    """A demangled C++ kernel name as text can hold it: no return type, namespaces, template or
-    call arguments (`void at::native::f<float>(int)` -> `f<…>`); other names only cut to `limit`."""
-    text = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", str(name).strip())
-    text = re.sub(r"^void\s+", "", text)
-    base = re.match(r"[^<(]*", text).group(0)
-    if base and ("::" in base or len(base) < len(text)) and " " not in base.strip():
-        rest = text[len(base):]
-        text = (base.split("::")[-1] or base) + ("<\u2026>" if rest.startswith("<") else "")
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Demangled kernel names, the pieces every reader and analysis cuts the same way: a name without
-its parameters, whose code a kernel is (cuBLAS, cuDNN, ..., user code), the GPU generation and the
-program's framework a set of names tells (the timeline, the Nsight Compute report and runs use them)."""
+its parameters, the one way to shorten a name (`short_name`, for each purpose), whose code a
+kernel is (cuBLAS, cuDNN, ..., user code), the GPU generation and the program's framework a set of names
+tells (the timeline, the Nsight Compute report, runs, findings and reports use them)."""
 from __future__ import annotations
 
 import re
@@ -20,6 +21,95 @@ def without_parameters(name: str) -> str:
         elif ch == "(" and depth == 0 and i > 0:
             return name[:i]
     return name
+
+
+# ---------------------------------------------------------------- one way to shorten a name, for each purpose
+
+# What a shortened name is for decides what of it is kept:
+LABEL = "label"            # text a sentence or table holds: the function's name, `<…>` where templates were
+EVIDENCE = "evidence"      # who built the kernel: namespace and template arguments kept (`at::`, `vllm::`, sm90)
+NCU_FILTER = "ncu filter"  # `ncu --kernel-name-base demangled -k regex:`: the base name Nsight Compute matches
+MATCH_KEY = "match key"    # one spelling for every tool's (Nsight Systems, Nsight Compute, Kineto): to match launches
+PURPOSES = (LABEL, EVIDENCE, NCU_FILTER, MATCH_KEY)
+SHORT_NAME_LIMIT = 60  # characters of a label or evidence, the cut marked with an ellipsis
+
+_RETURN_TYPE = re.compile(r"^void\s+")
+_ANONYMOUS_SCOPE = re.compile(r"(<unnamed>|\(anonymous namespace\))::")
+_BASE = re.compile(r"[^<(]*")
+# a generic wrapper's name says nothing: cutlass::Kernel2<cutlass_80_simt_sgemm_...> is named by its instance
+GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
+_FIRST_TEMPLATE_ARGUMENT = re.compile(r"<\s*([A-Za-z_][\w]*)")
+# Nsight Systems and Nsight Compute demangle the same symbol differently: `at::native::f<(int)8, ...>`
+# vs `at::f<8, ...>`, `<unnamed>::` or not. The match key drops scopes, integer casts and spaces.
+_SCOPE = re.compile(r"(<unnamed>|\(anonymous namespace\)|[A-Za-z_]\w*)::")
+_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool|unsigned|size_t)\)(?=-?\w)")
+_SPACE = re.compile(r"\s+")
+_UNSIGNED = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b")
+_LAMBDA = re.compile(r"\[lambda\(([^()]*)\)\(instance(\d+)\)\]")  # nsys/ncu spelling of Kineto's {lambda(..)#N}
+_BOOL = {"false": "0", "true": "1"}
+
+
+def short_name(name, purpose: str = LABEL, limit: int = SHORT_NAME_LIMIT) -> str:
+    """`name` (a demangled C++ kernel name, or any subject's name) shortened for `purpose` (LABEL,
+    EVIDENCE, NCU_FILTER or MATCH_KEY: what it is for decides what is kept); a label or evidence is cut
+    to `limit` characters."""
+    if purpose == LABEL:
+        return _cut(_label(str(name)), limit)
+    if purpose == EVIDENCE:
+        return _cut(without_parameters(_RETURN_TYPE.sub("", name.strip())), limit)
+    if purpose == NCU_FILTER:
+        return _base_name(name, limit)
+    if purpose == MATCH_KEY:
+        return _match_key(name)
+    raise ValueError(f"a kernel name is shortened for one of {PURPOSES}, not {purpose!r}")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _label(name: str) -> str:
+    """No return type, namespaces, template or call arguments (`void at::native::f<float>(int)` ->
+    `f<…>`); a name that is no C++ signature (it has spaces: `Memcpy HtoD (Pinned)`) is kept."""
+    text = _RETURN_TYPE.sub("", _ANONYMOUS_SCOPE.sub("", name.strip()))
+    base = _BASE.match(text).group(0)
+    if base and ("::" in base or len(base) < len(text)) and " " not in base.strip():
+        rest = text[len(base):]
+        text = (base.split("::")[-1] or base) + ("<\u2026>" if rest.startswith("<") else "")
+    return text
+
+
+def _base_name(name: str, limit: int) -> str:
+    """The function's base name (no return type, scope, templates, args), or a generic wrapper's
+    instance: a distinctive part of the name that Nsight Compute's `-k regex:` finds."""
+    n = _RETURN_TYPE.sub("", name.strip()).replace("(anonymous namespace)", "anonymous")
+    depth, base = 0, []
+    for ch in n:
+        if ch in "<(":
+            if depth == 0 and ch == "(":
+                break
+            depth += 1
+            continue
+        if ch in ">)":
+            depth -= 1
+            continue
+        if depth == 0:
+            base.append(ch)
+    short = "".join(base).split("::")[-1].strip()
+    if short in GENERIC_KERNEL_NAMES:
+        inner = _FIRST_TEMPLATE_ARGUMENT.search(n)
+        short = inner.group(1) if inner else short
+    return short or n[:limit]
+
+
+def _match_key(name) -> str:
+    """A demangled kernel name as every tool prints it: scopes, integer casts, `u` suffixes, `void`,
+    `const`, spaces and the call's parameter list dropped (CUPTI writes `(T1*, int)` where nsys writes
+    `(float*, int)`), false/true as 0/1 (Nsight Systems' `<32, 0>` is Kineto's `<32u, false>`)."""
+    text = re.sub(r"\b(void|const)\b", "", _CAST.sub("", _SCOPE.sub("", str(name or ""))))
+    text = _LAMBDA.sub(r"{lambda(\1)#\2}", _SPACE.sub("", text))
+    text = _UNSIGNED.sub(r"\1", without_parameters(text))
+    return re.sub(r"\b(false|true)\b", lambda m: _BOOL[m.group(1)], text)
 
 
 # ---------------------------------------------------------------- the GPU generation and the program, by name
@@ -73,12 +163,8 @@ def arch_from_kernel_names(names) -> tuple[str, str] | None:
                 best, example = arch, s
     if best is None:
         return None
-    return best, f"kernel names built for {best} (e.g. {_short(example)}); the GPU is that generation or newer"
-
-
-def _short(name: str, limit: int = 60) -> str:
-    s = without_parameters(re.sub(r"^void\s+", "", name.strip()))
-    return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+    example = short_name(example, EVIDENCE)
+    return best, f"kernel names built for {best} (e.g. {example}); the GPU is that generation or newer"
 
 
 # who wrote a kernel, by its name: the program facts' kernel-side evidence
@@ -104,10 +190,11 @@ def framework_from_kernel_names(names) -> tuple[str, str] | None:
         if hits:
             note = (" (NVHPC's <function>_<line>_gpu naming of OpenACC/OpenMP compute regions)"
                     if framework == "openacc-openmp" else "")
-            return framework, f"{len(hits)} kernel name(s) like {_short(hits[0])}{note}"
+            return framework, f"{len(hits)} kernel name(s) like {short_name(hits[0], EVIDENCE)}{note}"
     own = [n for n in names if not _LIBRARY.search(n) and kernel_origin(n) == "user code"]
     if own:
-        return "cuda", f"{len(own)} kernel(s) of the program's own (e.g. {_short(own[0])}) and no framework's"
+        return "cuda", (f"{len(own)} kernel(s) of the program's own (e.g. {short_name(own[0], EVIDENCE)}) "
+                        "and no framework's")
     return None
 
 

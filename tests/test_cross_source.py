@@ -10,7 +10,7 @@ import pytest
 
 from diagnoser.pipeline import analyse, diagnose, load_groups
 from diagnoser.report.json_report import report_json
-from diagnoser.runs.grouping import kernel_key_name
+from diagnoser.kernel_names import MATCH_KEY, short_name
 
 NSYS = "fixtures/nsys/c_train_mlp.sqlite.gz"
 NCU = "fixtures/ncu/c_train_mlp_top.raw.csv.gz"
@@ -122,15 +122,15 @@ def test_ddp_chart_draws_the_rank_the_finding_describes():
     assert rep.charts["source"]["path"].endswith("rank1.pt.trace.json.gz")
 
 
-def test_kernel_key_name_reads_nsys_ncu_and_kineto_spellings_alike():
+def test_kernel_match_key_reads_nsys_ncu_and_kineto_spellings_alike():
     """Spellings modelled on how the nsys export and the Kineto trace of host_sync print the same kernels."""
     nsys = "void at::native::<unnamed>::vectorized_layer_norm_kernel<float, float, (bool)0>(int, T2, const T1 *, const T1 *)"
     kineto = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int, float, float const*, float const*)"
-    assert kernel_key_name(nsys) == kernel_key_name(kineto)
+    assert short_name(nsys, MATCH_KEY) == short_name(kineto, MATCH_KEY)
     a = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const, std::array<char *, (unsigned long)2>>(int, T1)"
     b = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const, std::array<char*, 2ul>>(int, at::native::direct_copy_kernel_cuda)"
-    assert kernel_key_name(a) == kernel_key_name(b)
-    assert kernel_key_name("void f<8>(int)") != kernel_key_name("void f<4>(int)")
+    assert short_name(a, MATCH_KEY) == short_name(b, MATCH_KEY)
+    assert short_name("void f<8>(int)", MATCH_KEY) != short_name("void f<4>(int)", MATCH_KEY)
 
 
 def test_twin_runs_of_one_script_under_one_tool_stay_separate():

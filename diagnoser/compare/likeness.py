@@ -59,11 +59,11 @@ def _identity(side: Side) -> dict:
 def kernel_names(side: Side) -> set[str]:
     """Every kernel name the side launched (timeline kernels and Nsight Compute launches), as the run
     grouping keys them (one spelling for every tool)."""
-    from ..runs.grouping import kernel_key_name
-    names = {kernel_key_name(r.get("name")) for r in side.report.charts.get("top_kernels") or [] if isinstance(r, dict)}
+    from ..kernel_names import MATCH_KEY, short_name
+    names = {short_name(r.get("name"), MATCH_KEY) for r in side.report.charts.get("top_kernels") or [] if isinstance(r, dict)}
     for (kind, _), entry in side.subjects.items():
         if kind == "kernel":
-            names.add(kernel_key_name(entry["facts"].get("kernel_name") or entry["name"]))
+            names.add(short_name(entry["facts"].get("kernel_name") or entry["name"], MATCH_KEY))
     return names - {""}
 
 
@@ -142,11 +142,11 @@ def step_basis(before: Side, after: Side) -> dict:
 
 def _per_step(side: Side) -> dict[tuple, list[float]]:
     """(name as the run grouping keys it, grid, block) -> [launches, ms] per step, from charts["top_kernels"]."""
-    from ..runs.grouping import kernel_key_name
+    from ..kernel_names import MATCH_KEY, short_name
     out: dict[tuple, list[float]] = {}
     for r in side.report.charts.get("top_kernels") or []:
         if isinstance(r, dict) and _num(r.get("launches_per_step")) is not None:
-            acc = out.setdefault((kernel_key_name(r.get("name")), r.get("grid"), r.get("block")), [0.0, 0.0, r.get("name")])
+            acc = out.setdefault((short_name(r.get("name"), MATCH_KEY), r.get("grid"), r.get("block")), [0.0, 0.0, r.get("name")])
             acc[0] += float(r["launches_per_step"])
             acc[1] += float(_num(r.get("ms_per_step")) or 0.0)
     return out
@@ -155,7 +155,7 @@ def _per_step(side: Side) -> dict[tuple, list[float]]:
 def same_work(before: Side, after: Side) -> tuple[float, tuple | None]:
     """(the smaller of the two sides' shares of kernel time per step in kernels both launch equally often per step,
     the costliest kernel both launch but not equally often per step: (name, launches before, after) or None)."""
-    from ..facts import short_name
+    from ..kernel_names import short_name
     kb, ka = _per_step(before), _per_step(after)
     f = SAME_WORK_FACTOR.value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..facts import short_name
+from ..kernel_names import short_name
 from .changes import HEADLINES, change, direction_of
 from .likeness import STEP_HEADLINES, is_per_step
 from .matching import _launch_order, _subj_json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..facts import short_name
+from ..kernel_names import short_name
 from .likeness import is_per_step
 from .matching import _subj_json
 from .next_limit import VERDICT as NEXT_LIMIT, fixed_kernels, is_next_limit, why as next_limit_why

@@ -10,7 +10,8 @@ import re
 from typing import Callable, Iterable
 
 from ..absence import absent_reason
-from ..facts import FactSpec, short_name
+from ..facts import FactSpec
+from ..kernel_names import short_name
 from ..program_kinds import PROGRAM_FACTS
 from ..findings import Finding, NotApplicable, NotEvaluated
 from ..rulespec.compile import compile_rule, finding_field

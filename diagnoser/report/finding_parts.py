@@ -3,7 +3,7 @@ per-kernel table of a grouped finding, why its gain overlaps another's, why it i
 sources, its playbook reference; and the report's severity counts and how it was made."""
 from __future__ import annotations
 
-from ..facts import short_name
+from ..kernel_names import short_name
 from ..findings import KERNEL_ROWS
 from .formatting import fmt_value, share_pct
 

@@ -12,7 +12,7 @@ import jinja2
 from markupsafe import Markup
 
 from .. import __version__
-from ..facts import short_name
+from ..kernel_names import short_name
 from .charts import Chart, build_charts
 from .finding_parts import (evidence_sources, gain_note, handbook_command, kernel_table, playbook_ref, predicted_all_text,
                             prediction_text, settings_lines, severity_note, summary_counts)
@@ -25,8 +25,8 @@ SUBJECT_SHORT_LIMIT = 34  # in the summary table
 
 
 def short_subject_name(name: str) -> str:
-    """A C++ kernel name as a table can hold it (see facts.short_name)."""
-    return short_name(name, SUBJECT_SHORT_LIMIT)
+    """A C++ kernel name as a table can hold it (see kernel_names.short_name)."""
+    return short_name(name, limit=SUBJECT_SHORT_LIMIT)
 
 
 def gain_text(gain: float | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..facts import short_name
+from ..kernel_names import short_name
 from .chart_geometry import Chart, _num, _r, _y_axis, nice_ticks
 from .chart_palette import palette
 from .formatting import fmt_value, shorten

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from .. import settings
 from ..input_family import RunRole
-from ..kernel_names import without_parameters
+from ..kernel_names import MATCH_KEY, short_name
 
 SAME_RUN_SHARE = settings.register(
     "runs.same_run_kernel_share", 0.6, "fraction",
@@ -47,27 +46,6 @@ DEVICE_MEMORY_SLACK = 1.01
 # its durations run longer than the timeline's; two timelines of one run agree more closely.
 NCU_DURATION_FACTOR = 2.0
 TIMELINE_TIME_FACTOR = 1.5
-# Nsight Systems and Nsight Compute demangle the same symbol differently: `at::native::f<(int)8, ...>`
-# vs `at::f<8, ...>`, `<unnamed>::` or not. The key drops scopes, integer casts and spaces.
-_SCOPE = re.compile(r"(<unnamed>|\(anonymous namespace\)|[A-Za-z_]\w*)::")
-_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool|unsigned|size_t)\)(?=-?\w)")
-_SPACE = re.compile(r"\s+")
-
-
-_UNSIGNED = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b")
-_LAMBDA = re.compile(r"\[lambda\(([^()]*)\)\(instance(\d+)\)\]")  # nsys/ncu spelling of Kineto's {lambda(..)#N}
-_BOOL = {"false": "0", "true": "1"}
-
-
-def kernel_key_name(name) -> str:
-    """A demangled kernel name as every tool prints it: scopes, integer casts, `u` suffixes, `void`,
-    `const`, spaces and
-    the call's parameter list dropped (CUPTI writes `(T1*, int)` where nsys writes `(float*, int)`),
-    false/true as 0/1 (Nsight Systems' `<32, 0>` is Kineto's `<32u, false>`)."""
-    text = re.sub(r"\b(void|const)\b", "", _CAST.sub("", _SCOPE.sub("", str(name or ""))))
-    text = _LAMBDA.sub(r"{lambda(\1)#\2}", _SPACE.sub("", text))
-    text = _UNSIGNED.sub(r"\1", without_parameters(text))
-    return re.sub(r"\b(false|true)\b", lambda m: _BOOL[m.group(1)], text)
 
 
 @dataclass
@@ -123,7 +101,7 @@ def timeline_kernels(result) -> dict[tuple, float]:
     """(name, grid, block) -> ms per steady step, from a timeline result's top_kernels rows."""
     out: dict[tuple, float] = {}
     for r in result.charts.get("top_kernels") or []:
-        key = (kernel_key_name(r["name"]), int(r["grid"]), int(r["block"]))
+        key = (short_name(r["name"], MATCH_KEY), int(r["grid"]), int(r["block"]))
         out[key] = out.get(key, 0.0) + float(r["ms_per_step"])
     return out
 
@@ -132,7 +110,7 @@ def timeline_durations(result) -> dict[tuple, tuple[float, float]]:
     """(name, grid, block) -> (shortest, longest) launch in us on the timeline."""
     out: dict[tuple, tuple[float, float]] = {}
     for r in result.charts.get("top_kernels") or []:
-        key = (kernel_key_name(r["name"]), int(r["grid"]), int(r["block"]))
+        key = (short_name(r["name"], MATCH_KEY), int(r["grid"]), int(r["block"]))
         lo, hi = out.get(key, (float("inf"), 0.0))
         out[key] = (min(lo, float(r.get("min_us", 0.0))), max(hi, float(r.get("max_us", float("inf")))))
     return out
@@ -156,7 +134,7 @@ def ncu_launches(result) -> list[dict]:
         if f.subject is None or f.subject.kind != "kernel":
             continue
         d = by.setdefault(f.subject.id, {"id": f.subject.id, "name": f.subject.name, "subject": f.subject,
-                                         "key_name": kernel_key_name(f.subject.name)})
+                                         "key_name": short_name(f.subject.name, MATCH_KEY)})
         if f.name == "grid_blocks_count":
             d["grid"] = int(f.value)
         elif f.name == "block_threads_count":

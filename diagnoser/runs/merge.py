@@ -26,9 +26,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import settings
-from ..facts import AnalysisResult, Fact, short_name
+from ..facts import AnalysisResult, Fact
+from ..kernel_names import MATCH_KEY, short_name
 from ..input_family import RunRole
-from .grouping import kernel_key_name, launch_in, ncu_launches, timeline_durations
+from .grouping import launch_in, ncu_launches, timeline_durations
 from .roofline_ncu import side_by_side
 
 DISAGREE_PCT = settings.register(
@@ -103,7 +104,7 @@ def merge_run(run) -> AnalysisResult:
             out.notes.append(note)
         if ids:
             top = (primary.charts.get("top_kernels") or [{}])[0]
-            if any(l["id"] in ids and l["key_name"] == kernel_key_name(top.get("name")) for l in ncu_launches(r)):
+            if any(l["id"] in ids and l["key_name"] == short_name(top.get("name"), MATCH_KEY) for l in ncu_launches(r)):
                 facts.append(Fact("ncu_profiled_top_kernel", short_name(top["name"]), "", f"{', '.join(g.paths)} (ncu)"))
         for k, v in r.charts.items():
             out.charts.setdefault(k, v)
@@ -156,7 +157,7 @@ def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:
     durations = timeline_durations(timeline)
     rows: dict[tuple, dict] = {}
     for r in timeline.charts.get("top_kernels") or []:
-        key = (kernel_key_name(r["name"]), int(r["grid"]), int(r["block"]))
+        key = (short_name(r["name"], MATCH_KEY), int(r["grid"]), int(r["block"]))
         acc = rows.setdefault(key, {"step_share_pct": 0.0, "launches_per_step": 0.0})
         acc["step_share_pct"] += r["step_share_pct"]
         acc["launches_per_step"] += r["launches_per_step"]

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import bisect
 
-from .grouping import kernel_key_name, ncu_launches
+from ..kernel_names import MATCH_KEY, short_name
+from .grouping import ncu_launches
 
 WORK = ("kernel_flop_count", "dram_bytes", "kernel_duration_us", "sm_throughput_pct", "dram_throughput_pct")
 
 
 def _stem(name) -> str:
     """A kernel's name as every tool spells it: the function's own name, nothing around it."""
-    key = kernel_key_name(name)
+    key = short_name(name, MATCH_KEY)
     return key.split("<")[0].split("(")[0]
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from .. import settings
 from ..identity import program_identity
 from ..idle_classes import IDLE_FACT
+from ..kernel_names import NCU_FILTER, short_name
 from ..kernel_categories import COMMUNICATION
 from ..text_safety import regex_any_of
 from .tables import Timeline
@@ -54,7 +55,6 @@ SETUP_NOTE_MIN_PCT = settings.register(
 SETUP_NOTE_MAX_STEPS = settings.register(
     "timeline.setup_note_max_steps", 2, "count",
     "... steady steps above this many show the steady state (one-time-setup: max_steady_steps)")
-GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel"}
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
 
 
@@ -87,29 +87,6 @@ class RankComm:
     gap_host_cls: np.ndarray  # per gap, the host class that holds the GPU up there (launch/data/sync), else COMM
     span_ns: int            # its steady steps' total time
     steps: int
-
-
-def _kernel_short_name(name: str) -> str:
-    """A distinctive part of the demangled name for `ncu --kernel-name-base demangled -k regex:`: the
-    function's base name (no return type, scope, templates, args), or a generic wrapper's instance."""
-    n = re.sub(r"^void\s+", "", name.strip()).replace("(anonymous namespace)", "anonymous")
-    depth, base = 0, []
-    for ch in n:
-        if ch in "<(":
-            if depth == 0 and ch == "(":
-                break
-            depth += 1
-            continue
-        if ch in ">)":
-            depth -= 1
-            continue
-        if depth == 0:
-            base.append(ch)
-    short = "".join(base).split("::")[-1].strip()
-    if short in GENERIC_KERNEL_NAMES:  # cutlass::Kernel2<cutlass_80_simt_sgemm_...>: name the instance
-        inner = re.search(r"<\s*([A-Za-z_][\w]*)", n)
-        short = inner.group(1) if inner else short
-    return short or n[:60]
 
 
 def _collectives(tv: TimelineView, steps, device: int) -> CollectiveKernels:
@@ -294,9 +271,9 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     if kernels.any():  # NCCL kernels mostly wait for peers: Nsight Compute has nothing to say on them
         by_name = kt.names.subset(kernels).sum_by_name(kt.dur_ns[kernels]).sort_values(ascending=False, kind="stable")
         total = max(float(kt.dur_ns.sum()), 1.0)
-        v["top_kernel_name"] = _kernel_short_name(str(by_name.index[0]))
+        v["top_kernel_name"] = short_name(str(by_name.index[0]), NCU_FILTER)
         v["top_kernel_pct"] = 100.0 * float(by_name.iloc[0]) / total
-        shorts = list(dict.fromkeys(_kernel_short_name(str(n)) for n in by_name.index[:5]))[:3]
+        shorts = list(dict.fromkeys(short_name(str(n), NCU_FILTER) for n in by_name.index[:5]))[:3]
         v["ncu_kernel_regex"] = regex_any_of(shorts)  # no backslash; the rule text shell-quotes it
         v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
     strip = step_strip(tv, kt, steps, *strip_gaps, tl.rank) if strip_gaps is not None else None
