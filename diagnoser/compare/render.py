@@ -61,37 +61,6 @@ def steps_text(c: dict) -> str:
             f"({', '.join(spans)}), and its time per launch, which does not depend on where steps are cut.")
 
 
-def _totals_md(c: dict) -> list[str]:
-    rows = c.get("kernel_totals") or []
-    if not rows:
-        return []
-    basis = c.get("steps_basis") or {}
-    b, a = basis.get("before") or {}, basis.get("after") or {}
-    L = ["| kernel | launches before -> after | GPU time before | after | per launch before | after | change per launch |",
-         "|---|---|---|---|---|---|---|",
-         f"| all kernels | {_v(b.get('kernels'))} -> {_v(a.get('kernels'))} | {_v(b.get('kernel_ms'), 'ms')} | "
-         f"{_v(a.get('kernel_ms'), 'ms')} | | | |"]
-    for k in rows[:TIMELINE_ROWS_MD]:
-        pb, pa = k["before"] or {}, k["after"] or {}
-        L.append(f"| `{md_cell(k['name'])}` | {_v(k['launches'][0])} -> {_v(k['launches'][1])} | "
-                 f"{_v(pb.get('gpu_ms'), 'ms')} | {_v(pa.get('gpu_ms'), 'ms')} | {_v(pb.get('us_per_launch'), 'us')} | "
-                 f"{_v(pa.get('us_per_launch'), 'us')} | {presence(k) or _chg(k['us_per_launch'])} |")
-    if len(rows) > TIMELINE_ROWS_MD:
-        L.append(f"| ... {len(rows) - TIMELINE_ROWS_MD} more (JSON `kernel_totals`) | | | | | | |")
-    ops = c.get("op_totals") or []
-    if ops:
-        L += ["", "| op | calls before -> after | GPU time before | after | per call before | after | change per call |",
-              "|---|---|---|---|---|---|---|"]
-        for o in ops[:TIMELINE_ROWS_MD]:
-            pb, pa = o["before"] or {}, o["after"] or {}
-            L.append(f"| `{md_cell(o['op'])}` | {_v(pb.get('calls'))} -> {_v(pa.get('calls'))} | {_v(pb.get('gpu_ms'), 'ms')} | "
-                     f"{_v(pa.get('gpu_ms'), 'ms')} | {_v(pb.get('gpu_us_per_call'), 'us')} | {_v(pa.get('gpu_us_per_call'), 'us')} | "
-                     f"{presence(o) or _chg(o['gpu_us_per_call'])} |")
-        if len(ops) > TIMELINE_ROWS_MD:
-            L.append(f"| ... {len(ops) - TIMELINE_ROWS_MD} more (JSON `op_totals`) | | | | | | |")
-    return L
-
-
 def render_json(c: dict, gate_pct=None, reasons=None) -> str:
     return json_text(json.dumps(json_doc(c, gate_pct, reasons), indent=2, ensure_ascii=False, sort_keys=False, default=str)) + "\n"
 
@@ -101,121 +70,133 @@ def _inputs(side) -> str:
 
 
 def render_markdown(c: dict, gate_pct=None, reasons=None) -> str:
+    """The comparison as Markdown: the layout is templates/compare.md.j2, the values markdown_view."""
+    from ..report.template_env import template_env  # jinja2 only when Markdown is asked for
     c, reasons = displayable(c), displayable(reasons)  # names from the inputs shown, never run (text_safety)
-    L = ["# diagnoser compare", "",
-         f"- BEFORE: {_inputs(c['before'])}", f"- AFTER: {_inputs(c['after'])}", ""]
+    view = markdown_view(c, gate_pct, reasons)
+    return md_inert(visible_text(template_env(False).get_template("compare.md.j2").render(view=view)))
+
+
+def markdown_view(c: dict, gate_pct=None, reasons=None) -> dict:
+    """Every value the Markdown page shows, formatted; table rows as lists of cells."""
     s = c["summary"]
-    L.append("**Findings of BEFORE:** " + ", ".join(f"{s[k]} {k}" for k in ("fixed", "improved", "unchanged", "regressed"))
-             + f"; **new in AFTER:** {s['new']}"
-             + (f"; **expected next limit** of a fixed kernel: {s['next limit']}." if s.get("next limit") else "."))
-    L.append(f"Noise: {c['noise_pct']:.1f}% (the larger step-to-step variation of the two runs: "
-             f"BEFORE {c['before']['noise_basis']}, AFTER {c['after']['noise_basis']}).")
-    L.append("")
-    why_steps = steps_text(c)
-    if c["headlines"] or why_steps:
-        L += ["## Headline numbers", ""]
-    if c["headlines"]:  # the numbers first, then why some are left out
-        L += ["| | before | after | change | |", "|---|---|---|---|---|"]
-        for h in c["headlines"]:
-            L.append(f"| {h['label']} | {_v(h['before'], h['unit'])} | {_v(h['after'], h['unit'])} | {_chg(h)} | "
-                     f"{ARROW.get(h.get('moved'), '')} |")
-        L.append("")
-    if why_steps:
-        L += [why_steps, ""]
-    if c.get("kernel_totals"):
-        L += _totals_md(c) + [""]
-    if c["findings"]:
-        L += ["## Findings", "", "| verdict | rule | category | severity before -> after | why | Verify |",
-              "|---|---|---|---|---|---|"]
-        for f in c["findings"]:
-            sev = f"{f.get('severity_before') or '-'} -> {f.get('severity_after') or '-'}"
-            L.append(f"| **{f['verdict']}** | `{f['rule']}` | {f['category']} | {sev} | {md_cell(f.get('why', ''))} | "
-                     f"{md_cell(_verify_text(f))} |")
-        L.append("")
-        for f in c["findings"]:
-            subs = f.get("subjects") or []
-            if subs:
-                kind = next((x[k]["kind"] for x in subs for k in ("before", "after") if x.get(k)), "subject")
-                L += [f"`{f['rule']}` per {kind}:", "", f"| verdict | {kind} before | {kind} after |", "|---|---|---|"]
-                for sj in subs[:KERNEL_ROWS_MD]:
-                    L.append(f"| {sj['verdict']} | {_subj(sj['before'])} | {_subj(sj['after'])} |")
-                if len(subs) > KERNEL_ROWS_MD:
-                    L.append(f"| ... | {len(subs) - KERNEL_ROWS_MD} more | |")
-                L.append("")
-                nexts = [sj for sj in subs if sj.get("why")]
-                if nexts:
-                    L += [f"- {_subj(sj['after'])}: {md_cell(sj['why'])}" for sj in nexts[:KERNEL_ROWS_MD]] + [""]
-    if c["kernels"]:
-        L += ["## Kernels (matched by name and launch configuration)", "",
-              "| kernel | launch before -> after | duration before | after | change | SM % | memory % |",
-              "|---|---|---|---|---|---|---|"]
-        for k in c["kernels"][:KERNEL_ROWS_MD]:
-            d = k["duration_us"]
-            ids = f"#{(k['before'] or {}).get('id', '-')} -> #{(k['after'] or {}).get('id', '-')}"
-            if k.get("config_changed"):
-                ids += " (launch configuration changed)"
-            sm, mem = k["sm_throughput_pct"], k["memory_throughput_pct"]
-            L.append(f"| {md_cell(md_code(k['name']))} | {ids} | {_v(d.get('before'), 'us')} | {_v(d.get('after'), 'us')} | "
-                     f"{_chg(d)} | {_v(sm[0])} -> {_v(sm[1])} | {_v(mem[0])} -> {_v(mem[1])} |")
-        if len(c["kernels"]) > KERNEL_ROWS_MD:
-            L.append(f"| ... {len(c['kernels']) - KERNEL_ROWS_MD} more (JSON lists all) | | | | | | |")
-        L.append("")
-    if c.get("timeline_kernels"):
-        L += ["## Timeline kernels (per steady step, matched by name and launch configuration)", "",
-              "| kernel | grid x block before -> after | ms/step before | after | change | launches/step |",
-              "|---|---|---|---|---|---|"]
-        for k in c["timeline_kernels"][:TIMELINE_ROWS_MD]:
-            d = k["ms_per_step"]
-            cfg = f"{_cfg(k['before'])} -> {_cfg(k['after'])}"
-            lp = k["launches_per_step"]
-            L.append(f"| {md_cell(md_code(k['name']))} | {cfg} | {_v(d.get('before'), 'ms')} | {_v(d.get('after'), 'ms')} | "
-                     f"{presence(k) or _chg(d)} | {_v(lp[0])} -> {_v(lp[1])} |")
-        more = len(c["timeline_kernels"]) - TIMELINE_ROWS_MD
-        if more > 0:
-            L.append(f"| ... {more} more (JSON `timeline_kernels`) | | | | | |")
-        L.append("")
-    if c["phases"]:
-        L += ["## Steps by phase (median steady step)", "", "| phase | before | after | change |", "|---|---|---|---|"]
-        for p in c["phases"]:
-            L.append(f"| {p['phase']} | {_v(p['before'], 'ms')} | {_v(p['after'], 'ms')} | {_chg(p)} |")
-        L.append("")
-    moved = [r for r in c["facts"] if r.get("moved") in ("right", "wrong", "changed") and r["subject"] is None]
-    if moved:
-        L += ["## Run facts that changed", "", "| fact | before | after | change | |", "|---|---|---|---|---|"]
-        for r in moved[:FACT_ROWS_MD]:
-            L.append(f"| {r['fact']} | {md_cell(_v(r['before'], r['unit']))} | {md_cell(_v(r['after'], r['unit']))} | "
-                     f"{_chg(r)} | {ARROW.get(r['moved'], '')} |")
-        more = len(moved) - FACT_ROWS_MD
-        same = sum(1 for r in c["facts"] if r["subject"] is None and r.get("moved") == "same")
-        apart = sum(1 for r in c["facts"] if r["subject"] is None and r.get("moved") == "steps differ")
-        L.append("")
-        L.append(f"{same} run facts unchanged" + (f", {more} more changed" if more > 0 else "")
-                 + (f", {apart} per-step facts not compared (steps cut differently)" if apart else "")
-                 + "; per-kernel and per-rank facts: JSON (`facts`).")
-        L.append("")
-    if gate_pct is not None:
-        L.append(f"## CI gate: --fail-on-regression {gate_pct:g}")
-        L.append("")
-        noisy = judged(c, gate_pct)
-        if reasons:
-            L += [f"- FAIL: {r}" for r in reasons]
-        elif noisy is None:
-            L.append("- pass: no headline number worse by more than the limit, no new or regressed warning.")
-        else:
-            L.append("- pass: no measure worse beyond max(PCT, its run-to-run noise), no new or regressed warning of the code.")
-        L += [f"- {r}" for r in (noisy[1] if noisy else [])]
-        L += [f"- not gated: {r}" for r in not_gated(c)]
-        L.append("")
-    if c["notes"]:
-        L += ["## Notes", ""] + [f"- {n}" for n in c["notes"]] + [""]
-    st = c.get("settings") or {}
+    view = {"before_inputs": _inputs(c["before"]), "after_inputs": _inputs(c["after"]),
+            "counts": ", ".join(f"{s[k]} {k}" for k in ("fixed", "improved", "unchanged", "regressed")),
+            "new": s["new"], "next_limit": s.get("next limit"), "noise": f"{c['noise_pct']:.1f}%",
+            "before_noise": c["before"]["noise_basis"], "after_noise": c["after"]["noise_basis"],
+            "headlines": [[h["label"], _v(h["before"], h["unit"]), _v(h["after"], h["unit"]), _chg(h),
+                           ARROW.get(h.get("moved"), "")] for h in c["headlines"]],
+            "why_steps": steps_text(c), "totals": _totals_rows(c) if c.get("kernel_totals") else None,
+            "findings": [_finding_row(f) for f in c["findings"]],
+            "subjects": [per for f in c["findings"] if (per := _subjects_view(f))],
+            "phases": [[p["phase"], _v(p["before"], "ms"), _v(p["after"], "ms"), _chg(p)] for p in c["phases"]],
+            "gate": _gate_view(c, gate_pct, reasons), "notes": c["notes"], "version": __version__,
+            "made": _made_with(c.get("settings") or {})}
+    view.update(_kernel_rows(c))
+    view.update(_fact_rows(c))
+    return view
+
+
+def _totals_rows(c: dict) -> dict:
+    """Each kernel's and op's totals over each side's span (the steps were cut differently)."""
+    rows, ops = c.get("kernel_totals") or [], c.get("op_totals") or []
+    basis = c.get("steps_basis") or {}
+    b, a = basis.get("before") or {}, basis.get("after") or {}
+    every = [f"{_v(b.get('kernels'))} -> {_v(a.get('kernels'))}", _v(b.get("kernel_ms"), "ms"), _v(a.get("kernel_ms"), "ms")]
+    kernels = []
+    for k in rows[:TIMELINE_ROWS_MD]:
+        pb, pa = k["before"] or {}, k["after"] or {}
+        kernels.append([f"`{md_cell(k['name'])}`", f"{_v(k['launches'][0])} -> {_v(k['launches'][1])}",
+                        _v(pb.get("gpu_ms"), "ms"), _v(pa.get("gpu_ms"), "ms"), _v(pb.get("us_per_launch"), "us"),
+                        _v(pa.get("us_per_launch"), "us"), presence(k) or _chg(k["us_per_launch"])])
+    op_rows = []
+    for o in ops[:TIMELINE_ROWS_MD]:
+        pb, pa = o["before"] or {}, o["after"] or {}
+        op_rows.append([f"`{md_cell(o['op'])}`", f"{_v(pb.get('calls'))} -> {_v(pa.get('calls'))}",
+                        _v(pb.get("gpu_ms"), "ms"), _v(pa.get("gpu_ms"), "ms"), _v(pb.get("gpu_us_per_call"), "us"),
+                        _v(pa.get("gpu_us_per_call"), "us"), presence(o) or _chg(o["gpu_us_per_call"])])
+    return {"all": every, "kernels": kernels, "kernels_more": len(rows) - TIMELINE_ROWS_MD, "ops": op_rows,
+            "ops_more": len(ops) - TIMELINE_ROWS_MD}
+
+
+def _finding_row(f: dict) -> list[str]:
+    sev = f"{f.get('severity_before') or '-'} -> {f.get('severity_after') or '-'}"
+    return [f"**{f['verdict']}**", f"`{f['rule']}`", str(f["category"]), sev, md_cell(f.get("why", "")),
+            md_cell(_verify_text(f))]
+
+
+def _subjects_view(f: dict) -> dict | None:
+    """A finding's verdict per kernel (or rank), and what limits each next; None without subjects."""
+    subs = f.get("subjects") or []
+    if not subs:
+        return None
+    kind = next((x[k]["kind"] for x in subs for k in ("before", "after") if x.get(k)), "subject")
+    nexts = [sj for sj in subs if sj.get("why")]
+    return {"rule": f["rule"], "kind": kind,
+            "rows": [[str(sj["verdict"]), _subj(sj["before"]), _subj(sj["after"])] for sj in subs[:KERNEL_ROWS_MD]],
+            "more": len(subs) - KERNEL_ROWS_MD,
+            "nexts": [f"{_subj(sj['after'])}: {md_cell(sj['why'])}" for sj in nexts[:KERNEL_ROWS_MD]]}
+
+
+def _kernel_rows(c: dict) -> dict:
+    """The matched kernels of the kernel reports and of the timelines, the costliest first."""
+    kernels = []
+    for k in c["kernels"][:KERNEL_ROWS_MD]:
+        d = k["duration_us"]
+        ids = f"#{(k['before'] or {}).get('id', '-')} -> #{(k['after'] or {}).get('id', '-')}"
+        if k.get("config_changed"):
+            ids += " (launch configuration changed)"
+        sm, mem = k["sm_throughput_pct"], k["memory_throughput_pct"]
+        kernels.append([md_cell(md_code(k["name"])), ids, _v(d.get("before"), "us"), _v(d.get("after"), "us"), _chg(d),
+                        f"{_v(sm[0])} -> {_v(sm[1])}", f"{_v(mem[0])} -> {_v(mem[1])}"])
+    timeline = c.get("timeline_kernels") or []
+    tkernels = [[md_cell(md_code(k["name"])), f"{_cfg(k['before'])} -> {_cfg(k['after'])}",
+                 _v(k["ms_per_step"].get("before"), "ms"), _v(k["ms_per_step"].get("after"), "ms"),
+                 presence(k) or _chg(k["ms_per_step"]),
+                 f"{_v(k['launches_per_step'][0])} -> {_v(k['launches_per_step'][1])}"]
+                for k in timeline[:TIMELINE_ROWS_MD]]
+    return {"kernels": kernels, "kernels_more": len(c["kernels"]) - KERNEL_ROWS_MD,
+            "tkernels": tkernels, "tkernels_more": len(timeline) - TIMELINE_ROWS_MD}
+
+
+def _fact_rows(c: dict) -> dict:
+    """The run facts that moved, and a line on the rest."""
+    run = [r for r in c["facts"] if r["subject"] is None]
+    moved = [r for r in run if r.get("moved") in ("right", "wrong", "changed")]
+    more = len(moved) - FACT_ROWS_MD
+    same = sum(1 for r in run if r.get("moved") == "same")
+    apart = sum(1 for r in run if r.get("moved") == "steps differ")
+    left = (f"{same} run facts unchanged" + (f", {more} more changed" if more > 0 else "")
+            + (f", {apart} per-step facts not compared (steps cut differently)" if apart else "")
+            + "; per-kernel and per-rank facts: JSON (`facts`).")
+    return {"facts": [[str(r["fact"]), md_cell(_v(r["before"], r["unit"])), md_cell(_v(r["after"], r["unit"])), _chg(r),
+                       ARROW.get(r["moved"], "")] for r in moved[:FACT_ROWS_MD]],
+            "facts_left": left}
+
+
+def _gate_view(c: dict, gate_pct, reasons) -> dict | None:
+    """`--fail-on-regression`: why it trips, or why it passes, and what it could not judge."""
+    if gate_pct is None:
+        return None
+    noisy = judged(c, gate_pct)
+    if reasons:
+        lines = [f"FAIL: {r}" for r in reasons]
+    elif noisy is None:
+        lines = ["pass: no headline number worse by more than the limit, no new or regressed warning."]
+    else:
+        lines = ["pass: no measure worse beyond max(PCT, its run-to-run noise), no new or regressed warning of the code."]
+    lines += [str(r) for r in (noisy[1] if noisy else [])]
+    lines += [f"not gated: {r}" for r in not_gated(c)]
+    return {"pct": f"{gate_pct:g}", "lines": lines}
+
+
+def _made_with(st: dict) -> str:
+    """The rule params, settings and rule packs both sides were diagnosed with (the footer's tail)."""
     made = [f"--param {x['pack_param'] if 'pack_param' in x else x.get('rule', x.get('condition')) + '.' + x['param']}="
             f"{x['value']} (default {x['default']})" for x in st.get("params", [])]
     made += [f"--set {x['name']}={x['value']} (default {x['default']})" for x in st.get("settings", [])]
     made += [f"rule pack {x.get('path')}" for x in st.get("rule_packs", [])]
-    L += ["---", f"Made by diagnoser {__version__} `compare`; both runs diagnosed with the same rules and settings"
-          + (": " + ", ".join(made) + "." if made else " (shipped rules, defaults).")]
-    return md_inert(visible_text("\n".join(L) + "\n"))
+    return ": " + ", ".join(made) + "." if made else " (shipped rules, defaults)."
 
 
 def presence(k) -> str:
