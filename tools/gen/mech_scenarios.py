@@ -38,7 +38,6 @@ each one measured is in fixtures/README.md, "Mechanism traces"):
   train_vit_sdpa_healthy        (none)               ViT (d=2048, 4 blocks) with SDPA, bf16 autocast, fused AdamW, GPU-bound
   train_mixer_bf16              memory_bound_kernels MLP-mixer (224px, d=768, 6 blocks) bf16: built healthy, measured bandwidth-bound
 """
-import argparse
 import contextlib
 import gc
 import math
@@ -46,33 +45,15 @@ import os
 import random
 import re
 import sys
-import traceback
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEV = os.environ.get("GEN_DEVICE", "cuda")  # "cpu" only for a local dry run of the script logic
-CUDA = DEV == "cuda"
-WARM = 3  # iterations before the profiled ones (schedule wait=1 + warmup=2; nsys capture starts after them)
-
-
-def size(full, small):
-    """Full size on the GPU; a tiny size for a local CPU dry run (GEN_DEVICE=cpu)."""
-    return full if CUDA else small
-
-
-def sync():
-    if CUDA:
-        torch.cuda.synchronize()
-
-
-class Session:
-    """What a workload sees of the driver: how many iterations to run and what to call after each."""
-
-    def __init__(self, iters, tick=lambda: None, window=contextlib.nullcontext):
-        self.iters, self.tick, self.window = iters, tick, window
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import (CUDA, DEV, WARM, Session, arguments, capture_ticks, cuda_profiler, run_each, size,  # noqa: E402,F401
+                     sync, torch_profiled, torch_profiled_whole, workloads)
 
 
 # ============================================================== models (none is in the corpus)
@@ -835,10 +816,11 @@ def w_train_mixer_bf16(s):
     train_steps(s, model, resident(x, y))
 
 
-WORKLOADS = {n[2:]: f for n, f in list(globals().items()) if n.startswith("w_") and callable(f)}
+WORKLOADS = workloads(globals())
 FROM_START = {"setup_convnet_from_start"}
 NO_MARKERS = {"power_iteration_readback", "power_iteration_check_every_50"}
 OWN_PROCESS = FROM_START | {"setup_convnet_scheduled", "train_unet_no_cache"}  # fresh CUDA state / env
+PROFILE = dict(record_shapes=False, profile_memory=False, with_stack=False)
 
 
 def reset_globals():
@@ -851,34 +833,23 @@ def reset_globals():
 
 
 def run_torch(name, fn, steps, out):
-    from torch.profiler import ProfilerActivity, profile, schedule
     path = os.path.join(out, f"{name}.pt.trace.json")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-    kw = dict(activities=acts, record_shapes=False, profile_memory=False, with_stack=False)
     if name in FROM_START:
-        with profile(**kw) as prof:
-            fn(Session(2))
-        prof.export_chrome_trace(path)
+        torch_profiled_whole(fn, Session(2), path, **PROFILE)
     elif name in NO_MARKERS:
+        from torch.profiler import profile
+        from harness import activities
         holder = {}
 
         @contextlib.contextmanager
         def window():
-            with profile(**kw) as prof:
+            with profile(activities=activities(), **PROFILE) as prof:
                 yield
             holder["prof"] = prof
         fn(Session(0, window=window))
         holder["prof"].export_chrome_trace(path)
     else:
-        with profile(schedule=schedule(wait=1, warmup=WARM - 1, active=steps, repeat=1),
-                     on_trace_ready=lambda p: p.export_chrome_trace(path), **kw) as prof:
-            fn(Session(steps + WARM, tick=prof.step))
-
-
-def cuda_profiler(on):
-    if CUDA:
-        torch.cuda.synchronize()
-        (torch.cuda.profiler.start if on else torch.cuda.profiler.stop)()
+        torch_profiled(fn, steps, path, **PROFILE)
 
 
 def run_plain(name, fn, steps):
@@ -893,42 +864,23 @@ def run_plain(name, fn, steps):
             cuda_profiler(False)
         fn(Session(0, window=window))
         return
-    done = [0]
-
-    def tick():
-        done[0] += 1
-        if done[0] == WARM:
-            cuda_profiler(True)
-        elif done[0] == steps + WARM:
-            cuda_profiler(False)
-    fn(Session(steps + WARM, tick=tick))
+    fn(Session(steps + WARM, tick=capture_ticks(steps)))
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("names", nargs="+", choices=sorted(WORKLOADS))
-    p.add_argument("--mode", default="plain", choices=["plain", "torch"])
-    p.add_argument("--out", default=".")
-    p.add_argument("--steps", type=int, default=3)
-    a = p.parse_args()
-    if len(a.names) > 1 and OWN_PROCESS & set(a.names):
-        p.error(f"run {sorted(OWN_PROCESS & set(a.names))} in a process of its own")
-    os.makedirs(a.out, exist_ok=True)
-    failed = 0
-    for name in a.names:
+    a = arguments(WORKLOADS, 3, alone=OWN_PROCESS)
+
+    def before(name):
         reset_globals()
         torch.manual_seed(0)
         random.seed(0)
-        print(f"-- {name} ({a.mode})", flush=True)
-        try:
-            if a.mode == "torch":
-                run_torch(name, WORKLOADS[name], a.steps, a.out)
-            else:
-                run_plain(name, WORKLOADS[name], a.steps)
-        except Exception:  # keep going: one failed workload must not cost the others
-            failed += 1
-            traceback.print_exc()
-    sys.exit(1 if failed else 0)
+
+    def run_one(name):
+        if a.mode == "torch":
+            run_torch(name, WORKLOADS[name], a.steps, a.out)
+        else:
+            run_plain(name, WORKLOADS[name], a.steps)
+    run_each(a, run_one, before)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,129 @@
+"""The harness the workload scripts of tools/gen share: the device and toy sizes, the iteration
+session a workload runs, torch.profiler's schedule, the CUDA profiler capture window that Nsight
+Systems records, the command line and the per-workload loop.
+
+Each script stays runnable on its own (`python3 tools/gen/X.py ...`): this module sits beside it;
+a copy of a script under `.gen/NAME/` run from the repo root finds it in the checkout's tools/gen
+(the scripts append that folder to sys.path). torch is imported only where it is used, so a script
+whose workloads use CuPy alone needs no torch.
+
+GEN_DEVICE=cpu runs the workloads at toy sizes on a CPU, only to check a script's logic.
+"""
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+
+DEV = os.environ.get("GEN_DEVICE", "cuda")  # "cpu" only for a local dry run of the script logic
+CUDA = DEV == "cuda"
+WARM = 3  # iterations before the profiled ones (schedule wait=1 + warmup=2; the nsys capture starts after them)
+
+
+def size(full, small):
+    """Full size on the GPU; a tiny size for a local CPU dry run (GEN_DEVICE=cpu)."""
+    return full if CUDA else small
+
+
+def sync():
+    if CUDA:
+        import torch
+        torch.cuda.synchronize()
+
+
+class Session:
+    """What a workload sees of the driver: how many iterations to run, what to call after each, and
+    (for a workload that marks its own profiled part) the window to run that part in."""
+
+    def __init__(self, iters, tick=lambda: None, window=contextlib.nullcontext):
+        self.iters, self.tick, self.window = iters, tick, window
+
+
+def workloads(namespace: dict, prefix: str = "w_") -> dict:
+    """A script's workloads: its functions named `w_NAME` (NAME keeps the rest of `prefix`, e.g. `t_...`)."""
+    return {n[2:]: f for n, f in list(namespace.items()) if n.startswith(prefix) and callable(f)}
+
+
+def activities():
+    from torch.profiler import ProfilerActivity
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
+
+
+def torch_profiled(fn, steps, path, warm=WARM, **options):
+    """fn(Session) under torch.profiler: 1 iteration skipped, warm-1 warming up, `steps` recorded; the
+    trace written to `path`. `options`: profile()'s record_shapes, profile_memory, with_stack."""
+    from torch.profiler import profile, schedule
+    with profile(activities=activities(), schedule=schedule(wait=1, warmup=warm - 1, active=steps, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path), **options) as prof:
+        fn(Session(steps + warm, tick=prof.step))
+
+
+def torch_profiled_whole(fn, session, path, **options):
+    """fn(session) profiled whole (setup included, no schedule), the trace written to `path`."""
+    from torch.profiler import profile
+    with profile(activities=activities(), **options) as prof:
+        fn(session)
+    prof.export_chrome_trace(path)
+
+
+def cuda_profiler(on):
+    """Start or stop the capture Nsight Systems records (--capture-range=cudaProfilerApi), the GPU idle first."""
+    if CUDA:
+        sync()
+        _torch_profiler("start" if on else "stop")()
+
+
+def capture_ticks(steps, warm=WARM, start=None, stop=None, synchronize=sync):
+    """A session tick that starts the capture after `warm` iterations and stops it `steps` later, the GPU
+    idle first (`start`/`stop`: another library's profiler calls, e.g. CuPy's; by default torch's)."""
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        if CUDA and done[0] in (warm, steps + warm):
+            if done[0] == warm:
+                synchronize()
+                (start or _torch_profiler("start"))()
+            else:
+                synchronize()
+                (stop or _torch_profiler("stop"))()
+    return tick
+
+
+def _torch_profiler(what):
+    import torch
+    return getattr(torch.cuda.profiler, what)
+
+
+def arguments(workload_names, default_steps, alone=frozenset(), many=True):
+    """The command line every workload script takes: workload name(s), --mode plain|torch (plain: under
+    Nsight Systems, capture by cudaProfilerStart/Stop), --out, --steps. `alone`: workloads that need a
+    process of their own (fresh CUDA state or environment)."""
+    p = argparse.ArgumentParser()
+    if many:
+        p.add_argument("names", nargs="+", choices=sorted(workload_names))
+    else:
+        p.add_argument("name", choices=sorted(workload_names))
+    p.add_argument("--mode", default="plain", choices=["plain", "torch"])
+    p.add_argument("--out", default=".")
+    p.add_argument("--steps", type=int, default=default_steps)
+    a = p.parse_args()
+    if many and len(a.names) > 1 and set(alone) & set(a.names):
+        p.error(f"run {sorted(set(alone) & set(a.names))} in a process of its own")
+    os.makedirs(a.out, exist_ok=True)
+    return a
+
+
+def run_each(a, run_one, before=lambda name: None, after=lambda name: None):
+    """Every named workload in turn; one that fails is reported and the others still run; exit 1 if any failed."""
+    failed = 0
+    for name in a.names:
+        before(name)
+        print(f"-- {name} ({a.mode})", flush=True)
+        try:
+            run_one(name)
+        except Exception:  # keep going: one failed workload must not cost the others
+            failed += 1
+            traceback.print_exc()
+        after(name)
+    sys.exit(1 if failed else 0)
