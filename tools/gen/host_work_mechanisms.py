@@ -28,35 +28,20 @@ Workloads (category built for; "twin" = the same code with the cause removed):
                                             pixels per class (CPU operators with no CUDA calls, not input work)
   h_infer_seg_gpu_upsample   (twin)         the same, upsample / argmax / counts on the GPU, the 19 counts read back
 """
-import argparse
 import os
 import random
 import sys
-import traceback
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEV = os.environ.get("GEN_DEVICE", "cuda")
-CUDA = DEV == "cuda"
-WARM = 3
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import (CUDA, DEV, WARM, Session, arguments, capture_ticks, run_each, size, sync,  # noqa: E402,F401
+                     torch_profiled, workloads)
+
 HALF = torch.float16 if CUDA else torch.float32
-
-
-def size(full, small):
-    return full if CUDA else small
-
-
-def sync():
-    if CUDA:
-        torch.cuda.synchronize()
-
-
-class Session:
-    def __init__(self, iters, tick=lambda: None):
-        self.iters, self.tick = iters, tick
 
 
 # ============================================================== detection, post-processed on the host
@@ -310,58 +295,36 @@ def w_h_infer_seg_gpu_upsample(s):
     segment(s, on_gpu=True)
 
 
-WORKLOADS = {n[2:]: f for n, f in globals().items() if n.startswith("w_h_")}
+WORKLOADS = workloads(globals(), "w_h_")
 
 
 def run_torch(name, fn, steps, out):
-    from torch.profiler import ProfilerActivity, profile, schedule
-    path = os.path.join(out, f"{name}.pt.trace.json")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-    with profile(activities=acts, record_shapes=False, profile_memory=False, with_stack=True,
-                 schedule=schedule(wait=1, warmup=WARM - 1, active=steps, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        fn(Session(steps + WARM, tick=prof.step))
+    torch_profiled(fn, steps, os.path.join(out, f"{name}.pt.trace.json"),
+                   record_shapes=False, profile_memory=False, with_stack=True)
 
 
 def run_plain(name, fn, steps):
-    done = [0]
-
-    def tick():
-        done[0] += 1
-        if done[0] == WARM and CUDA:
-            torch.cuda.synchronize()
-            torch.cuda.profiler.start()
-        elif done[0] == steps + WARM and CUDA:
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
-    fn(Session(steps + WARM, tick=tick))
+    fn(Session(steps + WARM, tick=capture_ticks(steps)))
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("names", nargs="+", choices=sorted(WORKLOADS))
-    p.add_argument("--mode", default="plain", choices=["plain", "torch"])
-    p.add_argument("--out", default=".")
-    p.add_argument("--steps", type=int, default=4)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    failed = 0
-    for name in a.names:
+    a = arguments(WORKLOADS, 4)
+
+    def before(name):
         torch.manual_seed(0)
         random.seed(0)
         np.random.seed(0)
-        print(f"-- {name} ({a.mode})", flush=True)
-        try:
-            if a.mode == "torch":
-                run_torch(name, WORKLOADS[name], a.steps, a.out)
-            else:
-                run_plain(name, WORKLOADS[name], a.steps)
-        except Exception:
-            failed += 1
-            traceback.print_exc()
+
+    def run_one(name):
+        if a.mode == "torch":
+            run_torch(name, WORKLOADS[name], a.steps, a.out)
+        else:
+            run_plain(name, WORKLOADS[name], a.steps)
+
+    def after(name):
         if CUDA:
             torch.cuda.empty_cache()
-    sys.exit(1 if failed else 0)
+    run_each(a, run_one, before, after)
 
 
 if __name__ == "__main__":

@@ -18,21 +18,16 @@ Workloads (one cause each; "twin" = the same code with the cause removed):
                       fused; GPU-bound, ~40 kernels per step
 GEN_DEVICE=cpu runs them at toy sizes on a CPU to check the logic.
 """
-import argparse
 import contextlib
 import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEV = os.environ.get("GEN_DEVICE", "cuda")
-CUDA = DEV == "cuda"
-WARM = 3
-
-
-def size(full, small):
-    return full if CUDA else small
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import CUDA, DEV, WARM, Session, arguments, capture_ticks, size, torch_profiled  # noqa: E402,F401
 
 
 class Layer(nn.Module):
@@ -152,40 +147,17 @@ WORKLOADS = {
 }
 
 
-class Session:
-    def __init__(self, iters, tick=lambda: None):
-        self.iters, self.tick = iters, tick
-
-
 def run_torch(name, steps, out):
-    from torch.profiler import ProfilerActivity, profile, schedule
-    path = os.path.join(out, f"{name}.pt.trace.json")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-    with profile(activities=acts, record_shapes=False, profile_memory=True, with_stack=False,
-                 schedule=schedule(wait=1, warmup=WARM - 1, active=steps, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        WORKLOADS[name](Session(steps + WARM, tick=prof.step))
+    torch_profiled(WORKLOADS[name], steps, os.path.join(out, f"{name}.pt.trace.json"),
+                   record_shapes=False, profile_memory=True, with_stack=False)
 
 
 def run_plain(name, steps):
-    done = [0]
-
-    def tick():
-        done[0] += 1
-        if CUDA and done[0] in (WARM, steps + WARM):
-            torch.cuda.synchronize()
-            (torch.cuda.profiler.start if done[0] == WARM else torch.cuda.profiler.stop)()
-    WORKLOADS[name](Session(steps + WARM, tick=tick))
+    WORKLOADS[name](Session(steps + WARM, tick=capture_ticks(steps)))
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("name", choices=sorted(WORKLOADS))
-    p.add_argument("--mode", default="plain", choices=["plain", "torch"])
-    p.add_argument("--out", default=".")
-    p.add_argument("--steps", type=int, default=5)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    a = arguments(WORKLOADS, 5, many=False)
     torch.manual_seed(0)
     if a.mode == "torch":
         run_torch(a.name, a.steps, a.out)

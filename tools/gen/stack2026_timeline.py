@@ -39,30 +39,20 @@ Workloads (category built for; "twin" = the same code with the cause removed):
   s_cupy_pinned_upload       (twin)             the same array copied once into pinned memory, uploaded with
                                                 `ndarray.set(..., stream)` on a copy stream, double-buffered
 """
-import argparse
 import ctypes
 import os
 import random
 import sys
 import threading
-import traceback
 
 import numpy as np
 
-DEV = os.environ.get("GEN_DEVICE", "cuda")
-CUDA = DEV == "cuda"
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import CUDA, DEV, Session, arguments, capture_ticks, run_each, size, torch_profiled, workloads  # noqa: E402,F401
+
 WARM = 2
 WITH_STACK = {"s_train_gil_thread", "s_train_gil_no_thread", "s_train_pageable_batches", "s_train_pinned_batches"}
 CUPY = {"s_cupy_pageable_upload", "s_cupy_pinned_upload"}
-
-
-def size(full, small):
-    return full if CUDA else small
-
-
-class Session:
-    def __init__(self, iters, tick=lambda: None):
-        self.iters, self.tick = iters, tick
 
 
 def torch_mods():
@@ -351,66 +341,44 @@ def w_s_cupy_pinned_upload(s):
     cupy_upload(s, pinned=True)
 
 
-WORKLOADS = {n[2:]: f for n, f in globals().items() if n.startswith("w_s_")}
+WORKLOADS = workloads(globals(), "w_s_")
 
 
 def run_torch(name, fn, steps, out):
-    torch, nn, F = torch_mods()
-    from torch.profiler import ProfilerActivity, profile, schedule
-    path = os.path.join(out, f"{name}.pt.trace.json")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-    with profile(activities=acts, record_shapes=False, profile_memory=False, with_stack=name in WITH_STACK,
-                 schedule=schedule(wait=1, warmup=WARM - 1, active=steps, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        fn(Session(steps + WARM, tick=prof.step))
+    torch_mods()
+    torch_profiled(fn, steps, os.path.join(out, f"{name}.pt.trace.json"), warm=WARM,
+                   record_shapes=False, profile_memory=False, with_stack=name in WITH_STACK)
 
 
 def run_plain(name, fn, steps):
-    done = [0]
     if name in CUPY:
         import cupy as cp
         sync, start, stop = cp.cuda.Device().synchronize, cp.cuda.profiler.start, cp.cuda.profiler.stop
     else:
         torch, nn, F = torch_mods()
         sync, start, stop = torch.cuda.synchronize, torch.cuda.profiler.start, torch.cuda.profiler.stop
-
-    def tick():
-        done[0] += 1
-        if done[0] == WARM and CUDA:
-            sync()
-            start()
-        elif done[0] == steps + WARM and CUDA:
-            sync()
-            stop()
-    fn(Session(steps + WARM, tick=tick))
+    fn(Session(steps + WARM, tick=capture_ticks(steps, WARM, start, stop, sync)))
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("names", nargs="+", choices=sorted(WORKLOADS))
-    p.add_argument("--mode", default="plain", choices=["plain", "torch"])
-    p.add_argument("--out", default=".")
-    p.add_argument("--steps", type=int, default=3)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    failed = 0
-    for name in a.names:
+    a = arguments(WORKLOADS, 3)
+
+    def before(name):
         random.seed(0)
         np.random.seed(0)
         if name not in CUPY:
             torch_mods()[0].manual_seed(0)
-        print(f"-- {name} ({a.mode})", flush=True)
-        try:
-            if a.mode == "torch":
-                run_torch(name, WORKLOADS[name], a.steps, a.out)
-            else:
-                run_plain(name, WORKLOADS[name], a.steps)
-        except Exception:
-            failed += 1
-            traceback.print_exc()
+
+    def run_one(name):
+        if a.mode == "torch":
+            run_torch(name, WORKLOADS[name], a.steps, a.out)
+        else:
+            run_plain(name, WORKLOADS[name], a.steps)
+
+    def after(name):
         if CUDA and name not in CUPY:
             torch_mods()[0].cuda.empty_cache()
-    sys.exit(1 if failed else 0)
+    run_each(a, run_one, before, after)
 
 
 if __name__ == "__main__":

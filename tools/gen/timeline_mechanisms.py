@@ -31,42 +31,28 @@ Workloads (category built for; "twin" = the same code with the cause removed):
   t_setup_short_infer      one_time_setup      a short program profiled from its start: CUDA init, a small conv net,
                                                3 inferences at batch 8, exit
 """
-import argparse
 import contextlib
 import math
 import os
 import random
 import sys
-import traceback
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEV = os.environ.get("GEN_DEVICE", "cuda")
-CUDA = DEV == "cuda"
-WARM = 3
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import (CUDA, DEV, WARM, Session, arguments, capture_ticks, run_each, size, sync,  # noqa: E402,F401
+                     torch_profiled, torch_profiled_whole, workloads)
+
 FROM_START = {"t_setup_short_infer"}
 NVTX_PLAIN = {"t_train_cpu_adamw", "t_train_gpu_adamw"}
-
-
-def size(full, small):
-    return full if CUDA else small
-
-
-def sync():
-    if CUDA:
-        torch.cuda.synchronize()
+PROFILE = dict(record_shapes=False, profile_memory=False, with_stack=False)
 
 
 def nvtx_range(name):
     return torch.cuda.nvtx.range(name) if CUDA and os.environ.get("TM_NVTX") == "1" else contextlib.nullcontext()
-
-
-class Session:
-    def __init__(self, iters, tick=lambda: None):
-        self.iters, self.tick = iters, tick
 
 
 # ============================================================== long-sequence hand-written attention
@@ -328,70 +314,44 @@ def w_t_setup_short_infer(s):
     _ = torch.stack(outs).cpu()
 
 
-WORKLOADS = {n[2:]: f for n, f in globals().items() if n.startswith("w_t_")}
+WORKLOADS = workloads(globals(), "w_t_")
 
 
 def run_torch(name, fn, steps, out):
-    from torch.profiler import ProfilerActivity, profile, schedule
     path = os.path.join(out, f"{name}.pt.trace.json")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-    kw = dict(activities=acts, record_shapes=False, profile_memory=False, with_stack=False)
     if name in FROM_START:
-        with profile(**kw) as prof:
-            fn(Session(0))
-        prof.export_chrome_trace(path)
-        return
-    with profile(schedule=schedule(wait=1, warmup=WARM - 1, active=steps, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path), **kw) as prof:
-        fn(Session(steps + WARM, tick=prof.step))
+        torch_profiled_whole(fn, Session(0), path, **PROFILE)
+    else:
+        torch_profiled(fn, steps, path, **PROFILE)
 
 
 def run_plain(name, fn, steps):
     if name in FROM_START:
         fn(Session(0))
         return
-    done = [0]
-
-    def tick():
-        done[0] += 1
-        if done[0] == WARM and CUDA:
-            torch.cuda.synchronize()
-            torch.cuda.profiler.start()
-        elif done[0] == steps + WARM and CUDA:
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
     ctx = torch.autograd.profiler.emit_nvtx() if name in NVTX_PLAIN and CUDA else contextlib.nullcontext()
     with ctx:
-        fn(Session(steps + WARM, tick=tick))
+        fn(Session(steps + WARM, tick=capture_ticks(steps)))
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("names", nargs="+", choices=sorted(WORKLOADS))
-    p.add_argument("--mode", default="plain", choices=["plain", "torch"])
-    p.add_argument("--out", default=".")
-    p.add_argument("--steps", type=int, default=3)
-    a = p.parse_args()
-    if len(a.names) > 1 and FROM_START & set(a.names):
-        p.error(f"run {sorted(FROM_START & set(a.names))} in a process of its own")
-    os.makedirs(a.out, exist_ok=True)
-    failed = 0
-    for name in a.names:
+    a = arguments(WORKLOADS, 3, alone=FROM_START)
+
+    def before(name):
         torch.manual_seed(0)
         random.seed(0)
         np.random.seed(0)
-        print(f"-- {name} ({a.mode})", flush=True)
-        try:
-            if a.mode == "torch":
-                run_torch(name, WORKLOADS[name], a.steps, a.out)
-            else:
-                run_plain(name, WORKLOADS[name], a.steps)
-        except Exception:
-            failed += 1
-            traceback.print_exc()
+
+    def run_one(name):
+        if a.mode == "torch":
+            run_torch(name, WORKLOADS[name], a.steps, a.out)
+        else:
+            run_plain(name, WORKLOADS[name], a.steps)
+
+    def after(name):
         if CUDA:
             torch.cuda.empty_cache()
-    sys.exit(1 if failed else 0)
+    run_each(a, run_one, before, after)
 
 
 if __name__ == "__main__":
