@@ -127,3 +127,45 @@ def run_each(a, run_one, before=lambda name: None, after=lambda name: None):
             traceback.print_exc()
         after(name)
     sys.exit(1 if failed else 0)
+
+
+def cap_memory(gib):
+    """Cap this process's CUDA memory at `gib` GiB (the caching allocator raises OOM above it); returns
+    what was set, for the run's log."""
+    import torch
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(gib * 2**30 / total)
+    return dict(cap_gib=gib, total_memory_bytes=total, fraction=gib * 2**30 / total)
+
+
+def scenario_arguments():
+    """The command line of the OOM scripts: one scenario (run here) or 'all' (each in a process of its own)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("name", help="a scenario, or 'all'")
+    p.add_argument("--out", default=".")
+    p.add_argument("--timeout", type=int, default=90)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    return a
+
+
+def each_in_own_process(script, names, a, prefix, tail_chars):
+    """Run `script NAME --out OUT` once per name, one process each: a failure or a leftover memory cap cannot
+    spoil the others. Each one's output goes to OUT/PREFIXNAME.log; its tail is printed."""
+    import subprocess
+    import time
+
+    import torch
+    print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
+    for name in names:
+        t0 = time.time()
+        log = os.path.join(a.out, f"{prefix}{name}.log")
+        try:
+            with open(log, "w") as f:
+                rc = subprocess.run([sys.executable, script, name, "--out", a.out], stdout=f,
+                                    stderr=subprocess.STDOUT, timeout=a.timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        with open(log) as f:
+            tail = f.read()[-tail_chars:]
+        print(f"== {name}: rc {rc}, {time.time() - t0:.0f} s\n{tail}", flush=True)

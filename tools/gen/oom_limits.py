@@ -21,18 +21,19 @@ Scenarios (new code: other models and ops than ../shared/gen/scenarios.py and oo
 The snapshot protocol is the corpus one: _record_memory_history, the snapshot right after the OOM
 (or at the end for a healthy twin). MAX_ENTRIES (default 20000) bounds the history.
 """
-import argparse, json, os, subprocess, sys, time
+import json, os, sys
 
 import torch, torch.nn as nn, torch.nn.functional as F
+
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import cap_memory, each_in_own_process, scenario_arguments  # noqa: E402
 
 DEV = "cuda"
 LOG = {}
 
 
 def cap(gib):
-    total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(gib * 2**30 / total)
-    LOG.update(cap_gib=gib, total_memory_bytes=total, fraction=gib * 2**30 / total)
+    LOG.update(cap_memory(gib))
 
 
 class Encoder(nn.Module):
@@ -157,28 +158,11 @@ def snapshot_run(name, out):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("name", help="a scenario, or 'all'")
-    p.add_argument("--out", default=".")
-    p.add_argument("--timeout", type=int, default=90)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    a = scenario_arguments()
     if a.name != "all":
         snapshot_run(a.name, a.out)
         return
-    print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
-    for name in SCENARIOS:  # one process each: a failure or a leftover cap cannot spoil the others
-        t0 = time.time()
-        log = os.path.join(a.out, f"l_{name}.log")
-        try:
-            with open(log, "w") as f:
-                rc = subprocess.run([sys.executable, __file__, name, "--out", a.out], stdout=f,
-                                    stderr=subprocess.STDOUT, timeout=a.timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-        with open(log) as f:
-            tail = f.read()[-700:]
-        print(f"== {name}: rc {rc}, {time.time() - t0:.0f} s\n{tail}", flush=True)
+    each_in_own_process(__file__, SCENARIOS, a, "l_", 700)
 
 
 if __name__ == "__main__":

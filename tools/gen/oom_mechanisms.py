@@ -19,16 +19,18 @@ New code, not a copy of ../shared/gen/scenarios.py (other models and ops); only 
 is the corpus one: _record_memory_history, a cap via set_per_process_memory_fraction, the snapshot
 right after the OOM (or at the end for a healthy twin). MAX_ENTRIES (default 20000) bounds the history.
 """
-import argparse, contextlib, json, os, subprocess, sys, time
+import contextlib, json, os, sys
 
 import torch, torch.nn as nn, torch.nn.functional as F
+
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import cap_memory, each_in_own_process, scenario_arguments  # noqa: E402
 
 DEV = "cuda"
 
 
 def cap(gib):
-    total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(gib * 2**30 / total)
+    cap_memory(gib)
 
 
 # ---------------------------------------------------------------- point clouds: k nearest neighbours
@@ -155,28 +157,11 @@ def snapshot_run(name, out):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("name", help="a scenario, or 'all'")
-    p.add_argument("--out", default=".")
-    p.add_argument("--timeout", type=int, default=90)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    a = scenario_arguments()
     if a.name != "all":
         snapshot_run(a.name, a.out)
         return
-    print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
-    for name in SCENARIOS:  # one process each: a failure or a leftover cap cannot spoil the others
-        t0 = time.time()
-        log = os.path.join(a.out, f"o_{name}.log")
-        try:
-            with open(log, "w") as f:
-                rc = subprocess.run([sys.executable, __file__, name, "--out", a.out], stdout=f,
-                                    stderr=subprocess.STDOUT, timeout=a.timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-        with open(log) as f:
-            tail = f.read()[-600:]
-        print(f"== {name}: rc {rc}, {time.time() - t0:.0f} s\n{tail}", flush=True)
+    each_in_own_process(__file__, SCENARIOS, a, "o_", 600)
 
 
 if __name__ == "__main__":
