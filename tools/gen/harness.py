@@ -169,3 +169,61 @@ def each_in_own_process(script, names, a, prefix, tail_chars):
         with open(log) as f:
             tail = f.read()[-tail_chars:]
         print(f"== {name}: rc {rc}, {time.time() - t0:.0f} s\n{tail}", flush=True)
+
+
+def check_source(src):
+    """CPU-side check of a CUDA source: compile it for sm_90 with nvcc and show registers / spills per kernel."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cu")
+        with open(path, "w") as f:
+            f.write(src)
+        r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", os.path.join(d, "k.cubin"), path],
+                           capture_output=True, text=True)
+        print(r.stdout + r.stderr)
+        return r.returncode
+
+
+def kernel_arguments(groups, src):
+    """The command line of the kernel scripts (run under `ncu --profile-from-start off`): --group (the first
+    is the default), --only, --scale, --device; --check-source compiles `src` and exits."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--group", choices=groups, default=groups[0])
+    p.add_argument("--only", default="")
+    p.add_argument("--scale", type=int, default=1, help="divide problem sizes (toy runs)")
+    p.add_argument("--device", default=os.environ.get("GEN_DEVICE", "cuda"))
+    p.add_argument("--check-source", action="store_true")
+    a = p.parse_args()
+    if a.check_source:
+        sys.exit(check_source(src))
+    return a
+
+
+def capture_jobs(jobs, sync, a, timed=False):
+    """Each job (or those --only names) once to warm up, then, on the GPU, each once more inside the
+    cudaProfilerStart/Stop capture under an NVTX range of its name (`timed`: first timed alone, for labels)."""
+    only = [s for s in a.only.split(",") if s] or list(jobs)
+    for name in only:  # warm up: module load, allocator, cuDNN heuristics, cub temporary storage
+        jobs[name]()
+    sync()
+    if a.device != "cuda":
+        print("cpu dry run ok", only)
+        return
+    import time
+
+    import torch
+    for name in only if timed else ():  # plain timing (not under the profiler's replay) for the labels
+        sync()
+        t0 = time.perf_counter()
+        jobs[name]()
+        sync()
+        print(f"time {name} {(time.perf_counter() - t0) * 1e3:.3f} ms", flush=True)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for name in only:
+        with torch.cuda.nvtx.range(name):
+            jobs[name]()
+        sync()
+    torch.cuda.profiler.stop()
+    print("done", only)

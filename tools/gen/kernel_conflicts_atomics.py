@@ -30,11 +30,11 @@ atomics (torch, PyTorch's kernels):
   hist_index_add_hot / hist_bincount a histogram of 16M labels (95% one label): counts.index_add_(0,
                                      labels, ones) vs torch.bincount(labels)
 """
-import argparse
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import capture_jobs, kernel_arguments  # noqa: E402
 
 SRC = r"""
 #define T 32
@@ -100,17 +100,6 @@ CONFLICT_KERNELS = ["transpose_f64_unpadded", "transpose_f64_padded", "aos_field
                     "transpose_loop_unpadded", "transpose_loop_padded"]
 
 
-def check_source():
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.cu")
-        with open(path, "w") as f:
-            f.write(SRC)
-        r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", os.path.join(d, "k.cubin"), path],
-                           capture_output=True, text=True)
-        print(r.stdout + r.stderr)
-        return r.returncode
-
-
 def conflict_jobs(scale):
     import cupy as cp
     mod = cp.RawModule(code=SRC, options=("-lineinfo",))
@@ -173,39 +162,9 @@ def atomic_jobs(scale, device):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--group", choices=["conflicts", "atomics"], default="conflicts")
-    p.add_argument("--only", default="")
-    p.add_argument("--scale", type=int, default=1, help="divide problem sizes (toy runs)")
-    p.add_argument("--device", default=os.environ.get("GEN_DEVICE", "cuda"))
-    p.add_argument("--check-source", action="store_true")
-    a = p.parse_args()
-    if a.check_source:
-        sys.exit(check_source())
+    a = kernel_arguments(["conflicts", "atomics"], SRC)
     jobs, sync = conflict_jobs(a.scale) if a.group == "conflicts" else atomic_jobs(a.scale, a.device)
-    only = [s for s in a.only.split(",") if s] or list(jobs)
-    for name in only:  # warm up: module load, allocator, cub temporary storage
-        jobs[name]()
-    sync()
-    if a.device != "cuda":
-        print("cpu dry run ok", only)
-        return
-    import time
-    import torch
-    for name in only:  # plain timing (not under the profiler's replay) for the labels
-        sync()
-        t0 = time.perf_counter()
-        jobs[name]()
-        sync()
-        print(f"time {name} {(time.perf_counter() - t0) * 1e3:.3f} ms", flush=True)
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    for name in only:
-        with torch.cuda.nvtx.range(name):
-            jobs[name]()
-        sync()
-    torch.cuda.profiler.stop()
-    print("done", only)
+    capture_jobs(jobs, sync, a, timed=True)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,11 @@ name, between cudaProfilerStart/Stop, so `ncu --profile-from-start off` sees onl
     python3 kernel_mechanisms.py --group conv2  # FP32 convolutions of other shapes (implicit GEMM)
     python3 kernel_mechanisms.py --check-source # CPU only: compile SRC with nvcc -cubin, print ptxas
 """
-import argparse
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import capture_jobs, kernel_arguments  # noqa: E402
 
 SRC = r"""
 #define T 32
@@ -162,18 +162,6 @@ CUDA_KERNELS = ["transpose_tile_unpadded", "transpose_tile_padded", "tile_sweep_
                 "jacobi_block_barrier", "jacobi_warp_shuffle"]
 
 
-def check_source():
-    """CPU-side check: compile SRC for sm_90 with nvcc and show registers / spills per kernel."""
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.cu")
-        with open(path, "w") as f:
-            f.write(SRC)
-        r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", os.path.join(d, "k.cubin"), path],
-                           capture_output=True, text=True)
-        print(r.stdout + r.stderr)
-        return r.returncode
-
-
 def cuda_jobs(scale):
     import cupy as cp
     mod = cp.RawModule(code=SRC, options=("-lineinfo",))
@@ -280,34 +268,11 @@ def conv_shape_jobs(scale, device):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--group", choices=["cuda", "conv", "conv2"], default="cuda")
-    p.add_argument("--only", default="")
-    p.add_argument("--scale", type=int, default=1, help="divide problem sizes (toy runs)")
-    p.add_argument("--device", default=os.environ.get("GEN_DEVICE", "cuda"))
-    p.add_argument("--check-source", action="store_true")
-    a = p.parse_args()
-    if a.check_source:
-        sys.exit(check_source())
+    a = kernel_arguments(["cuda", "conv", "conv2"], SRC)
     make = {"cuda": lambda: cuda_jobs(a.scale), "conv": lambda: conv_jobs(a.scale, a.device),
             "conv2": lambda: conv_shape_jobs(a.scale, a.device)}[a.group]
     jobs, sync = make()
-    only = [s for s in a.only.split(",") if s] or list(jobs)
-    for name in only:  # warm up: module load, cuDNN heuristics
-        jobs[name]()
-    sync()
-    if a.device != "cuda":
-        print("cpu dry run ok", only)
-        return
-    import torch
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    for name in only:
-        with torch.cuda.nvtx.range(name):
-            jobs[name]()
-        sync()
-    torch.cuda.profiler.stop()
-    print("done", only)
+    capture_jobs(jobs, sync, a)
 
 
 if __name__ == "__main__":
