@@ -28,18 +28,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, schedule
 
-DEV = os.environ.get("GEN_DEVICE", "cuda")
-CUDA = DEV == "cuda"
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import CUDA, DEV, size, sync  # noqa: E402,F401
+
 WAIT, WARM = 1, 2
-
-
-def size(full, small):
-    return full if CUDA else small
-
-
-def sync():
-    if CUDA:
-        torch.cuda.synchronize()
 
 
 def mlp(d, layers, out, act=nn.GELU):

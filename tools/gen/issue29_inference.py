@@ -43,13 +43,10 @@ import math
 import os
 import sys
 
-DEV = os.environ.get("GEN_DEVICE", "cuda")
-CUDA = DEV == "cuda"
+sys.path.append(os.path.join(os.getcwd(), "tools", "gen"))  # harness.py: beside this file, or the checkout's
+from harness import CUDA, DEV, size  # noqa: E402,F401
+
 WARM = 2
-
-
-def size(full, small):
-    return full if CUDA else small
 
 
 # ---------------------------------------------------------------- decoder (d_*)
