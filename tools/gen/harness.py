@@ -81,11 +81,10 @@ def capture_ticks(steps, warm=WARM, start=None, stop=None, synchronize=sync):
     def tick():
         done[0] += 1
         if CUDA and done[0] in (warm, steps + warm):
+            synchronize()
             if done[0] == warm:
-                synchronize()
                 (start or _torch_profiler("start"))()
             else:
-                synchronize()
                 (stop or _torch_profiler("stop"))()
     return tick
 
