@@ -310,7 +310,7 @@ def ref_parents(start, end) -> np.ndarray:
 
 @pytest.mark.parametrize("shape", ["nested", "touching", "flat", "closing_chain"])
 def test_parents_by_pointer_jumping_are_the_stack_walk(shape):
-    from diagnoser.timeline.ops import _parents
+    from diagnoser.timeline.op_tree import parents as _parents
     rng = np.random.default_rng(9)
     for _ in range(40):
         n = int(rng.integers(0, 400))

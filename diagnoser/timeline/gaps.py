@@ -38,6 +38,7 @@ from .. import settings
 from ..idle_classes import IDLE_CLASSES
 from .intervals import IntervalSet
 from .host_threads import C_LIBRARY, COLLECT, HostSide, function_text, host_side, wait_text
+from .op_tree import calls_inside
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
 from .recompiles import compile_intervals
 from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
@@ -83,29 +84,7 @@ def python_frames_without_calls(tv: TimelineView) -> pd.DataFrame:
     """The Python frames (traces with stacks) inside which no CUDA call starts: the host computing."""
     r = tv.tl.ranges
     py = r[(r["kind"] == "python").to_numpy()].reset_index(drop=True)
-    return py[_calls_inside(py, tv, tv.tl.host["thread"].to_numpy()) == 0] if len(py) else py
-
-
-def _top_level_ops(ops: pd.DataFrame) -> pd.DataFrame:
-    """Operators not nested in an earlier operator of the same thread."""
-    out = []
-    for _, g in ops.groupby("thread", sort=True):
-        g = g.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable")
-        e = g["end_ns"].to_numpy()
-        prev_max = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))
-        out.append(g[e > prev_max])
-    return pd.concat(out) if out else ops
-
-
-def _calls_inside(ops: pd.DataFrame, tv: TimelineView, host_thread: np.ndarray) -> np.ndarray:
-    """How many host API calls start inside each op, on the op's own thread."""
-    counts = np.zeros(len(ops), dtype=np.int64)
-    for thread, g in ops.groupby("thread", sort=False):
-        calls = np.sort(tv.host_start[host_thread == thread])
-        lo = np.searchsorted(calls, g["start_ns"].to_numpy(), side="left")
-        hi = np.searchsorted(calls, g["end_ns"].to_numpy(), side="right")
-        counts[ops.index.get_indexer(g.index)] = hi - lo
-    return counts
+    return py[calls_inside(py, tv) == 0] if len(py) else py
 
 
 def _calls_with_corr(tv: TimelineView, calls: np.ndarray, corr: np.ndarray) -> np.ndarray:
@@ -133,10 +112,10 @@ def host_activity(tv: TimelineView) -> HostActivity:
     sync = IntervalSet.of(hs[sync_mask], he[sync_mask])
 
     marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(ranges["name"], DATA_RANGE)]
-    top = _top_level_ops(ops.reset_index(drop=True))
-    host_thread = tl.host["thread"].to_numpy()
-    calls_inside = _calls_inside(top, tv, host_thread) if len(top) else np.zeros(0, np.int64)
-    cpu_only = top[calls_inside == 0] if len(top) else top
+    tree = tv.op_tree  # the operators not nested in an earlier one of their thread
+    top = ops.reset_index(drop=True).iloc[tree.rows[tree.top_level]] if len(ops) else ops
+    launches = calls_inside(top, tv) if len(top) else np.zeros(0, np.int64)
+    cpu_only = top[launches == 0] if len(top) else top
     cpu_only = cpu_only[~name_mask(cpu_only["name"], SYNC_OPS)]
     # positive evidence of the host computing (a trace with an op tree or Python stacks): CPU operators and
     # Python frames inside which no CUDA call starts
@@ -146,7 +125,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     if len(compiling) and len(top):
         ts, te = top["start_ns"].to_numpy(np.int64), top["end_ns"].to_numpy(np.int64)
         in_compile = compiling.overlap(ts, te) >= MAJORITY.value * np.maximum(te - ts, 1)
-        top, calls_inside = top[~in_compile], calls_inside[~in_compile]
+        top, launches = top[~in_compile], launches[~in_compile]
         cpu_only = cpu_only[~compiling.contains(cpu_only["start_ns"].to_numpy(np.int64))]
     py = python_frames_without_calls(tv)
     side = host_side(tl)
@@ -164,7 +143,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
                           np.concatenate((marked_data["end_ns"], cpu_only["end_ns"])))
 
     launch_mask = tv.host_is("launch", "graph_launch", "memset", "copy_async")
-    launching_ops = top[calls_inside > 0] if len(top) else top
+    launching_ops = top[launches > 0] if len(top) else top
     launch = IntervalSet.of(np.concatenate((hs[launch_mask], launching_ops["start_ns"].to_numpy(np.int64))),
                             np.concatenate((he[launch_mask], launching_ops["end_ns"].to_numpy(np.int64))))
     del launch_mask

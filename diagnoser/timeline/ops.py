@@ -95,62 +95,6 @@ def ncu_window(kt, steps, pattern) -> dict:
 TOP_OPS = 15
 
 
-PARENT_JUMP_ROUNDS = 40  # pointer-jumping rounds before the stack walk takes over (a chain of ranges closing one by one)
-
-
-def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Index of each range's innermost enclosing range (ranges sorted by start, properly nested), -1 at top.
-
-    What a stack walk gives (pop while the top ended before this start) is the last earlier range that
-    has not ended by this start, max{j < i: end[j] >= start[i]}. Found by pointer jumping, vectorized:
-    a candidate that ended too early is replaced by its own candidate (every range between the two ended
-    before that one's start, so before this one's too). Real traces settle in a few rounds; a long chain
-    of ranges closing one after another would take a round per range, so past PARENT_JUMP_ROUNDS the
-    (linear) stack walk finishes the job."""
-    cand = np.arange(start.size, dtype=np.int64) - 1
-    # a range that starts after every earlier one has ended has no parent: settled at once (the top
-    # level of a long trace would otherwise take log n rounds of jumping along its siblings)
-    ended = np.maximum.accumulate(end) if end.size else end  # latest end among ranges 0..j
-    todo = np.flatnonzero(cand >= 0)
-    for _ in range(PARENT_JUMP_ROUNDS):
-        if not todo.size:
-            return cand
-        c = cand[todo]
-        early = end[c] < start[todo]
-        todo, c = todo[early], c[early]
-        nxt = cand[c]
-        none_open = ended[c] < start[todo]  # every range up to c ended before this one starts
-        nxt[none_open] = -1
-        cand[todo] = nxt
-        todo = todo[nxt >= 0]
-    return cand if not todo.size else _parents_by_stack(start, end)
-
-
-def _parents_by_stack(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    parent = np.full(start.size, -1, dtype=np.int64)
-    stack: list[int] = []
-    ends = end.tolist()
-    for i, s in enumerate(start.tolist()):
-        while stack and ends[stack[-1]] < s:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        stack.append(i)
-    return parent
-
-
-def _innermost(start, end, parent, t: np.ndarray) -> np.ndarray:
-    """For each time t, the innermost range containing it, or -1."""
-    j = np.searchsorted(start, t, side="right") - 1
-    for _ in range(256):  # nesting depth bound
-        open_ = j >= 0
-        out = open_ & (end[np.maximum(j, 0)] < t)
-        if not out.any():
-            break
-        j = np.where(out, parent[np.maximum(j, 0)], j)
-    return j
-
-
 def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
     """The profiler's key_averages view over the steady steps: per aten op name, its kernels' GPU time
     (each kernel counted for the innermost op around its launch: "self CUDA"), its calls and its CPU
@@ -170,26 +114,7 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
     n_names = len(distinct)
     calls = np.bincount(code[in_win], minlength=n_names)
     cpu_ms = np.bincount(code[in_win], weights=(re_ - rs)[in_win].astype(np.float64) / 1e6, minlength=n_names)
-    gpu_code, gpu_w = [], []
-    launch = kt.launch_row
-    known = kt.is_kernel & (launch >= 0)
-    if known.any():
-        host_thread = tl.host["thread"].to_numpy(np.int64)
-        t = kt.tv.host_start[launch[known]]
-        thr = host_thread[launch[known]]
-        dur = kt.dur_ns[known].astype(np.float64)
-        op_thr = ops["thread"].to_numpy(np.int64)
-        for th in np.unique(thr):
-            sel = op_thr == th
-            if not sel.any():
-                continue
-            s, e, nm = rs[sel], re_[sel], code[sel]
-            order = np.argsort(s, kind="stable")
-            s, e, nm = s[order], e[order], nm[order]
-            j = _innermost(s, e, _parents(s, e), t[thr == th])
-            inside = j >= 0
-            gpu_code.append(nm[j[inside]])
-            gpu_w.append(dur[thr == th][inside] / 1e6)
+    gpu_code, gpu_w = _kernel_op_codes(kt, code)
     gpu_ms, total = np.zeros(n_names), 0
     seen = calls > 0
     if gpu_code:
@@ -207,6 +132,23 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
                      "gpu_share_pct": 100.0 * float(gpu_ms[i]) / total if total else 0.0,
                      "cpu_ms_per_step": float(cpu_ms[i]) / n_steps})
     return rows
+
+
+def _kernel_op_codes(kt, code: np.ndarray) -> tuple[list, list]:
+    """The op name code of each kernel's innermost op at its launch (the timeline's op tree) and the kernel's
+    time (ms), thread by thread in thread order, kernel order within a thread: the order the sums are made in."""
+    launch = kt.launch_row
+    known = np.flatnonzero(kt.is_kernel & (launch >= 0))
+    if not known.size:
+        return [], []
+    tree = kt.tv.op_tree
+    op = tree.at_launch(kt.tv, launch[known])
+    thr = kt.tv.tl.host["thread"].to_numpy(np.int64)[launch[known]]
+    order = np.argsort(thr, kind="stable")
+    order = order[op[order] >= 0]
+    if not order.size:
+        return [], []
+    return [code[tree.rows[op[order]]]], [kt.dur_ns[known[order]].astype(np.float64) / 1e6]
 
 
 def _name_codes(names) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,6 @@ import numpy as np
 
 from .. import settings
 from . import device_peaks
-from .ops import _innermost, _parents
 from .perf_model import work
 
 TARGET_EFFICIENCY_PCT = settings.register(
@@ -53,27 +52,13 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]
         return [], {"roofline_shapes_recorded": False}, [f"no per-op roofline: the trace has no op shapes; {SHAPES_HOW}"], []
     n_steps = int(steps.steady.size)
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
-    st, en = shapes["start_ns"].to_numpy(np.int64), shapes["end_ns"].to_numpy(np.int64)
-    thread = shapes["thread"].to_numpy(np.int64)
+    st = shapes["start_ns"].to_numpy(np.int64)
     launch = kt.launch_row
     known = kt.is_kernel & (launch >= 0)
     k_t = kt.tv.host_start[launch[known]] if known.any() else np.zeros(0, np.int64)
-    k_thr = kt.tv.tl.host["thread"].to_numpy(np.int64)[launch[known]] if known.any() else np.zeros(0, np.int64)
     k_dur = kt.dur_ns[known].astype(np.float64)
-    op_ns = np.zeros(st.size)
-    k_op = np.full(k_dur.size, -1, np.int64)  # each attributed kernel's op (row of shapes)
     graph_ns = float(k_dur[kt.tv.host_is("graph_launch")[launch[known]]].sum()) if known.any() else 0.0
-    for th in np.unique(thread):
-        idx = np.flatnonzero(thread == th)
-        idx = idx[np.lexsort((-en[idx], st[idx]))]
-        sel = k_thr == th
-        if not idx.size or not sel.any():
-            continue
-        s_, e_ = st[idx], en[idx]
-        j = _innermost(s_, e_, _parents(s_, e_), k_t[sel])
-        hit = j >= 0
-        np.add.at(op_ns, idx[j[hit]], k_dur[sel][hit])
-        k_op[np.flatnonzero(sel)[hit]] = idx[j[hit]]
+    k_op, op_ns = _kernel_ops(kt, launch[known], k_dur, st.size)
     in_win = (st >= lo) & (st < hi) & (op_ns > 0)
     names, dims, types, conc = (shapes[c].to_numpy(object) for c in ("name", "dims", "types", "concrete"))
     strides = shapes["strides"].to_numpy(object) if "strides" in shapes else np.full(len(shapes), None, object)
@@ -126,6 +111,18 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]
         notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
                      "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
     return rows[:ROWS], facts, notes, sequence
+
+
+def _kernel_ops(kt, launch: np.ndarray, k_dur: np.ndarray, n_ops: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each kernel's modelled op (the innermost one around its launch in the modelled-op tree: a row of
+    op_shapes, -1: none) and each op's kernel time (ns)."""
+    tree = kt.tv.modelled_op_tree
+    j = tree.at_launch(kt.tv, launch) if launch.size else np.zeros(0, np.int64)
+    k_op = np.where(j >= 0, tree.rows[np.maximum(j, 0)], -1) if tree.rows.size else np.full(j.size, -1, np.int64)
+    op_ns = np.zeros(n_ops)
+    hit = k_op >= 0
+    np.add.at(op_ns, k_op[hit], k_dur[hit])
+    return k_op, op_ns
 
 
 def _step_kernels(kt, known, k_t, k_op, op_gid, group_keys, rows, steps) -> list[dict]:

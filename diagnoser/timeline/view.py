@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .api_kinds import API_KINDS, api_kind
+from .op_tree import OpTree
 from .tables import Timeline
 
 
@@ -205,6 +206,18 @@ class TimelineView:
     def launch_ns(self) -> np.ndarray:
         """Host time each gpu row was launched (its call's start), else the row's own start."""
         return _gather(self.host_start, self.launch_row, self.gpu_start)
+
+    @cached_property
+    def op_tree(self) -> OpTree:
+        """The CPU operators' tree (ranges of kind op; its `rows` index those ranges in table order)."""
+        ranges = self.tl.ranges
+        return OpTree.of_table(ranges[(ranges["kind"] == "op").to_numpy()])
+
+    @cached_property
+    def modelled_op_tree(self) -> OpTree | None:
+        """The tree of the ops the perf model covers (op_shapes rows: the per-op roofline's); None without shapes."""
+        shapes = getattr(self.tl, "op_shapes", None)
+        return None if shapes is None else OpTree.of_table(shapes)
 
     def returned_ns(self) -> np.ndarray:
         """When each gpu row's launch call returned on the host; -1 when unknown."""

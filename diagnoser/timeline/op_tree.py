@@ -1,0 +1,146 @@
+"""The op tree of a timeline: CPU operators nested per host thread, and the launch call that links each
+kernel to the innermost operator around it (as TraceLens's Trace2Tree links CPU ops to their kernels).
+
+Built once per timeline (TimelineView.op_tree; TimelineView.modelled_op_tree over the ops the perf model
+covers, the per-op roofline's) and read by every analysis that asks which op a kernel or a gap belongs to:
+the op distribution (ops.py), the per-op roofline (roofline.py), the host's top-level operators in the
+idle-gap classes (gaps.py). O(n log n): one sort, then pointer jumping per thread.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PARENT_JUMP_ROUNDS = 40  # pointer-jumping rounds before the stack walk takes over (a chain of ranges closing one by one)
+NESTING_DEPTH = 256  # deepest nesting an innermost-op search walks up
+
+
+@dataclass(frozen=True)
+class OpTree:
+    """Op ranges in tree order: by thread, then start, the enclosing range first (longer first on a tie).
+
+    `rows[i]` is op i's row in the table it was built from; `parent[i]` the op (tree index) innermost
+    around it on its thread, -1 at the top; `top_level[i]` whether it ends after every earlier op of its
+    thread has ended (not within one: the ops the host's idle-gap classes judge)."""
+
+    rows: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    thread: np.ndarray
+    parent: np.ndarray
+    top_level: np.ndarray
+    threads: np.ndarray  # the distinct threads, sorted
+    bounds: np.ndarray   # ops of threads[k] are tree indices bounds[k] .. bounds[k + 1] - 1
+
+    @classmethod
+    def of(cls, start, end, thread) -> "OpTree":
+        """The tree of ranges given as columns (any order; row i of the columns is `rows` value i)."""
+        start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+        thread = np.asarray(thread, np.int64)
+        rows = np.lexsort((-end, start, thread))
+        s, e, th = start[rows], end[rows], thread[rows]
+        threads, first = np.unique(th, return_index=True)
+        bounds = np.r_[first, th.size].astype(np.int64)
+        parent = np.full(s.size, -1, np.int64)
+        top = np.zeros(s.size, bool)
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            p = parents(s[a:b], e[a:b])
+            parent[a:b] = np.where(p >= 0, p + a, -1)
+            prev_max = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e[a:b])[:-1]))
+            top[a:b] = e[a:b] > prev_max
+        return cls(rows, s, e, th, parent, top, threads, bounds)
+
+    @classmethod
+    def of_table(cls, table) -> "OpTree":
+        """The tree of a frame's ranges (start_ns, end_ns, thread columns)."""
+        return cls.of(table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64),
+                      table["thread"].to_numpy(np.int64))
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def innermost(self, t: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """For each time t on a host thread, the innermost op of that thread holding it (tree index), or -1."""
+        t, thread = np.asarray(t, np.int64), np.asarray(thread, np.int64)
+        out = np.full(t.size, -1, np.int64)
+        for k, th in enumerate(self.threads.tolist()):
+            sel = np.flatnonzero(thread == th)
+            if not sel.size:
+                continue
+            a, b = int(self.bounds[k]), int(self.bounds[k + 1])
+            p = self.parent[a:b]
+            j = _innermost(self.start[a:b], self.end[a:b], np.where(p >= 0, p - a, -1), t[sel])
+            out[sel] = np.where(j >= 0, j + a, -1)
+        return out
+
+    def at_launch(self, tv, launch: np.ndarray) -> np.ndarray:
+        """For each launch call (host rows of `tv`), the innermost op around it on its thread (tree index), or -1."""
+        thread = tv.tl.host["thread"].to_numpy(np.int64)[launch]
+        return self.innermost(tv.host_start[launch], thread)
+
+
+def parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Index of each range's innermost enclosing range (ranges sorted by start, properly nested), -1 at top.
+
+    What a stack walk gives (pop while the top ended before this start) is the last earlier range that
+    has not ended by this start, max{j < i: end[j] >= start[i]}. Found by pointer jumping, vectorized:
+    a candidate that ended too early is replaced by its own candidate (every range between the two ended
+    before that one's start, so before this one's too). Real traces settle in a few rounds; a long chain
+    of ranges closing one after another would take a round per range, so past PARENT_JUMP_ROUNDS the
+    (linear) stack walk finishes the job."""
+    cand = np.arange(start.size, dtype=np.int64) - 1
+    # a range that starts after every earlier one has ended has no parent: settled at once (the top
+    # level of a long trace would otherwise take log n rounds of jumping along its siblings)
+    ended = np.maximum.accumulate(end) if end.size else end  # latest end among ranges 0..j
+    todo = np.flatnonzero(cand >= 0)
+    for _ in range(PARENT_JUMP_ROUNDS):
+        if not todo.size:
+            return cand
+        c = cand[todo]
+        early = end[c] < start[todo]
+        todo, c = todo[early], c[early]
+        nxt = cand[c]
+        none_open = ended[c] < start[todo]  # every range up to c ended before this one starts
+        nxt[none_open] = -1
+        cand[todo] = nxt
+        todo = todo[nxt >= 0]
+    return cand if not todo.size else _parents_by_stack(start, end)
+
+
+def _parents_by_stack(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    parent = np.full(start.size, -1, dtype=np.int64)
+    stack: list[int] = []
+    ends = end.tolist()
+    for i, s in enumerate(start.tolist()):
+        while stack and ends[stack[-1]] < s:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def _innermost(start, end, parent, t: np.ndarray) -> np.ndarray:
+    """For each time t, the innermost range containing it, or -1 (one thread's ranges, sorted by start)."""
+    j = np.searchsorted(start, t, side="right") - 1
+    for _ in range(NESTING_DEPTH):
+        open_ = j >= 0
+        out = open_ & (end[np.maximum(j, 0)] < t)
+        if not out.any():
+            break
+        j = np.where(out, parent[np.maximum(j, 0)], j)
+    return j
+
+
+def calls_inside(ranges, tv) -> np.ndarray:
+    """How many host API calls start inside each range of a frame, on the range's own thread (0: the host
+    computed there without a CUDA call)."""
+    host_thread = tv.tl.host["thread"].to_numpy()
+    counts = np.zeros(len(ranges), dtype=np.int64)
+    for thread, g in ranges.groupby("thread", sort=False):
+        calls = np.sort(tv.host_start[host_thread == thread])
+        lo = np.searchsorted(calls, g["start_ns"].to_numpy(), side="left")
+        hi = np.searchsorted(calls, g["end_ns"].to_numpy(), side="right")
+        counts[ranges.index.get_indexer(g.index)] = hi - lo
+    return counts
