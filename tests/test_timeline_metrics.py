@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnoser.timeline.analysis import timeline_analysis
+from diagnoser.timeline.analysis import measured_analysis
 from diagnoser.timeline.catalogue import CATALOGUE
-from diagnoser.timeline.measure import timeline_metrics
+from diagnoser.timeline.measure import measure_timeline, timeline_metrics
 from diagnoser.timeline.gaps import IDLE_CLASSES
 from diagnoser.timeline.intervals import IntervalSet, intersect, subtract
 from diagnoser.timeline.kernels import categorize, tensor_core_use
@@ -39,6 +39,11 @@ def load(fixtures_dir, name, source) -> Timeline:
         else:
             _CACHE[key] = read_torch_trace(fixtures_dir / "torch" / f"{name}.pt.trace.json.gz")
     return _CACHE[key]
+
+
+def timeline_analysis(timelines: list[Timeline]):
+    """Facts and chart series of one Timeline (or one per rank), measured and analysed in this process."""
+    return measured_analysis([measure_timeline(t) for t in timelines])
 
 
 def facts_of(tl_or_list) -> dict:

@@ -1,6 +1,6 @@
 """Timeline analysis: one set of metrics for Nsight Systems exports and PyTorch profiler traces.
 
-`timeline_analysis(timelines)` takes one Timeline (or one per rank of a distributed run) and
+`measured_analysis(measured)` takes one measured Timeline (or one per rank of a distributed run) and
 returns facts for the train-slow / inference-slow trees plus chart series:
   charts["steps"]: per steady step {step, start_ms, dur_ms, busy_ms, idle_ms_by_class: {class: ms}}
   charts["kernel_categories"]: [{category, time_ms, share_pct}]
@@ -21,9 +21,8 @@ from .catalogue import SPECS
 from .gaps import ALLOC, COMM, DATA, IDLE_CLASSES, LAUNCH, SYNC
 from .intervals import IntervalSet
 from ..identity import PYTHON_FILES_KEPT
-from .measure import IDLE_FACT, READER, MeasuredTimeline, TimelineMetrics, measure_timeline
+from .measure import IDLE_FACT, READER, MeasuredTimeline, TimelineMetrics
 from .ranks import critical_rank, straggler_analysis, transfer_per_kernel
-from .tables import Timeline
 
 STRIP_RANKS = 8  # ranks stacked in the step strip
 
@@ -48,11 +47,6 @@ def _fact(name: str, value, source: str, subject: Subject | None = None) -> Fact
 def _source(tls: list) -> str:
     readers = sorted({READER.get(t.source, t.source) for t in tls})
     return f"{', '.join(t.path for t in tls)} ({', '.join(readers)})"
-
-
-def timeline_analysis(timelines: list[Timeline]) -> AnalysisResult:
-    """Facts and chart series for one Timeline, or one per rank of a distributed run."""
-    return measured_analysis([measure_timeline(t) for t in timelines])
 
 
 def _run_identity(parts: list[dict]) -> dict:
