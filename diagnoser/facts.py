@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from .result_tables import ResultTables
+
 Value = Union[float, int, str, bool]
 
 SUBJECT_KINDS = ("run", "kernel", "rank", "step", "stream", "device", "site")
@@ -51,14 +53,17 @@ class FactSpec:
 
 @dataclass
 class AnalysisResult:
-    """What one analysis produces: facts for the engine, and chart-ready series for reports.
+    """What one analysis produces: facts for the engine, chart-ready series for reports, typed tables for
+    the layers above.
 
     `charts` holds plain data (lists/dicts of numbers and strings) already computed by analysis,
-    so templates only draw; keys are documented where they are produced.
+    so templates only draw; keys are documented where they are produced. Nothing reads them back as
+    input: what run grouping and compare read is in `tables` (result_tables.py).
     """
 
     facts: list[Fact] = field(default_factory=list)
     charts: dict = field(default_factory=dict)
+    tables: ResultTables = field(default_factory=ResultTables)
     inputs: list[dict] = field(default_factory=list)  # [{"path", "kind"}]
     notes: list[str] = field(default_factory=list)  # caveats worth showing the user
     # who measured what, when and where (time window on the Unix clock, Python files, device memory):

@@ -20,6 +20,7 @@ from .timeline.replay import FIX_OF, predict
 from .memory.peak_after_fix import peak_after_fix
 from .ncu.kernel_after_fix import kernel_after_fix
 from .resources import rules_dir
+from .result_tables import ResultTables
 from .rulespec.loader import build_pack
 from .rulespec.model import RulePack
 
@@ -65,6 +66,9 @@ class Report:
     # per run (in order): the peak after its memory findings' fixes together, {peak_gib, low, high, rules}
     # (predict_peak_all), or None
     peak_predictions: list = field(default_factory=list)
+    # the typed tables compare reads (steps, kernels, ops, the host's time between ops): per table, the first
+    # run's that has it, as `charts`
+    tables: ResultTables = field(default_factory=ResultTables)
 
     @property
     def predicted_peak_all(self) -> dict | None:
@@ -200,6 +204,7 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
 def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     cat = catalogue()
     all_inputs, findings, skipped, charts, notes, facts = [], [], {}, {}, [], []
+    tables = ResultTables()
     per_run, runs, identities, evaluated = [], [], [], []
     for groups, result in analyse_runs(paths, progress):
         identities.append(dict(result.identity or {}))
@@ -220,6 +225,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
                 skipped[ne.rule] = ne
         for key, value in result.charts.items():
             charts.setdefault(key, value)
+        tables = tables.filled_from(result.tables)
         facts += result.facts
     predictions, peak_predictions = [], []
     for i, (got, run_values, graph) in enumerate(per_run):  # separate runs: ranked each on its own, one after the other
@@ -236,7 +242,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     not_applicable = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotApplicable) and k not in fired_rules]
     return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [],
                   not_applicable=not_applicable, identities=identities,
-                  evaluated=evaluated, predictions=predictions, peak_predictions=peak_predictions)
+                  evaluated=evaluated, predictions=predictions, peak_predictions=peak_predictions, tables=tables)
 
 
 def predict_steps(findings: list[Finding], graph, values: dict) -> dict | None:

@@ -81,8 +81,9 @@ def test_gate_not_fooled_by_step_definition(pack):
 def _side(method, count, launches=None):
     """Synthetic side: its step cut and its kernels' launches per step ({name: launches})."""
     from types import SimpleNamespace
-    rows = [{"name": n, "grid": 1, "block": 1, "launches_per_step": lp, "ms_per_step": 1.0} for n, lp in (launches or {}).items()]
-    return Side([], SimpleNamespace(charts={"top_kernels": rows}),
+    from diagnoser.result_tables import KernelRow, ResultTables
+    rows = [KernelRow(n, 1, 1, lp, 1.0, 0.0, 0.0, 0.0, 0.0) for n, lp in (launches or {}).items()]
+    return Side([], SimpleNamespace(tables=ResultTables(kernels=rows)),
                 run={"step_detection": method, "step_count": count, "step_time_ms_mean": 1.0})
 
 
@@ -193,8 +194,9 @@ def test_only_a_bound_is_a_next_limit():
 
 def _side_of(kind, identity, kernels=()):
     from types import SimpleNamespace
+    from diagnoser.result_tables import KernelRow, ResultTables
     report = SimpleNamespace(inputs=[{"path": "synthetic", "kind": kind}], identities=[identity],
-                             charts={"top_kernels": [{"name": k} for k in kernels]})
+                             tables=ResultTables(kernels=[KernelRow(k, 1, 1, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0) for k in kernels]))
     return Side([], report)
 
 

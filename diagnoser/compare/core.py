@@ -116,6 +116,7 @@ def build(before_paths, rb, after_paths, ra, pack, pairs: dict | None = None, fo
                       "after": [_subj_json(after, k) for k in after.subjects if k not in set(matched.values())]},
         "notes": [f"BEFORE: {n}" for n in rb.notes] + [f"AFTER: {n}" for n in ra.notes],
         "charts": {"before": rb.charts, "after": ra.charts},
+        "tables": {"before": rb.tables, "after": ra.tables},  # read by the gate (noise_gate), not written out
     }
     if basis:
         out["steps_basis"] = basis

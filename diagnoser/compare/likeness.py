@@ -60,7 +60,7 @@ def kernel_names(side: Side) -> set[str]:
     """Every kernel name the side launched (timeline kernels and Nsight Compute launches), as the run
     grouping keys them (one spelling for every tool)."""
     from ..kernel_names import MATCH_KEY, short_name
-    names = {short_name(r.get("name"), MATCH_KEY) for r in side.report.charts.get("top_kernels") or [] if isinstance(r, dict)}
+    names = {short_name(r.name, MATCH_KEY) for r in side.report.tables.kernels or []}
     for (kind, _), entry in side.subjects.items():
         if kind == "kernel":
             names.add(short_name(entry["facts"].get("kernel_name") or entry["name"], MATCH_KEY))
@@ -141,14 +141,14 @@ def step_basis(before: Side, after: Side) -> dict:
 
 
 def _per_step(side: Side) -> dict[tuple, list[float]]:
-    """(name as the run grouping keys it, grid, block) -> [launches, ms] per step, from charts["top_kernels"]."""
+    """(name as the run grouping keys it, grid, block) -> [launches, ms] per step, from the kernels table."""
     from ..kernel_names import MATCH_KEY, short_name
     out: dict[tuple, list[float]] = {}
-    for r in side.report.charts.get("top_kernels") or []:
-        if isinstance(r, dict) and _num(r.get("launches_per_step")) is not None:
-            acc = out.setdefault((short_name(r.get("name"), MATCH_KEY), r.get("grid"), r.get("block")), [0.0, 0.0, r.get("name")])
-            acc[0] += float(r["launches_per_step"])
-            acc[1] += float(_num(r.get("ms_per_step")) or 0.0)
+    for r in side.report.tables.kernels or []:
+        if _num(r.launches_per_step) is not None:
+            acc = out.setdefault((short_name(r.name, MATCH_KEY), r.grid, r.block), [0.0, 0.0, r.name])
+            acc[0] += float(r.launches_per_step)
+            acc[1] += float(_num(r.ms_per_step) or 0.0)
     return out
 
 

@@ -7,7 +7,7 @@ and one stated test:
   host work per step   (host_work_ms_per_step) the host's own work; its speed differs between processes
   wall time per step   (step_time_ms_p50)      both, plus how they overlap
   each kernel          (time per step by name) a kernel that got slower, or a new one
-  host time between ops (charts host_gaps)     the gaps between ops that grew beyond the process's pace:
+  host time between ops (tables host_gaps)     the gaps between ops that grew beyond the process's pace:
                                                a delay in the code (extra Python, a sleep), not a slower host
 
 The noise of a measure is sqrt(floor^2 + (3 sb)^2 + (3 sa)^2) in % of BEFORE: `floor` the between-run
@@ -130,8 +130,8 @@ def noise_gate(comparison: dict, before_run: dict, after_run: dict, pct: float) 
             reasons.append(f"{line}: worse beyond max(PCT {pct:g}%, its noise)")
         else:
             within.append(f"{line}: within {'run-to-run noise' if limit == r['noise_pct'] else f'PCT {pct:g}%'}")
-    charts = comparison.get("charts") or {}
-    delay = host_delay((charts.get("before") or {}).get("host_gaps"), (charts.get("after") or {}).get("host_gaps"))
+    tables = comparison.get("tables") or {}
+    delay = host_delay(*(getattr(tables.get(side), "host_gaps", None) for side in ("before", "after")))
     delayed = False
     if delay is not None:
         floor = float(HOST_DELAY_FLOOR.value)

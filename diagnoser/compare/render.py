@@ -30,7 +30,7 @@ def _chg(row) -> str:
 
 
 def json_doc(c: dict, gate_pct: float | None = None, reasons: list | None = None) -> dict:
-    out = {k: v for k, v in c.items() if k != "charts"}
+    out = {k: v for k, v in c.items() if k not in ("charts", "tables")}
     out["generator"] = f"diagnoser {__version__}"
     if gate_pct is not None:
         out["gate"] = {"fail_on_regression_pct": gate_pct, "tripped": bool(reasons), "reasons": list(reasons or [])}

@@ -15,7 +15,7 @@ class Side:
     units: dict = field(default_factory=dict)
     noise_pct: float = 0.0
     noise_basis: str = ""
-    steps: list = field(default_factory=list)
+    steps: list = field(default_factory=list)  # result_tables.StepRow: the steady steps that took time
     # False when the two sides cut steps differently (likeness.step_basis): per-step numbers of one are
     # not per-step numbers of the other, and a finding's cost is then its share, not share x step time
     steps_comparable: bool = True
@@ -34,14 +34,14 @@ def side_of(paths, report) -> Side:
         else:
             entry = s.subjects.setdefault((f.subject.kind, f.subject.id), {"name": f.subject.name, "facts": {}})
             entry["facts"].setdefault(f.name, f.value)
-    s.steps = [st for st in (report.charts.get("steps") or []) if isinstance(st, dict) and _num(st.get("dur_ms"))]
+    s.steps = [st for st in (report.tables.steps or []) if _num(st.dur_ms)]
     s.noise_pct, s.noise_basis = step_noise(s.steps)
     return s
 
 
-def step_noise(steps: list[dict]) -> tuple[float, str]:
+def step_noise(steps: list) -> tuple[float, str]:
     """The variation between the steady steps of one run, % of the median step time."""
-    durs = sorted(_num(st.get("dur_ms")) for st in steps)
+    durs = sorted(_num(st.dur_ms) for st in steps)
     if len(durs) < 2:
         return 0.0, "one step or none: no step-to-step variation measured"
     med = statistics.median(durs)

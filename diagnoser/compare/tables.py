@@ -60,13 +60,14 @@ def kernel_rows(before: Side, after: Side, matched: dict) -> list[dict]:
 TIMELINE_KERNEL_ROWS = 200  # JSON rows of timeline_kernels (the costliest of either side)
 
 
-def _timeline_kernels(side: Side) -> list[dict]:
-    return [r for r in side.report.charts.get("top_kernels") or [] if isinstance(r, dict)]
+def _timeline_kernels(side: Side) -> list:
+    """The side's kernels table (result_tables.KernelRow), costliest first."""
+    return list(side.report.tables.kernels or [])
 
 
-def _pairs(tb: list[dict], ta: list[dict]) -> list[tuple]:
+def _pairs(tb: list, ta: list) -> list[tuple]:
     """(BEFORE row, AFTER row, configuration changed): by name and launch configuration, else by name."""
-    key = lambda r: (r.get("name"), r.get("grid"), r.get("block"))  # noqa: E731
+    key = lambda r: (r.name, r.grid, r.block)  # noqa: E731
     by_key = {key(r): i for i, r in enumerate(ta)}
     used, pairs = set(), []
     for r in tb:
@@ -78,7 +79,7 @@ def _pairs(tb: list[dict], ta: list[dict]) -> list[tuple]:
             pairs.append((r, None, False))
     for n, (r, a, _) in enumerate(pairs):
         if a is None:
-            j = next((j for j, x in enumerate(ta) if j not in used and x.get("name") == r.get("name")), None)
+            j = next((j for j, x in enumerate(ta) if j not in used and x.name == r.name), None)
             if j is not None:
                 used.add(j)
                 pairs[n] = (r, ta[j], True)
@@ -86,7 +87,7 @@ def _pairs(tb: list[dict], ta: list[dict]) -> list[tuple]:
 
 
 def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
-    """Timeline kernels (charts["top_kernels"]: steady steps, grouped by name, grid and block), BEFORE's
+    """Timeline kernels (the kernels table: steady steps, grouped by name, grid and block), BEFORE's
     matched to AFTER's by name and launch configuration, else by name (the costliest unmatched first)."""
     tb, ta = _timeline_kernels(before), _timeline_kernels(after)
     if not (tb and ta):
@@ -94,15 +95,15 @@ def timeline_kernel_rows(before: Side, after: Side) -> list[dict]:
     rows = []
     for b, a, changed in _pairs(tb, ta):
         one = b or a
-        rows.append({"name": short_name(one.get("name") or ""), "kernel_name": one.get("name"),
-                     "before": None if b is None else {"grid": b.get("grid"), "block": b.get("block")},
-                     "after": None if a is None else {"grid": a.get("grid"), "block": a.get("block")},
-                     "ms_per_step": change(None if b is None else b.get("ms_per_step"),
-                                           None if a is None else a.get("ms_per_step"), "lower"),
-                     "launches_per_step": [None if b is None else b.get("launches_per_step"),
-                                           None if a is None else a.get("launches_per_step")],
-                     "step_share_pct": [None if b is None else b.get("step_share_pct"),
-                                        None if a is None else a.get("step_share_pct")],
+        rows.append({"name": short_name(one.name or ""), "kernel_name": one.name,
+                     "before": None if b is None else {"grid": b.grid, "block": b.block},
+                     "after": None if a is None else {"grid": a.grid, "block": a.block},
+                     "ms_per_step": change(None if b is None else b.ms_per_step,
+                                           None if a is None else a.ms_per_step, "lower"),
+                     "launches_per_step": [None if b is None else b.launches_per_step,
+                                           None if a is None else a.launches_per_step],
+                     "step_share_pct": [None if b is None else b.step_share_pct,
+                                        None if a is None else a.step_share_pct],
                      "config_changed": changed})
     rows.sort(key=lambda r: -max(_num(r["ms_per_step"].get("before")) or 0, _num(r["ms_per_step"].get("after")) or 0))
     return rows[:TIMELINE_KERNEL_ROWS]
@@ -120,15 +121,15 @@ def kernel_totals(before: Side, after: Side) -> list[dict]:
     def total(r, n):
         if r is None:
             return None
-        launches = float(r.get("launches_per_step") or 0) * n
-        ms = float(r.get("ms_per_step") or 0) * n
-        return {"grid": r.get("grid"), "block": r.get("block"), "launches": round(launches),
+        launches = float(r.launches_per_step or 0) * n
+        ms = float(r.ms_per_step or 0) * n
+        return {"grid": r.grid, "block": r.block, "launches": round(launches),
                 "gpu_ms": round(ms, 6), "us_per_launch": round(1000 * ms / launches, 4) if launches else None}
     rows = []
     for b, a, changed in _pairs(tb, ta):
         one = b or a
         tb_, ta_ = total(b, nb), total(a, na)
-        rows.append({"name": short_name(one.get("name") or ""), "kernel_name": one.get("name"), "before": tb_, "after": ta_,
+        rows.append({"name": short_name(one.name or ""), "kernel_name": one.name, "before": tb_, "after": ta_,
                      "launches": [None if tb_ is None else tb_["launches"], None if ta_ is None else ta_["launches"]],
                      "gpu_ms": change(None if tb_ is None else tb_["gpu_ms"], None if ta_ is None else ta_["gpu_ms"]),
                      # not judged: kernels that overlap (async queues, streams) each run longer yet finish sooner
@@ -140,15 +141,15 @@ def kernel_totals(before: Side, after: Side) -> list[dict]:
 
 
 def op_totals(before: Side, after: Side) -> list[dict]:
-    """Each op's totals over its side's analysed span (PyTorch traces: charts["top_ops"]), matched by name:
+    """Each op's totals over its side's analysed span (PyTorch traces: the ops table), matched by name:
     calls, GPU time, GPU time per call; what kernel_totals is for kernels."""
     def rows_of(side):
         n = _num(side.run.get("step_count")) or 0
         out = {}
-        for r in side.report.charts.get("top_ops") or []:
-            if isinstance(r, dict) and r.get("op") and r["op"] not in out:
-                calls, ms = float(r.get("calls_per_step") or 0) * n, float(r.get("gpu_ms_per_step") or 0) * n
-                out[r["op"]] = {"calls": round(calls), "gpu_ms": round(ms, 6),
+        for r in side.report.tables.ops or []:
+            if r.op and r.op not in out:
+                calls, ms = float(r.calls_per_step or 0) * n, float(r.gpu_ms_per_step or 0) * n
+                out[r.op] = {"calls": round(calls), "gpu_ms": round(ms, 6),
                                 "gpu_us_per_call": round(1000 * ms / calls, 4) if calls else None}
         return out
     ob, oa = rows_of(before), rows_of(after)
@@ -195,14 +196,14 @@ def phase_rows(before: Side, after: Side) -> list[dict]:
     rows = []
     if not (before.steps and after.steps):
         return rows
-    rows.append({"phase": "step", **change(med(before.steps, lambda s: _num(s.get("dur_ms"))),
-                                           med(after.steps, lambda s: _num(s.get("dur_ms"))), "lower")})
-    rows.append({"phase": "busy", **change(med(before.steps, lambda s: _num(s.get("busy_ms"))),
-                                           med(after.steps, lambda s: _num(s.get("busy_ms"))))})
-    classes = list(dict.fromkeys([c for s in before.steps + after.steps for c in (s.get("idle_ms_by_class") or {})]))
+    rows.append({"phase": "step", **change(med(before.steps, lambda s: _num(s.dur_ms)),
+                                           med(after.steps, lambda s: _num(s.dur_ms)), "lower")})
+    rows.append({"phase": "busy", **change(med(before.steps, lambda s: _num(s.busy_ms)),
+                                           med(after.steps, lambda s: _num(s.busy_ms)))})
+    classes = list(dict.fromkeys([c for s in before.steps + after.steps for c in s.idle_ms_by_class]))
     for c in classes:
-        b = med(before.steps, lambda s: _num((s.get("idle_ms_by_class") or {}).get(c, 0.0)))
-        a = med(after.steps, lambda s: _num((s.get("idle_ms_by_class") or {}).get(c, 0.0)))
+        b = med(before.steps, lambda s: _num(s.idle_ms_by_class.get(c, 0.0)))
+        a = med(after.steps, lambda s: _num(s.idle_ms_by_class.get(c, 0.0)))
         if b or a:
             rows.append({"phase": f"idle: {c}", **change(b, a, "lower")})
     for r in rows:

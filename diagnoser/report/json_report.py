@@ -67,7 +67,7 @@ def _runs_json(report, kept: list) -> list[dict]:
     for r in report.runs:
         entry = {k: v for k, v in r.items() if k not in ("charts", "facts")}  # facts: not in the JSON report
         entry["summary"] = summary_counts(by_run.get(r["run"], []))
-        entry["charts"] = {k: v for k, v in (r.get("charts") or {}).items() if k != "host_gaps"}  # the gate's data
+        entry["charts"] = dict(r.get("charts") or {})
         out.append(entry)
     return out
 

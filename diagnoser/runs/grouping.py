@@ -98,21 +98,21 @@ def unique_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
 
 
 def timeline_kernels(result) -> dict[tuple, float]:
-    """(name, grid, block) -> ms per steady step, from a timeline result's top_kernels rows."""
+    """(name, grid, block) -> ms per steady step, from a timeline result's kernels table."""
     out: dict[tuple, float] = {}
-    for r in result.charts.get("top_kernels") or []:
-        key = (short_name(r["name"], MATCH_KEY), int(r["grid"]), int(r["block"]))
-        out[key] = out.get(key, 0.0) + float(r["ms_per_step"])
+    for r in result.tables.kernels or []:
+        key = (short_name(r.name, MATCH_KEY), r.grid, r.block)
+        out[key] = out.get(key, 0.0) + r.ms_per_step
     return out
 
 
 def timeline_durations(result) -> dict[tuple, tuple[float, float]]:
     """(name, grid, block) -> (shortest, longest) launch in us on the timeline."""
     out: dict[tuple, tuple[float, float]] = {}
-    for r in result.charts.get("top_kernels") or []:
-        key = (short_name(r["name"], MATCH_KEY), int(r["grid"]), int(r["block"]))
+    for r in result.tables.kernels or []:
+        key = (short_name(r.name, MATCH_KEY), r.grid, r.block)
         lo, hi = out.get(key, (float("inf"), 0.0))
-        out[key] = (min(lo, float(r.get("min_us", 0.0))), max(hi, float(r.get("max_us", float("inf")))))
+        out[key] = (min(lo, r.min_us), max(hi, r.max_us))
     return out
 
 

@@ -65,7 +65,8 @@ def merge_run(run) -> AnalysisResult:
     others = [(g, r) for g, r in run.members if g.family.role is not RunRole.TIMELINE]
     timelines.sort(key=lambda gr: not _is_nsys(gr[0]))  # the primary first
     pg, primary = timelines[0]
-    out = AnalysisResult(charts=dict(primary.charts), notes=list(run.evidence), step_graph=primary.step_graph)
+    out = AnalysisResult(charts=dict(primary.charts), tables=primary.tables, notes=list(run.evidence),
+                         step_graph=primary.step_graph)
     for _, r in run.members:
         out.inputs += r.inputs
         out.notes += r.notes
@@ -96,6 +97,7 @@ def merge_run(run) -> AnalysisResult:
             facts += r.facts
             for k, v in r.charts.items():  # the memory timeline and composition
                 out.charts.setdefault(k, v)
+            out.tables = out.tables.filled_from(r.tables)
             continue
         kf, ids, note = _kernel_facts(r, primary, pg)
         facts += kf
@@ -103,11 +105,13 @@ def merge_run(run) -> AnalysisResult:
         if note:
             out.notes.append(note)
         if ids:
-            top = (primary.charts.get("top_kernels") or [{}])[0]
-            if any(l["id"] in ids and l["key_name"] == short_name(top.get("name"), MATCH_KEY) for l in ncu_launches(r)):
-                facts.append(Fact("ncu_profiled_top_kernel", short_name(top["name"]), "", f"{', '.join(g.paths)} (ncu)"))
+            top = (primary.tables.kernels or [None])[0]
+            if any(l["id"] in ids and l["key_name"] == short_name(top.name if top else None, MATCH_KEY)
+                   for l in ncu_launches(r)):
+                facts.append(Fact("ncu_profiled_top_kernel", short_name(top.name), "", f"{', '.join(g.paths)} (ncu)"))
         for k, v in r.charts.items():
             out.charts.setdefault(k, v)
+        out.tables = out.tables.filled_from(r.tables)
         shaped = next((t for _, t in timelines if t.charts.get("roofline")), None)
         if shaped is not None and "roofline_ncu" not in out.charts:
             out.charts["roofline_ncu"] = side_by_side(shaped, r)
@@ -156,11 +160,11 @@ def _kernel_facts(result, timeline, tgroup) -> tuple[list[Fact], set[str], str]:
     """The ncu result's facts with matched launches' shares in step-time units."""
     durations = timeline_durations(timeline)
     rows: dict[tuple, dict] = {}
-    for r in timeline.charts.get("top_kernels") or []:
-        key = (short_name(r["name"], MATCH_KEY), int(r["grid"]), int(r["block"]))
+    for r in timeline.tables.kernels or []:
+        key = (short_name(r.name, MATCH_KEY), r.grid, r.block)
         acc = rows.setdefault(key, {"step_share_pct": 0.0, "launches_per_step": 0.0})
-        acc["step_share_pct"] += r["step_share_pct"]
-        acc["launches_per_step"] += r["launches_per_step"]
+        acc["step_share_pct"] += r.step_share_pct
+        acc["launches_per_step"] += r.launches_per_step
     launches = ncu_launches(result)
     per_key: dict[tuple, int] = {}
     for l in launches:

@@ -6,6 +6,9 @@ returns facts for the train-slow / inference-slow trees plus chart series:
   charts["kernel_categories"]: [{category, time_ms, share_pct}]
   charts["ranks"] (2+ ranks): [{rank, step_ms, busy_pct, comm_wait_ms, straggler}]
   charts["step_strip"]: one steady step per rank (strip.py): streams with kernels, gaps, host explanations
+  charts["top_kernels"], charts["top_ops"]: the kernels and ops tables' rows as the report draws them
+and the typed tables run grouping and compare read (result_tables.py): result.tables.steps, .kernels, .ops,
+.host_gaps.
 Metrics cover the steady-state steps only (the first step is warm-up). Each timeline is measured on
 its own (measure.py, in the per-rank workers); this module is the cross-rank part: the ranks'
 measurements -> run-level and per-rank facts. Pure: renders nothing.
@@ -17,6 +20,7 @@ import math
 import numpy as np
 
 from ..facts import AnalysisResult, Fact, Subject
+from ..result_tables import ResultTables, row_dict
 from .catalogue import SPECS
 from .gaps import ALLOC, COMM, DATA, IDLE_CLASSES, LAUNCH, SYNC
 from .intervals import IntervalSet
@@ -122,13 +126,13 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
                 result.facts.append(f)
 
     result.step_graph = shown.step_graph
+    result.tables = ResultTables(steps=shown.steps, kernels=shown.kernels, ops=shown.ops,
+                                 host_gaps=shown.host_gaps or None)
     result.charts["steps"] = shown.steps_chart
     result.charts["kernel_categories"] = shown.categories_chart
-    result.charts["top_kernels"] = shown.kernels_chart
-    result.charts["top_ops"] = shown.ops_chart
+    result.charts["top_kernels"] = [row_dict(r) for r in shown.kernels]
+    result.charts["top_ops"] = [row_dict(r) for r in shown.ops]
     result.charts["roofline"] = shown.roofline_chart
-    if shown.host_gaps:  # read by compare's regression gate only (not drawn, not in the JSON report)
-        result.charts["host_gaps"] = shown.host_gaps
     if shown.roofline_kernels:  # what an ncu report of the run is matched on, launch by launch (runs/roofline_ncu.py)
         result.identity["roofline_kernels"] = shown.roofline_kernels
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,

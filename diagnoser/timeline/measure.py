@@ -13,6 +13,7 @@ from ..identity import program_identity
 from ..idle_classes import IDLE_FACT
 from ..kernel_names import NCU_FILTER, short_name
 from ..kernel_categories import COMMUNICATION
+from ..result_tables import KernelRow, OpRow, StepRow, row_dict
 from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gap_contents import idle_contents
@@ -68,13 +69,14 @@ class TimelineMetrics:
     notes: list[str]
     rank: RankSummary | None
     comm: "RankComm | None" = None
-    kernels_chart: list = field(default_factory=list)  # ops.top_kernels rows
-    ops_chart: list = field(default_factory=list)  # ops.op_distribution rows
+    kernels: list[KernelRow] = field(default_factory=list)  # ops.top_kernels
+    ops: list[OpRow] = field(default_factory=list)  # ops.op_distribution
     strip: dict | None = None  # strip.step_strip: one steady step, streams, gaps and host
     roofline_chart: list = field(default_factory=list)  # roofline.op_roofline rows
     roofline_kernels: list = field(default_factory=list)  # their kernels in one steady step (ncu side-by-side)
     step_graph: StepGraph | None = None  # one steady step to replay with fixes applied (replay.py)
     host_gaps: dict = field(default_factory=dict)  # step_work.host_gaps: the host's time between ops (compare's gate)
+    steps: list[StepRow] = field(default_factory=list)  # the first CHART_STEPS steady steps (steps_chart draws them)
 
 
 @dataclass
@@ -134,7 +136,7 @@ def _ending_in_copy(gaps, sel: np.ndarray, act) -> np.ndarray:
     return rows[_input_copy_at(gaps.end[rows], act) >= 0]
 
 
-def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[dict], RankComm] | None:
+def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[StepRow], RankComm, tuple] | None:
     """GPU busy and idle time (by class) over the steady steps into v; the steps chart and what the
     cross-rank communication split needs (None: no GPU activity). Its device intervals and gaps are
     large: they are freed on return."""
@@ -152,13 +154,9 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     idle_ns = gaps.ns_by_class()
     busy_ns = int(dev.compute.overlap(windows.starts, windows.ends).sum())
     comm_ns = int(dev.comm.overlap(windows.starts, windows.ends).sum())
-    steps_chart = [{
-        "step": row["label"], "start_ms": (row["start_ns"] - lo) / 1e6,
-        "dur_ms": (row["end_ns"] - row["start_ns"]) / 1e6, "busy_ms": row["compute_ns"] / 1e6,
-        "idle_ms_by_class": {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()},
-    } for row in per_step_breakdown(dev, steps, gaps, limit=CHART_STEPS)]
-    if steps.steady.size > len(steps_chart) > 0:  # the chart holds the first CHART_STEPS steps only
-        steps_chart[0]["of"] = int(steps.steady.size)
+    step_rows = [StepRow(row["label"], (row["start_ns"] - lo) / 1e6, (row["end_ns"] - row["start_ns"]) / 1e6,
+                         row["compute_ns"] / 1e6, {c: ns / 1e6 for c, ns in row["idle_ns_by_class"].items()})
+                 for row in per_step_breakdown(dev, steps, gaps, limit=CHART_STEPS)]
     v["gpu_busy_pct"] = 100.0 * busy_ns / span
     v["gpu_idle_pct"] = 100.0 - v["gpu_busy_pct"]
     for c in IDLE_CLASSES:
@@ -221,7 +219,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     if i is not None:  # the gaps of the step the strip draws (the rest are freed)
         inside = (gaps.end > steps.start[i]) & (gaps.start < steps.end[i])
         strip_gaps = (i, dev.device, gaps.start[inside], gaps.end[inside], gaps.cls[inside])
-    return steps_chart, comm, strip_gaps
+    return step_rows, comm, strip_gaps
 
 
 def timeline_metrics(tl: Timeline) -> TimelineMetrics:
@@ -256,7 +254,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
                      "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
                      "ProfilerActivity.CUDA)")
         return TimelineMetrics(v, [], [], notes, None)
-    steps_chart, comm, strip_gaps = util
+    step_rows, comm, strip_gaps = util
     act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
 
     kt = kernel_table(tv, steps)
@@ -277,11 +275,11 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
         v["ncu_kernel_regex"] = regex_any_of(shorts)  # no backslash; the rule text shell-quotes it
         v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
     strip = step_strip(tv, kt, steps, *strip_gaps, tl.rank) if strip_gaps is not None else None
-    kernels_chart = top_kernels(kt, steps, v["step_time_ms_mean"])
-    ops_chart = op_distribution(kt, steps)
+    kernel_rows = top_kernels(kt, steps, v["step_time_ms_mean"])
+    op_rows = op_distribution(kt, steps)
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
     v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
-    v.update(op_facts(ops_chart))
+    v.update(op_facts(op_rows))
     roofline_chart, roofline_facts, roofline_notes, roofline_kernels = op_roofline(tl, kt, steps)
     v.update(roofline_facts)
     notes.extend(roofline_notes)
@@ -319,9 +317,18 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
-    return TimelineMetrics(v, steps_chart, categories_chart, notes, summary, comm, kernels_chart, ops_chart, strip,
-                           roofline_chart=roofline_chart, roofline_kernels=roofline_kernels,
+    return TimelineMetrics(v, _steps_chart(step_rows, steps), categories_chart, notes, summary, comm, kernel_rows,
+                           op_rows, strip, roofline_chart=roofline_chart, steps=step_rows, roofline_kernels=roofline_kernels,
                            step_graph=step_graph(tv, steps), host_gaps=host_gaps(tv, steps))
+
+
+def _steps_chart(rows: list[StepRow], steps) -> list[dict]:
+    """The steps chart: the steps table's rows, the first saying how many steady steps there are when it holds
+    fewer (the first CHART_STEPS only)."""
+    chart = [row_dict(r) for r in rows]
+    if steps.steady.size > len(chart) > 0:
+        chart[0]["of"] = int(steps.steady.size)
+    return chart
 
 
 def tensor_core_dtypes(devices: list[dict], arch: str = "unknown") -> str:

@@ -11,12 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-TOP_KERNELS = 500  # rows kept in charts["top_kernels"] (the report shows the first 10; runs.py matches ncu launches on all)
+from ..result_tables import KernelRow, OpRow
+
+# rows kept in the kernels table (the report draws the first 10; run grouping matches ncu launches on all, compare
+# matches the two sides' kernels on them)
+TOP_KERNELS = 500
 
 
-def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[dict]:
-    """[{name, grid, block, launches_per_step, ms_per_step, step_share_pct, gpu_share_pct, min_us, max_us}], costliest
-    first; kernels only (copies and memsets are not profiled by ncu), over the steady steps."""
+def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[KernelRow]:
+    """The kernels table, costliest first: kernels only (copies and memsets are not profiled by ncu), over
+    the steady steps."""
     n_steps = max(int(steps.steady.size), 1)
     mask = kt.is_kernel
     if not mask.any() or step_ms <= 0:
@@ -37,10 +41,9 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[dic
     rows = []
     for i in order[:limit]:
         ms = float(tot[i]) / 1e6 / n_steps
-        rows.append({"name": str(kt.names.uniques[uniq[i][0]]), "grid": int(uniq[i][1]), "block": int(uniq[i][2]),
-                     "launches_per_step": float(cnt[i]) / n_steps, "ms_per_step": ms,
-                     "step_share_pct": 100.0 * ms / step_ms, "gpu_share_pct": 100.0 * float(tot[i]) / gpu_total,
-                     "min_us": float(lo[i]) / 1e3, "max_us": float(hi[i]) / 1e3})
+        rows.append(KernelRow(str(kt.names.uniques[uniq[i][0]]), int(uniq[i][1]), int(uniq[i][2]),
+                              float(cnt[i]) / n_steps, ms, 100.0 * ms / step_ms, 100.0 * float(tot[i]) / gpu_total,
+                              float(lo[i]) / 1e3, float(hi[i]) / 1e3))
     return rows
 
 
@@ -95,7 +98,7 @@ def ncu_window(kt, steps, pattern) -> dict:
 TOP_OPS = 15
 
 
-def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
+def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[OpRow]:
     """The profiler's key_averages view over the steady steps: per aten op name, its kernels' GPU time
     (each kernel counted for the innermost op around its launch: "self CUDA"), its calls and its CPU
     time (the op ranges' total duration), per steady step; top `limit` by GPU time. [] without ops."""
@@ -127,10 +130,8 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[dict]:
     order = sorted(keep.tolist(), key=lambda i: (-gpu_ms[i], -cpu_ms[i], distinct[i]))
     rows = []
     for i in order[:limit]:
-        rows.append({"op": str(distinct[i]), "calls_per_step": int(calls[i]) / n_steps,
-                     "gpu_ms_per_step": float(gpu_ms[i]) / n_steps,
-                     "gpu_share_pct": 100.0 * float(gpu_ms[i]) / total if total else 0.0,
-                     "cpu_ms_per_step": float(cpu_ms[i]) / n_steps})
+        rows.append(OpRow(str(distinct[i]), int(calls[i]) / n_steps, float(gpu_ms[i]) / n_steps,
+                          100.0 * float(gpu_ms[i]) / total if total else 0.0, float(cpu_ms[i]) / n_steps))
     return rows
 
 
@@ -158,9 +159,9 @@ def _name_codes(names) -> tuple[np.ndarray, np.ndarray]:
     return pd.factorize(names.to_numpy(object), sort=False, use_na_sentinel=False)
 
 
-def op_facts(rows: list[dict]) -> dict:
+def op_facts(rows: list[OpRow]) -> dict:
     """Run-level facts of the op distribution: its top op by GPU time."""
-    top = next((r for r in rows if r["gpu_ms_per_step"] > 0), None)
+    top = next((r for r in rows if r.gpu_ms_per_step > 0), None)
     if top is None:
         return {}
-    return {"top_op_name": top["op"], "top_op_gpu_pct": top["gpu_share_pct"], "top_op_cpu_ms_per_step": top["cpu_ms_per_step"]}
+    return {"top_op_name": top.op, "top_op_gpu_pct": top.gpu_share_pct, "top_op_cpu_ms_per_step": top.cpu_ms_per_step}
