@@ -113,13 +113,18 @@ def test_gate_noise_floor():
     assert gate(c, 5.0) and gate(c, 10.0) == []
 
 
+def _step(dur_ms):
+    from diagnoser.result_tables import StepRow
+    return StepRow("synthetic", 0.0, dur_ms, dur_ms, {})
+
+
 def test_step_noise():
-    steps = [{"dur_ms": v} for v in (10, 10.5, 9.5, 10, 10)]
+    steps = [_step(v) for v in (10, 10.5, 9.5, 10, 10)]
     pct, basis = step_noise(steps)
     assert pct == pytest.approx(10.0) and "range of 5" in basis
-    many = [{"dur_ms": 10.0}] * 18 + [{"dur_ms": 30.0}, {"dur_ms": 1.0}]  # p10..p90 ignores the outliers
+    many = [_step(10.0)] * 18 + [_step(30.0), _step(1.0)]  # p10..p90 ignores the outliers
     assert step_noise(many)[0] < 100
-    assert step_noise([{"dur_ms": 5}])[0] == 0.0
+    assert step_noise([_step(5)])[0] == 0.0
 
 
 def test_check_verify_ops(pack):

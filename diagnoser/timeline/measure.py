@@ -180,8 +180,24 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     v["comm_kernel_ms_per_step"] = comm_ns / 1e6 / max(steps.steady.size, 1)
     v.update(data_gap_evidence(tv, gaps, act, max(steps.steady.size, 1)))
     v.update(host_gap_evidence(tv, gaps, max(steps.steady.size, 1), act))
+    _unexplained_evidence(tv, gaps, act, windows, span, max(steps.steady.size, 1), v)
+    comm_gaps = gaps.cls == COMM
+    gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
+    comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
+                    int(span), int(steps.steady.size))
+    i = middle_step(steps)
+    strip_gaps = None
+    if i is not None:  # the gaps of the step the strip draws (the rest are freed)
+        inside = (gaps.end > steps.start[i]) & (gaps.start < steps.end[i])
+        strip_gaps = (i, dev.device, gaps.start[inside], gaps.end[inside], gaps.cls[inside])
+    return step_rows, comm, strip_gaps
+
+
+def _unexplained_evidence(tv: TimelineView, gaps, act, windows, span: float, nsteps: int, v: dict) -> None:
+    """Into v: what the trace shows of the mechanisms behind gaps the classes leave unexplained (or data): a
+    staging copy, the interpreter lock, torch.compile compiling, what lies inside them; where the source
+    cannot see one, none when too little idle could hold it."""
     unexplained = gaps.cls == IDLE_CLASSES.index("unexplained")
-    nsteps = max(steps.steady.size, 1)
     staged = unexplained & staging_copy(gaps.start, gaps.end, act, gaps.thread)
     data = gaps.cls == DATA
     if staged.any():  # the host staging data already in host memory for the upload that ends the gap
@@ -207,24 +223,13 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
         v["idle_compile_pct"] = 100.0 * float(act.compile.overlap(gaps.start[unexplained], gaps.end[unexplained]).sum()) / span
     if unexplained.any():  # what the trace shows inside the gaps no class explains, with its share
         contents = idle_contents(tv, gaps.start[unexplained], gaps.end[unexplained], act.side,
-                                 gaps.thread[unexplained] if gaps.thread is not None else None, max(steps.steady.size, 1))
+                                 gaps.thread[unexplained] if gaps.thread is not None else None, nsteps)
         if contents:
             v["idle_unexplained_contents"] = contents
-    comm_gaps = gaps.cls == COMM
-    gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
-    comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
-                    int(span), int(steps.steady.size))
-    i = middle_step(steps)
-    strip_gaps = None
-    if i is not None:  # the gaps of the step the strip draws (the rest are freed)
-        inside = (gaps.end > steps.start[i]) & (gaps.start < steps.end[i])
-        strip_gaps = (i, dev.device, gaps.start[inside], gaps.end[inside], gaps.cls[inside])
-    return step_rows, comm, strip_gaps
 
 
-def timeline_metrics(tl: Timeline) -> TimelineMetrics:
-    """All single-timeline metrics (see the catalogue for their meaning)."""
-    tv = TimelineView(tl)
+def _steps_measured(tl: Timeline, tv: TimelineView) -> tuple:
+    """(setup, steps, the step facts, notes): the one-time start-up work, the steps and their times."""
     setup = find_setup(tv)
     steps = find_steps(tv, setup.end_ns)
     setup = with_warmup(setup, steps)
@@ -244,20 +249,12 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     v["step_time_ms_p95"] = float(np.percentile(dur_ms, 95))
     for phase, ms in phase_ms(tl, steps).items():
         v[f"phase_{phase}_ms"] = ms
+    return setup, steps, v, notes
 
-    act = host_activity(tv)
-    if len(setup.intervals) and len(act.alloc):  # start-up allocations (context creation) are not churn
-        act = replace(act, alloc=subtract(act.alloc, setup.intervals))
-    util = _utilization(tv, steps, act, v, notes)
-    if util is None:
-        notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
-                     "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
-                     "ProfilerActivity.CUDA)")
-        return TimelineMetrics(v, [], [], notes, None)
-    step_rows, comm, strip_gaps = util
-    act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
 
-    kt = kernel_table(tv, steps)
+def _kernel_mix(kt, steps, v: dict) -> list[dict]:
+    """Into v: each kernel category's share, the top category and kernel, where `ncu` on the top kernels
+    lands; returns the categories chart."""
     cats = category_times(kt)
     categories_chart = [{"category": r.category, "time_ms": float(r.time_ms), "share_pct": float(r.share_pct)}
                         for r in cats.itertuples()]
@@ -274,15 +271,13 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
         shorts = list(dict.fromkeys(short_name(str(n), NCU_FILTER) for n in by_name.index[:5]))[:3]
         v["ncu_kernel_regex"] = regex_any_of(shorts)  # no backslash; the rule text shell-quotes it
         v.update(ncu_window(kt, steps, re.compile(v["ncu_kernel_regex"])))
-    strip = step_strip(tv, kt, steps, *strip_gaps, tl.rank) if strip_gaps is not None else None
-    kernel_rows = top_kernels(kt, steps, v["step_time_ms_mean"])
-    op_rows = op_distribution(kt, steps)
-    att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
-    v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
-    v.update(op_facts(op_rows))
-    roofline_chart, roofline_facts, roofline_notes, roofline_kernels = op_roofline(tl, kt, steps)
-    v.update(roofline_facts)
-    notes.extend(roofline_notes)
+    return categories_chart
+
+
+def _work_facts(tl: Timeline, tv: TimelineView, kt, steps, act, setup, v: dict) -> None:
+    """Into v: launches, syncs, copies, allocations, tensor cores, attention, optimizer, compile, the
+    workload's kind and program: the facts of what the steps do (each analysis's facts in this order: later
+    ones read earlier ones, program_facts all of them)."""
     ls = launch_stats(tv, kt)
     ls["graph_kernel_pct"] = graph_kernel_pct(tv, kt)
     v.update(ls)
@@ -313,6 +308,37 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     if v["workload_kind"] == "inference":  # measured: no optimizer work at all
         v.setdefault("optimizer_kernels_per_step", 0.0)
         v.setdefault("optimizer_step_pct", 0.0)
+
+
+def timeline_metrics(tl: Timeline) -> TimelineMetrics:
+    """All single-timeline metrics (see the catalogue for their meaning)."""
+    tv = TimelineView(tl)
+    setup, steps, v, notes = _steps_measured(tl, tv)
+
+    act = host_activity(tv)
+    if len(setup.intervals) and len(act.alloc):  # start-up allocations (context creation) are not churn
+        act = replace(act, alloc=subtract(act.alloc, setup.intervals))
+    util = _utilization(tv, steps, act, v, notes)
+    if util is None:
+        notes.append("no GPU activity (kernels, copies, memsets) in the trace: utilization and kernel facts "
+                     "are not measured; profile with CUDA activity on (`nsys profile -t cuda` or "
+                     "ProfilerActivity.CUDA)")
+        return TimelineMetrics(v, [], [], notes, None)
+    step_rows, comm, strip_gaps = util
+    act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
+
+    kt = kernel_table(tv, steps)
+    categories_chart = _kernel_mix(kt, steps, v)
+    strip = step_strip(tv, kt, steps, *strip_gaps, tl.rank) if strip_gaps is not None else None
+    kernel_rows = top_kernels(kt, steps, v["step_time_ms_mean"])
+    op_rows = op_distribution(kt, steps)
+    att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
+    v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
+    v.update(op_facts(op_rows))
+    roofline_chart, roofline_facts, roofline_notes, roofline_kernels = op_roofline(tl, kt, steps)
+    v.update(roofline_facts)
+    notes.extend(roofline_notes)
+    _work_facts(tl, tv, kt, steps, act, setup, v)
 
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
