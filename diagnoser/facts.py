@@ -67,8 +67,7 @@ class AnalysisResult:
     inputs: list[dict] = field(default_factory=list)  # [{"path", "kind"}]
     notes: list[str] = field(default_factory=list)  # caveats worth showing the user
     # who measured what, when and where (time window on the Unix clock, Python files, device memory):
-    # what diagnoser.runs reads to decide which inputs are one run (and, with a per-op roofline, the step's
-    # kernels it matches an ncu report of the run on: runs/roofline_ncu.py); never facts for rules
+    # what diagnoser.runs reads to decide which inputs are one run; never facts for rules
     identity: dict = field(default_factory=dict)
     # subject -> {the unit a rule states its gain in (gain_of): the unit its share is of here}: an Nsight
     # Compute launch matched to its run's timeline has its GPU-time share restated in step time (runs.merge)

@@ -2,7 +2,8 @@
 
 An AnalysisResult's `charts` are what the report draws (and writes into its JSON); nothing reads them back
 as input. What the layers above read of a timeline travels here instead, one named row type per table:
-its steady steps, its kernels grouped by launch configuration, its ops, and the host's time between ops.
+its steady steps, its kernels grouped by launch configuration, its ops, the host's time between ops, the
+per-op roofline and the kernels of its ops in one step.
 A field is None where the input's family does not produce that table (an Nsight Compute report has no steps).
 """
 from __future__ import annotations
@@ -48,6 +49,40 @@ class OpRow:
     cpu_ms_per_step: float
 
 
+@dataclass(frozen=True)
+class RooflineRow:
+    """One modelled op group (op, shapes, dtype) of the per-op roofline over the steady steps (timeline/roofline.py);
+    the roof columns None where the device is not in the peaks table."""
+
+    op: str
+    shapes: str
+    dtype: str
+    family: str
+    calls_per_step: float
+    gpu_ms_per_step: float
+    tflops: float
+    tbs: float
+    intensity: float
+    bound: str
+    roof_pct: float | None
+    saved_ms_per_step: float | None
+    compute_roof_tflops: float | None
+    memory_roof_tbs: float | None
+
+
+@dataclass(frozen=True)
+class StepKernel:
+    """One kernel of a roofline op in the first steady step, in GPU order: what an Nsight Compute report of the
+    run is matched on, launch by launch (runs/roofline_ncu.py). `row`: its op's index in the roofline table
+    (-1: an op past the rows kept)."""
+
+    row: int
+    name: str
+    grid: int
+    block: int
+    us: float
+
+
 @dataclass
 class ResultTables:
     """The tables of one run (None: its inputs produce none)."""
@@ -56,6 +91,8 @@ class ResultTables:
     kernels: list[KernelRow] | None = None  # costliest first
     ops: list[OpRow] | None = None  # costliest first, the top ones
     host_gaps: dict | None = None  # step_work.host_gaps: the host's time between ops (compare's regression gate)
+    roofline: list[RooflineRow] | None = None  # costliest first, the top ones
+    roofline_kernels: list[StepKernel] | None = None
 
     def filled_from(self, other: "ResultTables") -> "ResultTables":
         """These tables, each one missing taken from `other` (the runs of a diagnosis: the first that has it)."""

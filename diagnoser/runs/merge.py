@@ -112,7 +112,7 @@ def merge_run(run) -> AnalysisResult:
         for k, v in r.charts.items():
             out.charts.setdefault(k, v)
         out.tables = out.tables.filled_from(r.tables)
-        shaped = next((t for _, t in timelines if t.charts.get("roofline")), None)
+        shaped = next((t for _, t in timelines if t.tables.roofline), None)
         if shaped is not None and "roofline_ncu" not in out.charts:
             out.charts["roofline_ncu"] = side_by_side(shaped, r)
     out.facts = facts

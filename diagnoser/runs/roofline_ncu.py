@@ -2,8 +2,8 @@
 when both are inputs of one run (diagnoser.runs.merge).
 
 Matching, launch by launch: the trace's roofline gives one steady step's kernels of its ops in GPU
-order (timeline/roofline.py `_step_kernels`: op row, name, grid, block; kept in the timeline result's
-`identity["roofline_kernels"]`, what diagnoser.runs reads, not a chart); the ncu report's launches
+order (timeline/roofline.py `_step_kernels`: op row, name, grid, block; the timeline result's table
+`tables.roofline_kernels`, result_tables.StepKernel); the ncu report's launches
 come in launch order. Each launch is matched to the next kernel of the step, going round the step
 (ncu may start anywhere in it), with the same name stem (no scopes, template arguments or
 parameters: the tools spell those differently, `(cudnnKernelDataType_t)0` vs `0`) and the same
@@ -42,11 +42,11 @@ def _work(result) -> dict[str, dict]:
     return out
 
 
-def match_launches(step: list[dict], launches: list[dict]) -> list[tuple[dict, int]]:
+def match_launches(step: list, launches: list[dict]) -> list[tuple[dict, int]]:
     """[(ncu launch, position in `step`)] for the launches some kernel of the step matches, in order."""
     where: dict[tuple, list[int]] = {}
     for i, k in enumerate(step):
-        where.setdefault((_stem(k["name"]), k["grid"], k["block"]), []).append(i)
+        where.setdefault((_stem(k.name), k.grid, k.block), []).append(i)
     out, at = [], 0
     for launch in launches:
         pos = where.get((_stem(launch.get("name")), launch.get("grid"), launch.get("block")))
@@ -66,22 +66,22 @@ def _pct_diff(mine, theirs):
 def side_by_side(timeline, kernels) -> list[dict]:
     """Per roofline row with a matched launch: the trace's numbers and ncu's, their % differences and the
     bound with the source that decided it. `timeline`, `kernels`: AnalysisResults of one run."""
-    rows = timeline.charts.get("roofline") or []
-    step = (timeline.identity or {}).get("roofline_kernels") or []
+    rows = timeline.tables.roofline or []
+    step = timeline.tables.roofline_kernels or []
     if not rows or not step:
         return []
     launches = sorted(ncu_launches(kernels), key=lambda l: int(l["id"]) if str(l["id"]).isdigit() else 0)
     work = _work(kernels)
     per_row: dict[int, list] = {}
     for launch, i in match_launches(step, launches):
-        if step[i]["row"] >= 0:
-            per_row.setdefault(step[i]["row"], []).append((launch, step[i], i))
+        if step[i].row >= 0:
+            per_row.setdefault(step[i].row, []).append((launch, step[i], i))
     out = []
     for n, r in enumerate(rows):
         hits = per_row.get(n)
         if not hits:
             continue
-        per_call = sum(1 for k in step if k["row"] == n) / max(r.get("calls_per_step") or 1.0, 1e-9)
+        per_call = sum(1 for k in step if k.row == n) / max(r.calls_per_step or 1.0, 1e-9)
         ws = [work.get(l["id"], {}) for l, _, _ in hits]
         us = sum(w.get("kernel_duration_us", 0.0) for w in ws)
         flops = [w["kernel_flop_count"] for w in ws if "kernel_flop_count" in w]
@@ -94,22 +94,21 @@ def side_by_side(timeline, kernels) -> list[dict]:
             t = sum(d for _, d in got)
             return sum(v * d for v, d in got) / t if got and t else None
 
-        ridge = (r["compute_roof_tflops"] / r["memory_roof_tbs"]
-                 if r.get("compute_roof_tflops") and r.get("memory_roof_tbs") else None)
+        ridge = (r.compute_roof_tflops / r.memory_roof_tbs if r.compute_roof_tflops and r.memory_roof_tbs else None)
         ncu_bound = ""
         if ridge is not None and tflops is not None and tbs is not None and (tflops or tbs):
             ncu_bound = "compute" if tflops > ridge * tbs else "memory"
         whole = len({i for _, _, i in hits}) >= per_call  # every kernel of one call of the op profiled
         decided = "ncu" if ncu_bound and whole else "trace"
-        out.append({"op": r["op"], "shapes": r["shapes"], "dtype": r["dtype"],
-                    "kernels": [k["name"] for _, k, _ in hits],
+        out.append({"op": r.op, "shapes": r.shapes, "dtype": r.dtype,
+                    "kernels": [k.name for _, k, _ in hits],
                     "launches": [str(l["id"]) for l, _, _ in hits],
                     "kernels_per_call": per_call, "kernels_matched": len({i for _, _, i in hits}),
-                    "trace_us_per_call": 1e3 * r["gpu_ms_per_step"] / max(r["calls_per_step"], 1e-9),
-                    "ncu_us": us, "trace_tflops": r["tflops"], "ncu_tflops": tflops,
-                    "tflops_diff_pct": _pct_diff(r["tflops"], tflops), "trace_tbs": r["tbs"], "ncu_dram_tbs": tbs,
-                    "tbs_diff_pct": _pct_diff(r["tbs"], tbs), "ncu_sm_pct": weighted("sm_throughput_pct"),
-                    "ncu_dram_pct": weighted("dram_throughput_pct"), "trace_bound": r["bound"] or "",
-                    "ncu_bound": ncu_bound, "bound": ncu_bound if decided == "ncu" else (r["bound"] or ""),
+                    "trace_us_per_call": 1e3 * r.gpu_ms_per_step / max(r.calls_per_step, 1e-9),
+                    "ncu_us": us, "trace_tflops": r.tflops, "ncu_tflops": tflops,
+                    "tflops_diff_pct": _pct_diff(r.tflops, tflops), "trace_tbs": r.tbs, "ncu_dram_tbs": tbs,
+                    "tbs_diff_pct": _pct_diff(r.tbs, tbs), "ncu_sm_pct": weighted("sm_throughput_pct"),
+                    "ncu_dram_pct": weighted("dram_throughput_pct"), "trace_bound": r.bound or "",
+                    "ncu_bound": ncu_bound, "bound": ncu_bound if decided == "ncu" else (r.bound or ""),
                     "bound_from": decided})
     return out

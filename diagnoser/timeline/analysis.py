@@ -8,7 +8,7 @@ returns facts for the train-slow / inference-slow trees plus chart series:
   charts["step_strip"]: one steady step per rank (strip.py): streams with kernels, gaps, host explanations
   charts["top_kernels"], charts["top_ops"]: the kernels and ops tables' rows as the report draws them
 and the typed tables run grouping and compare read (result_tables.py): result.tables.steps, .kernels, .ops,
-.host_gaps.
+.host_gaps, .roofline, .roofline_kernels.
 Metrics cover the steady-state steps only (the first step is warm-up). Each timeline is measured on
 its own (measure.py, in the per-rank workers); this module is the cross-rank part: the ranks'
 measurements -> run-level and per-rank facts. Pure: renders nothing.
@@ -127,14 +127,13 @@ def measured_analysis(measured: list[MeasuredTimeline]) -> AnalysisResult:
 
     result.step_graph = shown.step_graph
     result.tables = ResultTables(steps=shown.steps, kernels=shown.kernels, ops=shown.ops,
-                                 host_gaps=shown.host_gaps or None)
+                                 host_gaps=shown.host_gaps or None, roofline=shown.roofline,
+                                 roofline_kernels=shown.roofline_kernels)
     result.charts["steps"] = shown.steps_chart
     result.charts["kernel_categories"] = shown.categories_chart
     result.charts["top_kernels"] = [row_dict(r) for r in shown.kernels]
     result.charts["top_ops"] = [row_dict(r) for r in shown.ops]
     result.charts["roofline"] = shown.roofline_chart
-    if shown.roofline_kernels:  # what an ncu report of the run is matched on, launch by launch (runs/roofline_ncu.py)
-        result.identity["roofline_kernels"] = shown.roofline_kernels
     result.charts["source"] = {"path": ordered[metrics.index(shown)].path,
                                "rank": shown.rank.rank if shown.rank is not None and len(metrics) > 1 else None}
     strips = [m.strip for m in metrics if m.strip]

@@ -13,7 +13,7 @@ from ..identity import program_identity
 from ..idle_classes import IDLE_FACT
 from ..kernel_names import NCU_FILTER, short_name
 from ..kernel_categories import COMMUNICATION
-from ..result_tables import KernelRow, OpRow, StepRow, row_dict
+from ..result_tables import KernelRow, OpRow, RooflineRow, StepKernel, StepRow, row_dict
 from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gap_contents import idle_contents
@@ -72,11 +72,16 @@ class TimelineMetrics:
     kernels: list[KernelRow] = field(default_factory=list)  # ops.top_kernels
     ops: list[OpRow] = field(default_factory=list)  # ops.op_distribution
     strip: dict | None = None  # strip.step_strip: one steady step, streams, gaps and host
-    roofline_chart: list = field(default_factory=list)  # roofline.op_roofline rows
-    roofline_kernels: list = field(default_factory=list)  # their kernels in one steady step (ncu side-by-side)
+    roofline: list[RooflineRow] = field(default_factory=list)  # roofline.op_roofline
+    roofline_kernels: list[StepKernel] = field(default_factory=list)  # their kernels in one steady step (ncu side-by-side)
     step_graph: StepGraph | None = None  # one steady step to replay with fixes applied (replay.py)
     host_gaps: dict = field(default_factory=dict)  # step_work.host_gaps: the host's time between ops (compare's gate)
     steps: list[StepRow] = field(default_factory=list)  # the first CHART_STEPS steady steps (steps_chart draws them)
+
+    @property
+    def roofline_chart(self) -> list[dict]:
+        """The per-op roofline as the report draws it (and the JSON report writes it)."""
+        return [row_dict(r) for r in self.roofline]
 
 
 @dataclass
@@ -335,7 +340,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
     v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
     v.update(op_facts(op_rows))
-    roofline_chart, roofline_facts, roofline_notes, roofline_kernels = op_roofline(tl, kt, steps)
+    roofline_rows, roofline_facts, roofline_notes, roofline_kernels = op_roofline(tl, kt, steps)
     v.update(roofline_facts)
     notes.extend(roofline_notes)
     _work_facts(tl, tv, kt, steps, act, setup, v)
@@ -344,7 +349,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
     return TimelineMetrics(v, _steps_chart(step_rows, steps), categories_chart, notes, summary, comm, kernel_rows,
-                           op_rows, strip, roofline_chart=roofline_chart, steps=step_rows, roofline_kernels=roofline_kernels,
+                           op_rows, strip, roofline=roofline_rows, steps=step_rows, roofline_kernels=roofline_kernels,
                            step_graph=step_graph(tv, steps), host_gaps=host_gaps(tv, steps))
 
 

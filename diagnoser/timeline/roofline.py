@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from .. import settings
+from ..result_tables import RooflineRow, StepKernel
 from . import device_peaks
 from .perf_model import work
 
@@ -42,7 +43,7 @@ SHAPES_HOW = ("record the ops' shapes: torch.profiler.profile(..., record_shapes
               "each op's input shapes and dtypes)")
 
 
-def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]:
+def op_roofline(tl, kt, steps) -> tuple[list[RooflineRow], dict, list[str], list[StepKernel]]:
     """(rows, facts, notes, the first steady step's kernels of the rows: _step_kernels) of the per-op
     roofline over the steady steps; no rows without shapes."""
     shapes = getattr(tl, "op_shapes", None)
@@ -110,7 +111,7 @@ def op_roofline(tl, kt, steps) -> tuple[list[dict], dict, list[str], list[dict]]
     if facts["roofline_graph_kernel_pct"] > 0:
         notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
                      "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
-    return rows[:ROWS], facts, notes, sequence
+    return [RooflineRow(**r) for r in rows[:ROWS]], facts, notes, sequence
 
 
 def _kernel_ops(kt, launch: np.ndarray, k_dur: np.ndarray, n_ops: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,10 +126,10 @@ def _kernel_ops(kt, launch: np.ndarray, k_dur: np.ndarray, n_ops: int) -> tuple[
     return k_op, op_ns
 
 
-def _step_kernels(kt, known, k_t, k_op, op_gid, group_keys, rows, steps) -> list[dict]:
-    """The first steady step's kernels of the modelled ops, in GPU order: [{row, name, grid, block, us}],
-    `row` the index of the op's row in `rows` (-1: an op past the rows kept). What an Nsight Compute
-    report of the run is matched on, launch by launch (diagnoser/runs/roofline_ncu.py)."""
+def _step_kernels(kt, known, k_t, k_op, op_gid, group_keys, rows, steps) -> list[StepKernel]:
+    """The first steady step's kernels of the modelled ops, in GPU order, each with the index of its op's row
+    in `rows` (-1: an op past the rows kept). What an Nsight Compute report of the run is matched on, launch
+    by launch (diagnoser/runs/roofline_ncu.py)."""
     s0 = steps.steady[0]
     lo, hi = int(steps.host_start[s0]), int(steps.host_end[s0])
     at = {(r["op"], r["shapes"], r["dtype"]): n for n, r in enumerate(rows)}
@@ -147,8 +148,8 @@ def _step_kernels(kt, known, k_t, k_op, op_gid, group_keys, rows, steps) -> list
         if g < 0:  # an op the perf model does not cover
             continue
         name, label, dtype = group_keys[g]
-        out.append({"row": at.get((str(name), label, dtype), -1), "name": str(names[n]),
-                    "grid": int(grid[n]), "block": int(block[n]), "us": float(us[n])})
+        out.append(StepKernel(at.get((str(name), label, dtype), -1), str(names[n]), int(grid[n]), int(block[n]),
+                              float(us[n])))
     return out
 
 
