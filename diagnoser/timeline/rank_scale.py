@@ -37,7 +37,8 @@ def ranks_analysis(measured: list) -> AnalysisResult:
              if m.metrics.rank is not None]
     if len(timed) < 2:
         return result
-    straggler = {r["rank"] for r in result.charts.get("ranks", []) if r.get("straggler")}
+    straggler = {int(f.subject.id) for f in result.facts  # the ranks' own facts, not the chart drawn from them
+                 if f.name == "rank_is_straggler" and f.value is True and f.subject is not None}
     groups = rank_groups([m.metrics.rank for m in timed], straggler)
     result.charts["rank_groups"] = groups
     if len(timed) >= MIN_RANKS_TO_GROUP:
