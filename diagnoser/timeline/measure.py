@@ -61,7 +61,9 @@ READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
 
 @dataclass
 class TimelineMetrics:
-    """Everything measured on one Timeline: run-level values, chart rows, notes."""
+    """Everything measured on one Timeline: its run-level facts by catalogue name (`values`: the timeline
+    catalogue types each one), the typed tables the layers above read (steps, kernels, ops, roofline:
+    result_tables.py), the charts the report draws, notes."""
 
     values: dict
     steps_chart: list[dict]
