@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from .result_tables import ResultTables
+from .shares import Share
 
 Value = Union[float, int, str, bool]
 
@@ -49,6 +50,11 @@ class FactSpec:
     subject: str = "run"  # one of SUBJECT_KINDS
     sources: tuple[str, ...] = ()  # input kinds that can produce it
     collect: str = ""  # how to collect the input that yields it (for "not evaluated" messages)
+    share: Share | None = None  # a share of a unit a gain is stated in: which parts of it (gain_parts.py)
+
+    def to_json(self) -> dict:
+        """The entry as `diagnose facts --catalogue --format json` lists it (its share is the ledger's)."""
+        return {k: v for k, v in self.__dict__.items() if k != "share"} | {"sources": list(self.sources)}
 
 
 @dataclass

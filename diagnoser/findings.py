@@ -183,11 +183,12 @@ def rank(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=rank_key)
 
 
-def arrange(findings: list[Finding], run_values: dict | None = None) -> list[Finding]:
+def arrange(findings: list[Finding], run_values: dict | None = None, catalogue: dict | None = None) -> list[Finding]:
     """The engine's findings as the report lists them (see the module docstring); `run_values`: the
-    run's facts (its run-level record), which size the parts of step time the gains claim."""
+    run's facts (its run-level record), which size the parts of step time the gains claim;
+    `catalogue`: the fact specs, whose shares say which parts each share fact claims."""
     grouped = group_across_kernels(dedupe(group_kernel_launches(findings)))
-    return tie_first(rank_counting_once([apply_gain_floor(f) for f in grouped], run_values))
+    return tie_first(rank_counting_once([apply_gain_floor(f) for f in grouped], run_values, catalogue))
 
 
 def _cause_rank(f: Finding) -> int:
@@ -309,23 +310,25 @@ def apply_gain_floor(f: Finding) -> Finding:
     return g
 
 
-def rank_counting_once(findings: list[Finding], run_values: dict | None = None) -> list[Finding]:
+def rank_counting_once(findings: list[Finding], run_values: dict | None = None,
+                       catalogue: dict | None = None) -> list[Finding]:
     """Rank by severity, then by marginal gain (greedy: after each pick, the findings on the same
     unit are re-valued), then own gain, rule id and subject. Sets `marginal_gain`, `overlaps` and
     `gain_together`.
 
     A gain expression reads `SHARE / 100 * FRACTION`: its leftmost factor names the share of
-    `gain_of` the finding explains; gain_parts.py says which parts of the unit each share fact is
+    `gain_of` the finding explains; its catalogue entry says which parts of the unit each share fact is
     (idle classes, kernel categories, a straggler's own work) and keeps one ledger per unit, so the
     time two findings explain is counted once, for the one ranked first (TRAIN002 claims the sync
     and launch idle; TRAIN004 after it adds nothing; TRAIN012's unexplained idle on the straggler
     rank is mostly the straggler's own work TRAIN005 claimed). `run_values`: the run's facts, which
-    size the parts (without them every share fact is a part of its own).
+    size the parts (without them, or without the `catalogue`, every share fact is a part of its own).
     """
     values = run_values or {}
     parts = {unit: unit_parts(unit, values) for unit in {f.gain_of for f in findings}}
     ledgers = {unit: Ledger(dict(sizes)) for unit, sizes in parts.items()}
-    claims = {id(f): [c for c in (claim_of(leaf, f.gain_of, values, parts[f.gain_of]) for leaf in leaves(f))
+    claims = {id(f): [c for c in (claim_of(leaf, f.gain_of, values, parts[f.gain_of], catalogue or {})
+                                  for leaf in leaves(f))
                       if c is not None] for f in findings}
     out: list[Finding] = []
     for severity in sorted({f.severity for f in findings}, key=SEVERITY_RANK.get):

@@ -4,7 +4,8 @@ A time-based finding's gain is a share of a unit (`gain_of`: step time, GPU time
 memory) times the part a fix recovers: `SHARE / 100 * FRACTION` (docs/rules.md). The unit is made
 of disjoint *parts* sized by the run's facts: one steady step of the rank that sets its pace is GPU
 busy per kernel category plus GPU idle per idle class (data, sync, alloc, launch, communication,
-waiting for peers, host compute, unexplained). A share fact is declared here as the parts it is made of:
+waiting for peers, host compute, unexplained). A share fact declares the parts it is made of in its
+catalogue entry (`FactSpec.share`, diagnoser/shares.py), and the ledger reads them from the catalogue:
 `idle_unexplained_pct` is the unexplained idle; `memory_bound_step_pct` the busy time of the
 elementwise, copy, normalization, softmax and reduction kernels; a straggler rank's cost, when that
 rank sets the pace, its own work (busy plus its host's data, host compute, sync, alloc and unexplained idle).
@@ -12,7 +13,7 @@ rank sets the pace, its own work (busy plus its host's data, host compute, sync,
 Findings are counted in rank order on one `Ledger` per unit: each claims its share from its parts,
 spread over them in proportion to what is left of each; a later finding's gain counts only for
 the part of its parts still unclaimed (its marginal gain), and the findings that claimed the rest
-are its overlaps. A share fact declared nowhere is a part of its own (per subject): two findings
+are its overlaps. A share fact that declares no parts is a part of its own (per subject): two findings
 naming it explain the same time, and nothing else. Whatever the parts, the marginal gains on one
 unit never add up to more than the whole unit.
 """
@@ -22,26 +23,14 @@ import ast
 import functools
 from dataclasses import dataclass, field
 
-from .idle_classes import IDLE_FACT, IDLE_PARTS, OWN_IDLE_CLASSES, PEER_WAIT, PEER_WAIT_FACT
-from .kernel_categories import BUSY_CATEGORIES as BUSY, COMMUNICATION, KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
+from .idle_classes import IDLE_FACT, IDLE_PARTS, PEER_WAIT, PEER_WAIT_FACT
+from .kernel_categories import BUSY_CATEGORIES as BUSY, COMMUNICATION, KERNEL_CATEGORIES
+from .memory_owners import OWNERS
 from .rulespec.expr import budget_names, eval_expr
+from .shares import ALL_OWNERS, OWN_WORK, STEP_TIME, Share, busy, idle
 
 # the step's idle parts -> the fact that sizes each
 IDLE = {c: (IDLE_FACT | {PEER_WAIT: PEER_WAIT_FACT})[c] for c in IDLE_PARTS}
-MEMORY_OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
-
-
-def _busy(*cats: str) -> tuple[str, ...]:
-    return tuple(f"busy:{c}" for c in cats)
-
-
-def _idle(*classes: str) -> tuple[str, ...]:
-    return tuple(f"idle:{c}" for c in classes)
-
-
-# A rank's own work (timeline catalogue, rank_own_work_pct): GPU busy plus the idle its host holds up
-# doing something other than launching or communicating.
-OWN_WORK = _busy(*BUSY) + _idle(*OWN_IDLE_CLASSES)
 
 
 def _pace_setter(values: dict, rank: str | None) -> bool:
@@ -54,74 +43,26 @@ def _straggler(subject, values: dict) -> tuple[str, ...]:
     """The others wait for the straggler's own work: that is, on the rank that sets the pace, its own
     work; seen from another rank (not the breakdown rank), the breakdown rank's wait for peers."""
     rank = subject.id if subject is not None and subject.kind == "rank" else values.get("straggler_rank")
-    return OWN_WORK if _pace_setter(values, rank) else _idle("peer_wait")
+    return OWN_WORK if _pace_setter(values, rank) else idle(PEER_WAIT)
 
 
 def _top_kernel(subject, values: dict) -> tuple[str, ...]:
     cat = str(values.get("top_kernel_category", ""))
-    return _idle(COMMUNICATION, PEER_WAIT) if cat == COMMUNICATION else (_busy(cat) if cat in BUSY else _busy(*BUSY))
+    return idle(COMMUNICATION, PEER_WAIT) if cat == COMMUNICATION else (busy(cat) if cat in BUSY else busy(*BUSY))
 
 
 def _leak(subject, values: dict) -> tuple[str, ...]:
     owner = str(values.get("leak_owner", ""))
-    return (f"owner:{owner}",) if owner in MEMORY_OWNERS else tuple(f"owner:{o}" for o in MEMORY_OWNERS)
+    return (f"owner:{owner}",) if owner in OWNERS else ALL_OWNERS
 
 
-# unit -> share fact -> its parts (a tuple, or a function of (subject, run values) giving one)
-SHARES: dict[str, dict] = {
-    "step time": {
-        **{fact: _idle(cls) for cls, fact in IDLE.items()},
-        "gpu_idle_pct": _idle(*IDLE),
-        # the host-compute idle in two (inside optimizer steps; after read-backs): both parts of idle:host
-        "idle_host_optimizer_pct": _idle("host"),
-        "idle_host_after_sync_pct": _idle("host"),
-        "gpu_busy_pct": _busy(*BUSY),
-        "gemm_unaligned_step_pct": _busy("gemm"),  # GEMMs on kernels built for unaligned operands
-        "gemm_no_tensor_core_step_pct": _busy("gemm"),
-        # score GEMM through value GEMM: the GEMMs, softmax and the scale / mask / transpose kernels between
-        "unfused_attention_pct": _busy("gemm", "softmax", "elementwise", "copy", "reduction", "normalization", "other"),
-        "memory_bound_step_pct": _busy(*MEMORY_BOUND_CATEGORIES),
-        # the host's optimizer step: its kernels, and the launch gaps between them
-        "optimizer_step_pct": _busy("optimizer") + _idle("launch"),
-        "optimizer_gpu_pct": _busy("optimizer"),
-        # the host blocked in a pageable copy: the copy itself, or the GPU idle while the host stages it
-        "pageable_memcpy_pct": _busy("copy") + _idle("data", "sync"),
-        # torch.compile compiling inside the steps; cuDNN's algorithm trials; waits for the GIL: the idle they
-        # leave is classed unexplained (compile, GIL) or launch and sync (the trials inside the conv operators)
-        "compile_step_pct": _idle("unexplained", "launch"),
-        "idle_compile_pct": _idle("unexplained"),
-        "conv_autotune_step_pct": _idle("launch", "sync", "alloc", "unexplained"),
-        "gil_idle_pct": _idle("unexplained", "launch"),
-        "idle_staging_copy_pct": _idle("unexplained"),
-        "top_kernel_pct": _top_kernel,
-        # the per-op roofline's op furthest below its roof (timeline/roofline.py)
-        "roofline_compute_gap_step_pct": _busy("gemm", "attention", "other"),
-        "roofline_memory_gap_step_pct": _busy(*MEMORY_BOUND_CATEGORIES, "gemm"),
-        "rank_straggler_cost_pct": _straggler,
-        "straggler_cost_pct": _straggler,
-    },
-    # a timeline's GPU activity time, per kernel category (a kernel's own share, kernel_time_share_pct of
-    # an Nsight Compute report, is a part of its own: one per kernel launch)
-    "GPU time": {
-        **{f"kernel_{c}_pct": (f"gpu:{c}",) for c in KERNEL_CATEGORIES},
-        "fused_attention_pct": ("gpu:attention",),
-    },
-    "trace time": {"setup_pct": ("setup",)},
-    # live memory by owner, and what the caching allocator holds free beside it
-    "peak memory": {
-        **{f"{o}_share_pct": (f"owner:{o}",) for o in MEMORY_OWNERS},
-        "leak_share_pct": _leak,
-        "temporary_site_share_pct": ("owner:temporaries",),
-        "oom_reserved_free_pct": ("reserved_free",),
-        "oom_shortfall_pct": tuple(f"owner:{o}" for o in MEMORY_OWNERS),  # cut from any of the live memory
-        "oom_request_share_pct": ("request",),  # the failing request itself, beside the live memory
-        # a KV cache (memory/kv_cache.py): tensors made outside the model's parameters and training state,
-        # recognised by frames or as a preallocated run of equal tensors
-        "kv_cache_share_pct": ("owner:unknown", "owner:activations", "owner:temporaries"),
-    },
-}
-# share facts whose value is a share of GPU activity time, not of the step: scaled to the step below
-GPU_TIME_SHARES = {"top_kernel_pct"}
+# Share.by: the run's fact that picks a share's parts -> how (subject, run values) give them
+PARTS_BY = {"straggler_rank": _straggler, "top_kernel_category": _top_kernel, "leak_owner": _leak}
+
+
+def share_parts(share: Share, subject, values: dict) -> tuple[str, ...]:
+    """The parts of its unit a share fact is made of, for this subject in this run."""
+    return share.parts or PARTS_BY[share.by](subject, values)
 
 
 def _num(values: dict, name: str) -> float | None:
@@ -140,7 +81,7 @@ def _busy_scale(values: dict) -> float | None:
 def unit_parts(unit: str, values: dict) -> dict[str, float]:
     """The declared parts of `unit` in this run, each sized in % of the unit (absent facts: no part)."""
     parts: dict[str, float] = {}
-    if unit == "step time":
+    if unit == STEP_TIME:
         for cls, fact in IDLE.items():
             if _num(values, fact) is not None:
                 parts[f"idle:{cls}"] = max(0.0, _num(values, fact))
@@ -155,7 +96,7 @@ def unit_parts(unit: str, values: dict) -> dict[str, float]:
     elif unit == "trace time" and _num(values, "setup_pct") is not None:
         parts["setup"] = max(0.0, _num(values, "setup_pct"))
     elif unit == "peak memory":
-        for o in MEMORY_OWNERS:
+        for o in OWNERS:
             if _num(values, f"{o}_share_pct") is not None:
                 parts[f"owner:{o}"] = max(0.0, _num(values, f"{o}_share_pct"))
         if _num(values, "oom_reserved_free_pct") is not None:
@@ -187,21 +128,22 @@ class Claim:
     own: dict = field(default_factory=dict)  # undeclared parts -> their size (the fact's value)
 
 
-def claim_of(leaf, unit: str, values: dict, sizes: dict[str, float]) -> Claim | None:
+def claim_of(leaf, unit: str, values: dict, sizes: dict[str, float], catalogue: dict) -> Claim | None:
     """The claim of a single-subject finding on `unit` (its declared parts sized as `sizes`:
-    unit_parts), or None when its gain names no share (a constant)."""
+    unit_parts; each share fact's parts from its catalogue entry), or None when its gain names no
+    share (a constant)."""
     names = budget_names(leaf.gain_expr) if leaf.gain_expr else frozenset()
     if not names:
         return None
     env = dict(leaf.gain_env)
     share = eval_expr(share_text(leaf.gain_expr), env)
     share = 0.0 if share is None else max(0.0, share)
-    declared = SHARES.get(unit, {})
+    shares = {n: _share_of(catalogue, n) for n in names}
     parts, own = [], {}
     for n in sorted(names):
-        spec = declared.get(n)
-        got = spec(leaf.subject, values) if callable(spec) else spec
-        got = tuple(p for p in got or () if p in sizes)
+        declared = shares[n]
+        got = share_parts(declared, leaf.subject, values) if declared and declared.unit == unit else ()
+        got = tuple(p for p in got if p in sizes)
         if got:
             parts.extend(p for p in got if p not in parts)
             continue
@@ -209,9 +151,15 @@ def claim_of(leaf, unit: str, values: dict, sizes: dict[str, float]) -> Claim | 
         size = _num(env, n)
         own[key] = max(0.0, size or 0.0)
         parts.append(key)
-    if unit == "step time" and names <= GPU_TIME_SHARES and _busy_scale(values) is not None:
+    if unit == STEP_TIME and all(s is not None and s.of_gpu_time for s in shares.values()) \
+            and _busy_scale(values) is not None:
         share *= _busy_scale(values)
     return Claim(tuple(parts), max(share, 100.0 * leaf.estimated_gain), leaf.estimated_gain, own)
+
+
+def _share_of(catalogue: dict, name: str) -> Share | None:
+    spec = catalogue.get(name)
+    return getattr(spec, "share", None)
 
 
 @dataclass

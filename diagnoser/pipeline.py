@@ -229,7 +229,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
         facts += result.facts
     predictions, peak_predictions = [], []
     for i, (got, run_values, graph) in enumerate(per_run):  # separate runs: ranked each on its own, one after the other
-        arranged = arrange(got, run_values)
+        arranged = arrange(got, run_values, cat)
         predictions.append(predict_steps(arranged, graph, run_values))
         peak_predictions.append(predict_peak_all(arranged))
         if len(per_run) > 1:

@@ -16,7 +16,8 @@ import pytest
 from diagnoser.errors import InputError
 from diagnoser.facts import Subject
 from diagnoser.findings import Finding, arrange
-from diagnoser.gain_parts import SHARES, unit_parts
+from diagnoser.catalogue import catalogue
+from diagnoser.gain_parts import unit_parts
 from diagnoser.pipeline import diagnose, load_pack
 from diagnoser.report.render import render_html, render_json, render_markdown, render_report
 from diagnoser.rulespec.expr import budget_names
@@ -111,6 +112,8 @@ def _finding(rule, gain, expr, env, severity="critical", subject=None, gain_of="
                    gain_expr=expr, gain_env=env, gain_known=True)
 
 
+CATALOGUE = catalogue()  # each share fact's parts of its unit
+
 # synthetic run facts: one rank sets the pace; its step is 30% busy (GEMMs), 60% unexplained idle, 10% launch gaps
 RUN = {"gpu_busy_pct": 30.0, "kernel_gemm_pct": 100.0, "idle_unexplained_pct": 60.0, "idle_launch_pct": 10.0,
        "idle_data_pct": 0.0, "idle_sync_pct": 0.0, "idle_breakdown_rank": "1"}
@@ -121,7 +124,7 @@ def test_synthetic_straggler_claims_its_own_work_not_the_launch_gaps():
                          subject=Subject("rank", "1", "rank 1"))
     idle = _finding("U001", 0.6, "idle_unexplained_pct / 100", {"idle_unexplained_pct": 60.0}, severity="warning")
     launch = _finding("L001", 0.1, "idle_launch_pct / 100", {"idle_launch_pct": 10.0}, severity="warning")
-    ranked = {f.rule: f for f in arrange([idle, launch, straggler], RUN)}
+    ranked = {f.rule: f for f in arrange([idle, launch, straggler], RUN, CATALOGUE)}
     # own work = busy 30 + unexplained 60 = 90; the straggler claims 80 of it, 8/9 of each part
     assert abs(ranked["U001"].marginal_gain - 0.6 / 9) < 1e-9 and ranked["U001"].overlaps == ["S001"]
     assert ranked["L001"].marginal_gain == 0.1 and not ranked["L001"].overlaps, "launch gaps are not own work"
@@ -130,14 +133,14 @@ def test_synthetic_straggler_claims_its_own_work_not_the_launch_gaps():
     other = _finding("S001", 0.4, "rank_straggler_cost_pct / 100", {"rank_straggler_cost_pct": 40.0},
                      subject=Subject("rank", "0", "rank 0"))
     again = {f.rule: f for f in arrange([_finding("U001", 0.2, "idle_unexplained_pct / 100", {"idle_unexplained_pct": 20.0},
-                                                  severity="warning"), other], waits)}
+                                                  severity="warning"), other], waits, CATALOGUE)}
     assert again["S001"].marginal_gain == 0.4 and again["U001"].marginal_gain == 0.2 and not again["U001"].overlaps
 
 
 def test_synthetic_shares_declared_nowhere_still_never_exceed_the_unit():
     a = _finding("A001", 0.7, "a_pct / 100", {"a_pct": 70.0})
     b = _finding("B001", 0.6, "b_pct / 100", {"b_pct": 60.0}, severity="warning")
-    ranked = arrange([a, b], RUN)
+    ranked = arrange([a, b], RUN, CATALOGUE)
     assert [round(f.marginal_gain, 6) for f in ranked] == [0.7, 0.3] and ranked[1].overlaps == ["A001"]
 
 
@@ -145,13 +148,13 @@ def test_synthetic_memory_bound_kernels_share_the_softmax_with_unfused_attention
     run = {"gpu_busy_pct": 100.0, "kernel_gemm_pct": 40.0, "kernel_softmax_pct": 40.0, "kernel_elementwise_pct": 20.0}
     attn = _finding("A001", 0.8, "unfused_attention_pct / 100 * 0.8", {"unfused_attention_pct": 100.0})
     mem = _finding("M001", 0.3, "memory_bound_step_pct / 100 * 0.5", {"memory_bound_step_pct": 60.0}, severity="warning")
-    ranked = {f.rule: f for f in arrange([mem, attn], run)}
+    ranked = {f.rule: f for f in arrange([mem, attn], run, CATALOGUE)}
     assert ranked["M001"].marginal_gain == 0.0 and ranked["M001"].overlaps == ["A001"]
     assert unit_parts("step time", run)["busy:softmax"] == 40.0
 
 
 def test_every_shipped_gain_names_a_declared_share_of_its_unit():
-    """A run-scoped rule's share must be declared (gain_parts.SHARES) or its time is only ever
+    """A run-scoped rule's share must declare its parts (its catalogue entry's share) or its time is only ever
     compared with itself; a subject-scoped one's share is a part of its own, per subject."""
     for rule in load_pack().rules.values():
         if not rule.estimated_gain or rule.scope != "run":
@@ -159,5 +162,6 @@ def test_every_shipped_gain_names_a_declared_share_of_its_unit():
         names = budget_names(rule.estimated_gain)
         if not names:
             continue
-        undeclared = sorted(n for n in names if n not in SHARES.get(rule.gain_of, {}))
-        assert not undeclared, f"{rule.id}: share {undeclared} of {rule.gain_of} is declared in no part (gain_parts.py)"
+        undeclared = sorted(n for n in names if n not in CATALOGUE or not CATALOGUE[n].share
+                            or CATALOGUE[n].share.unit != rule.gain_of)
+        assert not undeclared, f"{rule.id}: share {undeclared} of {rule.gain_of} declares no parts (its catalogue entry)"

@@ -24,7 +24,7 @@ def facts_cmd(files, show_catalogue, fmt):
         specs = list(catalogue().values())
         known = list(all_settings().values())
         if fmt == "json":
-            click.echo(json.dumps({"facts": [s.__dict__ | {"sources": list(s.sources)} for s in specs],
+            click.echo(json.dumps({"facts": [s.to_json() for s in specs],
                                    "settings": [s.to_json() for s in known]}, indent=2))
             return
         for s in specs:

@@ -3,6 +3,7 @@ and how to collect the input that yields it (shown when a rule is "not evaluated
 from __future__ import annotations
 
 from ..facts import FactSpec
+from ..shares import ALL_OWNERS, PEAK_MEMORY, Share, owner
 from .owners import OWNERS
 
 COLLECT_SNAPSHOT = ("record allocation history before the code to examine and dump it after the OOM (without an "
@@ -17,9 +18,9 @@ _ALL = ("mem-snapshot", "mem-stats", "mem-summary")
 _STATS = ("mem-stats", "mem-summary")
 
 
-def _spec(name, unit, meaning, sources=_SNAP, type="number", subject="run"):
+def _spec(name, unit, meaning, sources=_SNAP, type="number", subject="run", share=None):
     return FactSpec(name, type, unit, meaning, subject, sources,
-                    COLLECT_SNAPSHOT if sources == _SNAP else COLLECT_STATS)
+                    COLLECT_SNAPSHOT if sources == _SNAP else COLLECT_STATS, share)
 
 
 _OWNER_MEANING = {
@@ -54,7 +55,8 @@ CATALOGUE: list[FactSpec] = [
     _spec("oom_reserved_gib", "GiB", "bytes reserved by the allocator when the OOM happened"),
     _spec("oom_reserved_free_gib", "GiB", "free blocks in the reserved segments of the request's pool at the OOM "
           "(unsplittable remainders count as used, as the allocator counts them)"),
-    _spec("oom_reserved_free_pct", "%", "oom_reserved_free_gib as a share of the memory limit"),
+    _spec("oom_reserved_free_pct", "%", "oom_reserved_free_gib as a share of the memory limit",
+       share=Share(PEAK_MEMORY, ("reserved_free",))),
     _spec("oom_largest_free_block_mib", "MiB", "largest free block in reserved segments of the request's pool"),
     _spec("oom_fragmentation_pct", "%", "share of reserved-free memory in blocks too small for the failing request"),
     _spec("oom_reserved_free_to_request_ratio", "ratio", "oom_reserved_free_gib / failing request bytes"),
@@ -71,9 +73,11 @@ CATALOGUE: list[FactSpec] = [
           "free memory at the OOM)", type="string"),
     _spec("oom_shortfall_gib", "GiB", "allocated + request - limit at the OOM: what must go for it to fit "
           "(an upper bound under a cap, whose exact size the snapshot does not record)"),
-    _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM"),
+    _spec("oom_shortfall_pct", "%", "oom_shortfall_gib as a share of allocated memory at the OOM",
+       share=Share(PEAK_MEMORY, ALL_OWNERS)),
     _spec("oom_request_share_pct", "%", "the failing request as a share of what was needed (live memory at the "
-          "OOM + the request): near 100 when one allocation alone dwarfs everything live"),
+          "OOM + the request): near 100 when one allocation alone dwarfs everything live",
+          share=Share(PEAK_MEMORY, ("request",))),
     _spec("oom_request_site", "", "allocation site (file:line in function, innermost user frame) of the failing "
           "request, from the OOM event's stack", type="string"),
     _spec("oom_request_op", "", "ATen operator that made the failing request (`aten::pow`), from the OOM event's "
@@ -98,7 +102,8 @@ CATALOGUE: list[FactSpec] = [
     _spec("temporary_site_gib", "GiB", "temporary bytes from temporary_site (with the failing request when it is "
           "one)"),
     _spec("temporary_site_count", "count", "temporary tensors from temporary_site at the composition point"),
-    _spec("temporary_site_share_pct", "%", "temporary_site_gib as a share of needed_gib"),
+    _spec("temporary_site_share_pct", "%", "temporary_site_gib as a share of needed_gib",
+       share=Share(PEAK_MEMORY, owner("temporaries"))),
     _spec("needed_without_temporary_site_gib", "GiB", "needed_gib minus temporary_site_gib: the peak once that "
           "temporary is chunked, computed in place or fused away"),
     _spec("expandable_segments", "", "allocator setting expandable_segments was on", type="bool"),
@@ -106,7 +111,8 @@ CATALOGUE: list[FactSpec] = [
     _spec("composition_allocated_gib", "GiB", "allocated bytes at the composition point"),
     _spec("kv_cache_gib", "GiB", "live memory in KV-cache tensors at the OOM (else the peak): blocks whose stack names a KV "
           "cache, or an even run of equal tensors allocated back to back outside any model call (memory/kv_cache.py)"),
-    _spec("kv_cache_share_pct", "%", "the KV cache's share of live memory at the OOM (else the peak)"),
+    _spec("kv_cache_share_pct", "%", "the KV cache's share of live memory at the OOM (else the peak)",
+       share=Share(PEAK_MEMORY, owner("unknown", "activations", "temporaries"))),
     _spec("kv_cache_limit_pct", "%", "the KV cache's size as a share of the memory limit at the OOM (memory_limit_gib)"),
     _spec("kv_cache_tensor_count", "count", "KV-cache tensors live (K and V per layer, or the blocks of a pool)"),
     _spec("kv_cache_tensor_mib", "MiB", "the most common size of one KV-cache tensor (layers x batch x heads x "
@@ -132,7 +138,7 @@ CATALOGUE: list[FactSpec] = [
     _spec("leak_owner", "", "owner class of the leak site's allocations", type="string"),
     _spec("leak_iterations", "count", "distinct earlier iterations whose allocations kept at leak_site are still live"),
     _spec("leak_gib", "GiB", "live bytes made in earlier iterations and kept at leak_site, at the composition point"),
-    _spec("leak_share_pct", "%", "leak_gib as a share of live memory"),
+    _spec("leak_share_pct", "%", "leak_gib as a share of live memory", share=Share(PEAK_MEMORY, by="leak_owner")),
     _spec("leak_mib_per_iter", "MiB", "bytes leak_site keeps per iteration"),
     _spec("allocated_without_leak_gib", "GiB", "live memory minus leak_gib: the point a fix returns to"),
     _spec("site_gib", "GiB", "live bytes allocated at this site", subject="site"),
@@ -143,6 +149,7 @@ CATALOGUE: list[FactSpec] = [
 for _o in OWNERS:
     CATALOGUE += [
         _spec(f"{_o}_gib", "GiB", f"live memory of {_o}: {_OWNER_MEANING[_o]}"),
-        _spec(f"{_o}_share_pct", "%", f"{_o}' share of live memory at the composition point"),
+        _spec(f"{_o}_share_pct", "%", f"{_o}' share of live memory at the composition point",
+              share=Share(PEAK_MEMORY, owner(_o))),
         _spec(f"allocated_without_{_o}_gib", "GiB", f"live memory minus {_o}: the floor a fix of {_o} reaches"),
     ]

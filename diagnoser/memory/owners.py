@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-OWNERS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
+from ..memory_owners import OWNERS
 
 _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ")
 _PARAM_FUNCS = {"_apply", "convert", "to", "cuda", "reset_parameters", "to_empty", "_load_from_state_dict"}

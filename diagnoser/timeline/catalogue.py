@@ -3,8 +3,9 @@ and how to collect the input that yields it (shown when a rule is "not evaluated
 from __future__ import annotations
 
 from ..facts import FactSpec
-from ..idle_classes import IDLE_CLASSES
-from ..kernel_categories import KERNEL_CATEGORIES
+from ..idle_classes import IDLE_CLASSES, IDLE_PARTS, PEER_WAIT
+from ..kernel_categories import BUSY_CATEGORIES, KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
+from ..shares import GPU_TIME, STEP_TIME, TRACE_TIME, Share, busy, gpu, idle
 from ..program_kinds import ATTENTION_KINDS, FRAMEWORKS, GPU_ARCHS
 from .decode_catalogue import CATALOGUE as DECODE_CATALOGUE
 from .roofline_catalogue import CATALOGUE as ROOFLINE_CATALOGUE
@@ -32,8 +33,8 @@ RANKS = ("profile every rank of the job (torch.profiler on each rank writes one 
          "`nsys profile -o rank%q{RANK}`) and pass all rank files together")
 
 
-def _n(name, unit, meaning, collect=TIMELINE, subject="run"):
-    return FactSpec(name, "number", unit, meaning, subject, SOURCES, collect)
+def _n(name, unit, meaning, collect=TIMELINE, subject="run", share=None):
+    return FactSpec(name, "number", unit, meaning, subject, SOURCES, collect, share)
 
 
 def _s(name, meaning, collect=TIMELINE, subject="run"):
@@ -57,18 +58,24 @@ CATALOGUE: list[FactSpec] = [
     _n("phase_optimizer_ms", "ms", "host time per step in the annotated optimizer step", PHASES),
     _s("workload_kind", "training (backward or optimizer work seen) or inference"),
     # utilization and idle classes
-    _n("gpu_busy_pct", "%", "share of steady step time the GPU runs kernels/copies (NCCL kernels excluded)"),
-    _n("gpu_idle_pct", "%", "share of steady step time with no compute or copy on the GPU"),
-    _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST),
-    _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST),
+    _n("gpu_busy_pct", "%", "share of steady step time the GPU runs kernels/copies (NCCL kernels excluded)",
+       share=Share(STEP_TIME, busy(*BUSY_CATEGORIES))),
+    _n("gpu_idle_pct", "%", "share of steady step time with no compute or copy on the GPU",
+       share=Share(STEP_TIME, idle(*IDLE_PARTS))),
+    _n("idle_data_pct", "%", "share of step time the GPU idles while the host loads/preprocesses data", HOST,
+       share=Share(STEP_TIME, idle("data"))),
+    _n("idle_sync_pct", "%", "share of step time the GPU idles because the host blocked in a host-device sync", HOST,
+       share=Share(STEP_TIME, idle("sync"))),
     _n("idle_host_pct", "%", "share of step time the GPU idles while the host computes something that is not input: "
        "inside an optimizer step range without CUDA calls (an optimizer on CPU tensors, ZeRO-offload style), or "
-       "on results it read back (post-processing, metrics); idle_host_optimizer_pct + idle_host_after_sync_pct", HOST),
+       "on results it read back (post-processing, metrics); idle_host_optimizer_pct + idle_host_after_sync_pct", HOST,
+       share=Share(STEP_TIME, idle("host"))),
     _n("idle_host_optimizer_pct", "%", "the host-class idle inside optimizer step ranges (the host runs the "
-       "optimizer on CPU tensors)", HOST),
+       "optimizer on CPU tensors)", HOST, share=Share(STEP_TIME, idle("host"))),
     _n("idle_host_after_sync_pct", "%", "the host-class idle in gaps that began as a sync returned, with (almost) no "
        "CUDA calls after it and no next input copied in at their end: the host computes on what it read back "
-       "(NumPy post-processing or metrics, CPU operators on copied-back tensors)", HOST),
+       "(NumPy post-processing or metrics, CPU operators on copied-back tensors)", HOST,
+       share=Share(STEP_TIME, idle("host"))),
     _n("idle_sync_quiet_pct", "%", "the sync-class idle in long gaps that began at a sync the host did not stay in: it "
        "made (almost) no CUDA calls afterwards and nothing recorded shows it computing (no op tree, no stacks): it "
        "computed on what it read back or waited on something else (measured only where it is most of the sync-class "
@@ -86,7 +93,8 @@ CATALOGUE: list[FactSpec] = [
     _s("host_side_collect", "how to record what the host does after a sync returns, given when the export has no "
        "CPU samples or scheduling and part of that idle is unexplained", HOST),
     _n("setup_pct", "%", "share of the trace (first CUDA call or GPU activity to the end) spent in one-time start-up "
-       "work: context creation, lazy module loading, first-call costs, compilation (timeline/setup.py)"),
+       "work: context creation, lazy module loading, first-call costs, compilation (timeline/setup.py)",
+       share=Share(TRACE_TIME, ("setup",))),
     _n("setup_ms", "ms", "host time in one-time start-up work"),
     _n("trace_span_ms", "ms", "from the first CUDA call or GPU activity to the last event of the trace"),
     _s("setup_calls", "the start-up calls that took the most time, with their time and count"),
@@ -118,21 +126,26 @@ CATALOGUE: list[FactSpec] = [
     _s("sync_calls", "per step, the synchronizing calls that blocked the host longest (name, calls, ms)"),
     _s("alloc_calls", "per step, the allocation calls that took the most time (name, calls, ms)"),
     _n("idle_alloc_pct", "%", "share of step time the GPU idles while the host allocates or frees device memory "
-       "(cudaMalloc/cudaFree, hipMalloc/hipFree: allocator churn)", HOST),
-    _n("idle_launch_pct", "%", "share of step time in short GPU gaps while the host launches work (launch overhead)"),
+       "(cudaMalloc/cudaFree, hipMalloc/hipFree: allocator churn)", HOST, share=Share(STEP_TIME, idle("alloc"))),
+    _n("idle_launch_pct", "%", "share of step time in short GPU gaps while the host launches work (launch overhead)",
+       share=Share(STEP_TIME, idle("launch"))),
     _n("idle_comm_pct", "%", "share of step time the GPU only waits in communication (NCCL) or for a collective; "
-       "in a multi-rank run only the collectives' transfer (waiting for peers is idle_peer_wait_pct)"),
-    _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST),
+       "in a multi-rank run only the collectives' transfer (waiting for peers is idle_peer_wait_pct)",
+       share=Share(STEP_TIME, idle("communication"))),
+    _n("idle_unexplained_pct", "%", "share of step time the GPU idles with no recognized host activity", HOST,
+       share=Share(STEP_TIME, idle("unexplained"))),
     _n("recompiles_per_step", "count", "torch.compile compiles (Dynamo `_compile.compile_inner`) that start inside the "
        "steady steps, per step: a recompile for each new shape or specialised constant (a PyTorch trace)", TORCH_OPS),
     _n("compile_ms_per_step", "ms", "host time inside torch.compile's compile ranges (Dynamo, AOTAutograd, Inductor) "
        "in the steady steps, per step", TORCH_OPS),
-    _n("compile_step_pct", "%", "share of the steady steps' time the host spends compiling (torch.compile ranges)", TORCH_OPS),
+    _n("compile_step_pct", "%", "share of the steady steps' time the host spends compiling (torch.compile ranges)", TORCH_OPS,
+       share=Share(STEP_TIME, idle("unexplained", "launch"))),
     _n("idle_compile_pct", "%", "share of the steady steps' time the GPU idles while the host compiles (torch.compile "
-       "ranges over unexplained idle gaps)", HOST),
+       "ranges over unexplained idle gaps)", HOST, share=Share(STEP_TIME, idle("unexplained"))),
     _n("gil_idle_pct", "%", "share of the steady steps' time the GPU idles while its launching threads wait for "
        "Python's interpreter lock (an export: their waits that end at the switch interval; a PyTorch trace with stacks: "
-       "the unexplained idle covered by the Python frames of a thread that launches nothing)", GIL),
+       "the unexplained idle covered by the Python frames of a thread that launches nothing)", GIL,
+       share=Share(STEP_TIME, idle("unexplained", "launch"))),
     _n("gil_waits_per_step", "count", "the launching threads' condition-variable / futex waits of at least a millisecond "
        "per step, when enough of them end at the interpreter's switch interval (an export with OS runtime calls)", GIL),
     _n("gil_wait_ms_per_step", "ms", "the time of those waits per step", GIL),
@@ -147,11 +160,12 @@ CATALOGUE: list[FactSpec] = [
     _n("conv_autotune_calls_per_step", "count", "convolution calls per steady step that synchronized (autotuned)", TORCH_OPS),
     _n("conv_autotune_ms_per_step", "ms", "host time inside the convolution calls that synchronized, per step", TORCH_OPS),
     _n("conv_autotune_step_pct", "%", "share of the steady steps spent inside convolution calls that synchronized "
-       "(cuDNN's algorithm trials)", TORCH_OPS),
+       "(cuDNN's algorithm trials)", TORCH_OPS,
+       share=Share(STEP_TIME, idle("launch", "sync", "alloc", "unexplained"))),
     _n("idle_staging_copy_pct", "%", "share of the steady steps the GPU idles in gaps that end in a host-to-device copy "
        "while the launching thread, sampled, sits in the C library outside data ranges: it copies data already in host "
        "memory into a staging buffer for the upload (CuPy `asarray` of a NumPy array), nothing is prepared (an export "
-       "with CPU samples)", STAGING),
+       "with CPU samples)", STAGING, share=Share(STEP_TIME, idle("unexplained"))),
     _n("staged_copy_mb_per_step", "MB", "the host-to-device copies that end those gaps, MB per step", STAGING),
     _s("data_gap_unseen", "set when the data-class idle of an export is read only from gaps ending in a host-to-device "
        "copy, with no NVTX data range and no CPU samples to show the host preparing anything: the collect line that "
@@ -168,7 +182,7 @@ CATALOGUE: list[FactSpec] = [
     _n("comm_peer_wait_ms_per_step", "ms", "NCCL time per step beyond the transfer: ranks waiting in collectives for "
        "a peer to arrive; mean over ranks", RANKS),
     _n("idle_peer_wait_pct", "%", "share of step time the GPU of the idle-breakdown rank idles in NCCL kernels "
-       "waiting for a peer to arrive (not counted in idle_comm_pct)", RANKS),
+       "waiting for a peer to arrive (not counted in idle_comm_pct)", RANKS, share=Share(STEP_TIME, idle(PEER_WAIT))),
     _s("idle_breakdown_rank", "in a multi-rank run, the rank whose busy/idle breakdown the run-level gpu_busy_pct, "
        "idle_*_pct and idle_top_class report: the one arriving last at the collectives", RANKS),
     # launches
@@ -193,13 +207,15 @@ CATALOGUE: list[FactSpec] = [
     _n("dtoh_memcpy_per_step", "count", "device-to-host copies per step"),
     _n("pageable_memcpy_bytes_pct", "%", "share of copied bytes that went through pageable (unpinned) host memory"),
     _n("pageable_memcpy_ms_per_step", "ms", "time per step in copies from/to pageable memory (host call or copy)"),
-    _n("pageable_memcpy_pct", "%", "share of step time spent in pageable copies"),
+    _n("pageable_memcpy_pct", "%", "share of step time spent in pageable copies",
+       share=Share(STEP_TIME, busy("copy") + idle("data", "sync"))),
     # kernel categories
-    *[_n(f"kernel_{c}_pct", "%", f"share of GPU activity time in {c} kernels")
+    *[_n(f"kernel_{c}_pct", "%", f"share of GPU activity time in {c} kernels", share=Share(GPU_TIME, gpu(c)))
       for c in KERNEL_CATEGORIES],
     _s("top_kernel_category", "kernel category with the most GPU time"),
     _s("top_kernel_name", "base name of the kernel with the most GPU time"),
-    _n("top_kernel_pct", "%", "share of GPU activity time in the top kernel"),
+    _n("top_kernel_pct", "%", "share of GPU activity time in the top kernel",
+       share=Share(STEP_TIME, by="top_kernel_category", of_gpu_time=True)),
     _s("ncu_kernel_regex", "regex matching the top kernels' base names, for `ncu -k regex:...`"),
     _n("ncu_launch_skip", "count", "`ncu --launch-skip` for ncu_kernel_regex: its launches before the first steady step "
        "(at least one step's worth)"),
@@ -207,7 +223,8 @@ CATALOGUE: list[FactSpec] = [
     # tensor cores, attention, memory-bound work
     _n("gemm_time_pct", "%", "share of GPU activity time in GEMM/convolution kernels"),
     _n("gemm_no_tensor_core_pct", "%", "share of GEMM time in kernels without tensor cores (SGEMM / FFMA)"),
-    _n("gemm_no_tensor_core_step_pct", "%", "share of step time in GEMMs without tensor cores"),
+    _n("gemm_no_tensor_core_step_pct", "%", "share of step time in GEMMs without tensor cores",
+       share=Share(STEP_TIME, busy("gemm"))),
     _s("top_no_tensor_core_kernel", "the GEMM without tensor cores that takes the most time"),
     FactSpec("anomaly_nan_checks_per_step", "number", "count", "NaN checks of autograd's anomaly mode per steady step "
              "(`aten::_is_any_true` inside `autograd::engine::evaluate_function` ranges, each followed by a read-back: "
@@ -221,30 +238,37 @@ CATALOGUE: list[FactSpec] = [
     _n("gemm_unaligned_kernel_pct", "%", "share of GPU kernel time in GEMM kernels whose names say they were built for "
        "operands aligned to fewer than 16 bytes (`align1`, `align2` in bf16/fp16, `align1`-`align2` in fp32): cuBLAS's "
        "fallback when a dimension is not a multiple of 8 elements (a vocabulary of 50257)"),
-    _n("gemm_unaligned_step_pct", "%", "share of step time in those narrow-alignment GEMM kernels"),
+    _n("gemm_unaligned_step_pct", "%", "share of step time in those narrow-alignment GEMM kernels",
+       share=Share(STEP_TIME, busy("gemm"))),
     _n("gemm_unaligned_ms_per_step", "ms", "time per steady step in those narrow-alignment GEMM kernels"),
     _n("gemm_unaligned_kernel_count", "count", "narrow-alignment GEMM launches per steady step"),
     _s("gemm_unaligned_top_kernel", "the narrow-alignment GEMM kernel that takes the most time"),
     _n("gemm_unaligned_top_kernel_pct", "%", "its share of GPU kernel time"),
     _s("gemm_unaligned_alignment", "the alignment its name declares, in elements and bytes"),
-    _n("fused_attention_pct", "%", "share of GPU activity time in fused attention kernels (flash / cuDNN SDPA / mem-efficient)"),
+    _n("fused_attention_pct", "%", "share of GPU activity time in fused attention kernels (flash / cuDNN SDPA / mem-efficient)",
+       share=Share(GPU_TIME, gpu("attention"))),
     _n("unfused_attention_blocks_per_step", "count", "softmax kernels sandwiched between GEMMs (hand-written attention) per step"),
-    _n("unfused_attention_pct", "%", "share of step time in hand-written attention (score GEMM through value GEMM)"),
+    _n("unfused_attention_pct", "%", "share of step time in hand-written attention (score GEMM through value GEMM)",
+       share=Share(STEP_TIME, busy("gemm", "softmax", "elementwise", "copy", "reduction", "normalization", "other"))),
     _n("unfused_attention_kernel_pct", "%", "share of GPU activity time in hand-written attention"),
     _s("unfused_attention_evidence", "how the hand-written attention blocks were found: op tree (a softmax op between "
        "two batched matmul ops on one thread) | kernel order (a softmax kernel between two GEMMs on one stream)"),
     _n("memory_bound_kernel_pct", "%", "share of GPU activity time in bandwidth-bound kernels (elementwise, copy, norm, softmax, reduction)"),
-    _n("memory_bound_step_pct", "%", "share of step time in bandwidth-bound kernels"),
+    _n("memory_bound_step_pct", "%", "share of step time in bandwidth-bound kernels",
+       share=Share(STEP_TIME, busy(*MEMORY_BOUND_CATEGORIES))),
     # optimizer
     _n("optimizer_kernels_per_step", "count", "optimizer kernels per step", OPTIMIZER),
     _n("optimizer_single_tensor_pct", "%", "share of optimizer kernels that update one tensor each (for-loop implementation)", OPTIMIZER),
     _s("optimizer_style", "single_tensor | foreach | fused, from the optimizer's kernels", OPTIMIZER),
-    _n("optimizer_gpu_pct", "%", "share of step time in optimizer kernels", OPTIMIZER),
-    _n("optimizer_step_pct", "%", "share of step time the host spends in the optimizer step", OPTIMIZER),
+    _n("optimizer_gpu_pct", "%", "share of step time in optimizer kernels", OPTIMIZER,
+       share=Share(STEP_TIME, busy("optimizer"))),
+    _n("optimizer_step_pct", "%", "share of step time the host spends in the optimizer step", OPTIMIZER,
+       share=Share(STEP_TIME, busy("optimizer") + idle("launch"))),
     # ranks
     _n("world_size", "count", "ranks analysed together", RANKS),
     _s("straggler_rank", "the rank that arrives last at collectives (waits least in NCCL)", RANKS),
-    _n("straggler_cost_pct", "%", "extra time per step the other ranks wait in collectives for the straggler, % of step", RANKS),
+    _n("straggler_cost_pct", "%", "extra time per step the other ranks wait in collectives for the straggler, % of step", RANKS,
+       share=Share(STEP_TIME, by="straggler_rank")),
     _n("rank_step_time_spread_pct", "%", "slowest minus fastest rank step time, % of mean step time", RANKS),
     _n("max_rank_comm_wait_pct", "%", "largest per-rank share of step time in NCCL kernels", RANKS),
     _n("rank_step_time_ms", "ms", "this rank's mean step time", RANKS, "rank"),
@@ -255,7 +279,8 @@ CATALOGUE: list[FactSpec] = [
     _b("rank_is_straggler", "this rank arrives last at collectives", RANKS, "rank"),
     _s("rank_idle_top_class", "this rank's dominant GPU idle class", RANKS, "rank"),
     _n("rank_idle_top_pct", "%", "share of this rank's step time in its dominant idle class", RANKS, "rank"),
-    _n("rank_straggler_cost_pct", "%", "extra time per step the other ranks wait for this (straggler) rank, % of step", RANKS, "rank"),
+    _n("rank_straggler_cost_pct", "%", "extra time per step the other ranks wait for this (straggler) rank, % of step", RANKS, "rank",
+       share=Share(STEP_TIME, by="straggler_rank")),
     _n("rank_straggler_cost_ms", "ms", "extra time per step the other ranks wait for this (straggler) rank", RANKS, "rank"),
     _n("rank_comm_transfer_ms", "ms", "this rank's NCCL transfer time per step (each collective's shortest "
        "kernel over the ranks)", RANKS, "rank"),

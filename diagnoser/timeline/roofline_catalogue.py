@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 from ..facts import FactSpec
+from ..kernel_categories import MEMORY_BOUND_CATEGORIES
+from ..shares import STEP_TIME, Share, busy
 
 SOURCES = ("torch-trace",)
 SHAPES = ("profile with torch.profiler, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and "
           "record_shapes=True (each op's input shapes and dtypes give its FLOPs and bytes)")
 
 
-def _f(name, type_, unit, meaning):
-    return FactSpec(name, type_, unit, meaning, "run", SOURCES, SHAPES)
+def _f(name, type_, unit, meaning, share=None):
+    return FactSpec(name, type_, unit, meaning, "run", SOURCES, SHAPES, share)
+
+
+# the step's parts the roofline's op furthest below its roof may run in
+GAP_PARTS = {"compute": busy("gemm", "attention", "other"), "memory": busy(*MEMORY_BOUND_CATEGORIES, "gemm")}
 
 
 CATALOGUE = [
@@ -49,7 +55,8 @@ for _bound, _roof in (("compute", "compute"), ("memory", "memory")):
            "(a GEMM dimension under roofline.skinny_dim) / tiny (a bandwidth-bound op under roofline.tiny_bytes) / strided "
            "(a bandwidth-bound op with a full-size input walked without unit stride: the trace's Input Strides) / none"),
         _f(f"roofline_{_bound}_gap_ms_per_step", "number", "ms", f"{_which}: GPU time per steady step"),
-        _f(f"roofline_{_bound}_gap_step_pct", "number", "%", f"{_which}: its GPU time, % of the steady step"),
+        _f(f"roofline_{_bound}_gap_step_pct", "number", "%", f"{_which}: its GPU time, % of the steady step",
+           Share(STEP_TIME, GAP_PARTS[_bound])),
         _f(f"roofline_{_bound}_gap_saved_share", "number", "fraction", f"{_which}: share of its time it would save "
            "at roofline.target_efficiency_pct of its roof"),
         _f(f"roofline_{_bound}_gap_roof_tflops", "number", "TFLOP/s", f"{_which}: the compute roof of its dtype"),
