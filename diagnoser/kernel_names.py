@@ -30,7 +30,8 @@ LABEL = "label"            # text a sentence or table holds: the function's name
 EVIDENCE = "evidence"      # who built the kernel: namespace and template arguments kept (`at::`, `vllm::`, sm90)
 NCU_FILTER = "ncu filter"  # `ncu --kernel-name-base demangled -k regex:`: the base name Nsight Compute matches
 MATCH_KEY = "match key"    # one spelling for every tool's (Nsight Systems, Nsight Compute, Kineto): to match launches
-PURPOSES = (LABEL, EVIDENCE, NCU_FILTER, MATCH_KEY)
+FUNCTION = "function"      # the function's name alone, as Nsight Compute's `--kernel-name-base function` prints it
+PURPOSES = (LABEL, EVIDENCE, NCU_FILTER, MATCH_KEY, FUNCTION)
 SHORT_NAME_LIMIT = 60  # characters of a label or evidence, the cut marked with an ellipsis
 
 _RETURN_TYPE = re.compile(r"^void\s+")
@@ -47,12 +48,13 @@ _SPACE = re.compile(r"\s+")
 _UNSIGNED = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b")
 _LAMBDA = re.compile(r"\[lambda\(([^()]*)\)\(instance(\d+)\)\]")  # nsys/ncu spelling of Kineto's {lambda(..)#N}
 _BOOL = {"false": "0", "true": "1"}
+_IDENTIFIER = re.compile(r"[A-Za-z_~][A-Za-z0-9_~]*")
 
 
 def short_name(name, purpose: str = LABEL, limit: int = SHORT_NAME_LIMIT) -> str:
     """`name` (a demangled C++ kernel name, or any subject's name) shortened for `purpose` (LABEL,
-    EVIDENCE, NCU_FILTER or MATCH_KEY: what it is for decides what is kept); a label or evidence is cut
-    to `limit` characters."""
+    EVIDENCE, NCU_FILTER, MATCH_KEY or FUNCTION: what it is for decides what is kept); a label or
+    evidence is cut to `limit` characters."""
     if purpose == LABEL:
         return _cut(_label(str(name)), limit)
     if purpose == EVIDENCE:
@@ -61,6 +63,8 @@ def short_name(name, purpose: str = LABEL, limit: int = SHORT_NAME_LIMIT) -> str
         return _base_name(name, limit)
     if purpose == MATCH_KEY:
         return _match_key(name)
+    if purpose == FUNCTION:
+        return _function(name)
     raise ValueError(f"a kernel name is shortened for one of {PURPOSES}, not {purpose!r}")
 
 
@@ -100,6 +104,22 @@ def _base_name(name: str, limit: int) -> str:
         inner = _FIRST_TEMPLATE_ARGUMENT.search(n)
         short = inner.group(1) if inner else short
     return short or n[:limit]
+
+
+def _function(name: str) -> str:
+    """`void ns::f<int>(float*)` -> `f`; `nvjet_x` stays `nvjet_x`; no identifier: the name unchanged."""
+    s = without_parameters(name.strip())
+    out, depth = [], 0  # drop template arguments
+    for ch in s:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    last = "".join(out).strip().split("::")[-1].split()
+    m = _IDENTIFIER.search(last[-1]) if last else None
+    return m.group(0) if m else name
 
 
 def _match_key(name) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from diagnoser.errors import InputError
 from diagnoser.ingest.ncu_csv import read_ncu_csv, unit_scale
-from diagnoser.ingest.ncu_messages import short_kernel_name
+from diagnoser.kernel_names import FUNCTION, short_name
 from diagnoser.ingest.ncu_report import read_ncu_report
 
 
@@ -132,11 +132,11 @@ def test_details_csv_reads_section_metrics_and_rule_verdicts(fixtures_dir):
         assert [g[1] for g in got] == pytest.approx([w[1] for w in want], abs=0.06)
 
 
-def test_short_kernel_name_strips_namespaces_templates_and_parameters():
-    assert short_kernel_name("void at::<unnamed>::cunn_SoftMaxForwardReg<float, float, at::<unnamed>::E, "
-                             "long, 8>(T3 *, const T1 *, long)") == "cunn_SoftMaxForwardReg"
-    assert short_kernel_name("nvjet_sm90_tst_320x128") == "nvjet_sm90_tst_320x128"
-    assert short_kernel_name("void f<(bool)0>(int)") == "f"
+def test_function_name_strips_namespaces_templates_and_parameters():
+    assert short_name("void at::<unnamed>::cunn_SoftMaxForwardReg<float, float, at::<unnamed>::E, "
+                      "long, 8>(T3 *, const T1 *, long)", FUNCTION) == "cunn_SoftMaxForwardReg"
+    assert short_name("nvjet_sm90_tst_320x128", FUNCTION) == "nvjet_sm90_tst_320x128"
+    assert short_name("void f<(bool)0>(int)", FUNCTION) == "f"
 
 
 def test_unit_scale_undoes_nvidia_display_scaling():

@@ -19,7 +19,7 @@ import zlib
 from ..errors import InputError
 from .input_files import open_input
 from ..ncu.model import NcuLaunch, NcuReport, NcuRule
-from .ncu_messages import short_kernel_name
+from ..kernel_names import FUNCTION, short_name
 
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
             "Block Size", "Grid Size", "Device", "CC")
@@ -129,7 +129,7 @@ def _dim3(text: str) -> tuple[int, int, int]:
 def _launch_from_identity(row: dict) -> NcuLaunch:
     name = row.get("Kernel Name", "")
     num = lambda k: int(parse_number(row.get(k, "")) or 0)  # noqa: E731
-    return NcuLaunch(id=num("ID"), name=name, short_name=short_kernel_name(name),
+    return NcuLaunch(id=num("ID"), name=name, short_name=short_name(name, FUNCTION),
                      grid=_dim3(row.get("Grid Size", "")), block=_dim3(row.get("Block Size", "")),
                      device=num("Device"), stream=num("Stream"), context=num("Context"),
                      process_id=num("Process ID"))

@@ -5,9 +5,7 @@ shared/FORMATS.md); the wire format is decoded by ncu_wire.py, the file framing 
 """
 from __future__ import annotations
 
-import re
-
-from ..kernel_names import without_parameters
+from ..kernel_names import FUNCTION, short_name
 from ..ncu.model import MetricValue, NcuLaunch, NcuReport, NcuRule
 from .ncu_wire import CorruptReport, as_text, fields, unpack_d, unpack_f, varint
 
@@ -135,26 +133,6 @@ def _nvtx_strings(b: bytes, depth: int = 0) -> list[str]:
     return out
 
 
-_SHORT_RE = re.compile(r"[A-Za-z_~][A-Za-z0-9_~]*")
-
-
-def short_kernel_name(name: str) -> str:
-    """Function name alone: `void ns::f<int>(float*)` -> `f`; `nvjet_x` stays `nvjet_x`."""
-    s = without_parameters(name.strip())
-    out, depth = [], 0  # drop template arguments
-    for ch in s:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    s = "".join(out).strip()
-    last = s.split("::")[-1].split()
-    m = _SHORT_RE.search(last[-1]) if last else None
-    return m.group(0) if m else name
-
-
 def launch_from_result(idx: int, b: bytes, strings: list[str]) -> NcuLaunch:
     """One profile result (the launch numbered `idx`); metric name ids index the block's `strings`."""
     mangled = func = demangled = renamed = ""
@@ -194,7 +172,7 @@ def launch_from_result(idx: int, b: bytes, strings: list[str]) -> NcuLaunch:
     name = renamed or demangled or func or mangled
     dev = metrics.get("launch__device_id", 0)
     return NcuLaunch(
-        id=idx, name=name, short_name=func if func and "(" not in func else short_kernel_name(name),
+        id=idx, name=name, short_name=func if func and "(" not in func else short_name(name, FUNCTION),
         mangled_name=mangled, grid=grid, block=block,
         device=int(dev) if isinstance(dev, (int, float)) else 0, stream=int(stream),
         context=int(context), process_id=int(pid), nvtx=nvtx, metrics=metrics, rules=rules)
