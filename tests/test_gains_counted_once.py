@@ -17,7 +17,9 @@ from diagnoser.errors import InputError
 from diagnoser.facts import Subject
 from diagnoser.findings import Finding, arrange
 from diagnoser.catalogue import catalogue
-from diagnoser.gain_parts import unit_parts
+from diagnoser.gain_parts import IDLE, PARTS_BY, unit_parts
+from diagnoser.kernel_categories import KERNEL_CATEGORIES
+from diagnoser.memory_owners import OWNERS
 from diagnoser.pipeline import diagnose, load_pack
 from diagnoser.report.render import render_html, render_json, render_markdown, render_report
 from diagnoser.rulespec.expr import budget_names
@@ -165,3 +167,17 @@ def test_every_shipped_gain_names_a_declared_share_of_its_unit():
         undeclared = sorted(n for n in names if n not in CATALOGUE or not CATALOGUE[n].share
                             or CATALOGUE[n].share.unit != rule.gain_of)
         assert not undeclared, f"{rule.id}: share {undeclared} of {rule.gain_of} declares no parts (its catalogue entry)"
+
+
+def test_every_catalogued_share_claims_parts_its_unit_has():
+    """A share's parts (its catalogue entry) are parts the ledger sizes: a misspelt part (`idle:comm`)
+    would silently make the share a part of its own, counted with nothing else."""
+    sizing = {f"kernel_{c}_pct": 1.0 for c in KERNEL_CATEGORIES} | {f: 1.0 for f in IDLE.values()} | {
+        "gpu_busy_pct": 1.0, "setup_pct": 1.0, "oom_reserved_free_pct": 1.0, "oom_request_share_pct": 1.0,
+        **{f"{o}_share_pct": 1.0 for o in OWNERS}}
+    for name, spec in CATALOGUE.items():
+        if spec.share is None:
+            continue
+        known = set(unit_parts(spec.share.unit, sizing))
+        assert spec.share.by in PARTS_BY if not spec.share.parts else set(spec.share.parts) <= known, \
+            f"{name}: {spec.share} claims parts {spec.share.unit} does not have"
