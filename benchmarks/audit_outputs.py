@@ -309,7 +309,7 @@ def comparison(before, after, reports) -> dict:
     """The comparison of two diagnosed sides (diagnosed once: reused from the audit's reports)."""
     from diagnoser import settings
     from diagnoser.api import diagnose, load_rules
-    from diagnoser.compare.core import build
+    from diagnoser.comparison.core import build
     sides = []
     for paths in (before, after):
         rep = reports.get(tuple(paths)) or diagnose(paths)
@@ -323,12 +323,12 @@ def comparison(before, after, reports) -> dict:
 
 
 def render_comparison(before, after, reports) -> dict[str, str]:
-    from diagnoser.compare.html import render_html
-    from diagnoser.compare.render import render_json, render_markdown
+    from diagnoser.comparison.html import render_html
+    from diagnoser.comparison.render import render_json, render_markdown
     c = comparison(before, after, reports)
     texts = {"md": render_markdown(c), "html": render_html(c), "json": render_json(c)}
     try:
-        from diagnoser.compare.terminal import render_terminal
+        from diagnoser.comparison.terminal import render_terminal
     except ImportError:  # before issue 30 compare had no terminal view: the command printed the Markdown
         texts["terminal"] = texts["md"]
     else:

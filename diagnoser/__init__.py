@@ -6,35 +6,12 @@
     report                       # in a notebook: the HTML report
     diagnoser.compare(before, after).to_frame()   # each finding fixed / improved / unchanged / regressed / new
 
-See docs/api.md. The names below are loaded on first use, so `import diagnoser` (and the command
-line's start-up) stays fast.
+See docs/api.md. diagnoser.api imports only the errors at start-up (each call imports what it runs),
+so `import diagnoser` (and the command line's start-up) stays fast.
 """
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-__version__ = "0.1.0"
+from ._version import __version__
+from .api import ComparisonReport, DiagnosisReport, compare, diagnose, load_rules
+from .errors import DiagnoserError, EngineError, InputError, RuleError
 
 __all__ = ["diagnose", "compare", "load_rules", "DiagnosisReport", "ComparisonReport",
            "DiagnoserError", "InputError", "RuleError", "EngineError", "__version__"]
-
-if TYPE_CHECKING:
-    from .api import ComparisonReport, DiagnosisReport, compare, diagnose, load_rules
-    from .errors import DiagnoserError, EngineError, InputError, RuleError
-
-_API = {"diagnose", "compare", "load_rules", "DiagnosisReport", "ComparisonReport"}
-_ERRORS = {"DiagnoserError", "InputError", "RuleError", "EngineError"}
-
-
-def __getattr__(name: str):
-    if name in _API:
-        from . import api
-        return getattr(api, name)
-    if name in _ERRORS:
-        from . import errors
-        return getattr(errors, name)
-    raise AttributeError(f"module 'diagnoser' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))

@@ -219,7 +219,7 @@ class ComparisonReport:
 
     def gate(self, fail_on_regression: float) -> list[str]:
         """Why `--fail-on-regression PCT` trips (empty: it does not)."""
-        from .compare.gate import gate
+        from .comparison.gate import gate
         return list(gate(self.data, fail_on_regression))
 
     def to_frame(self, of: Literal["findings", "facts", "headlines"] = "findings") -> "pd.DataFrame":
@@ -254,15 +254,15 @@ class ComparisonReport:
             fail_on_regression = float(fail_on_regression)  # as the command's --fail-on-regression gives it
         reasons = self.gate(fail_on_regression) if fail_on_regression is not None else None
         if fmt == "json":
-            from .compare.render import render_json
+            from .comparison.render import render_json
             return render_json(self.data, fail_on_regression, reasons)
         if fmt == "html":
-            from .compare.html import render_html
+            from .comparison.html import render_html
             return render_html(self.data, fail_on_regression, reasons)
         if fmt == "terminal":
-            from .compare.terminal import render_terminal
+            from .comparison.terminal import render_terminal
             return render_terminal(self.data, fail_on_regression, reasons)
-        from .compare.render import render_markdown
+        from .comparison.render import render_markdown
         return render_markdown(self.data, fail_on_regression, reasons)
 
     def to_json(self, fail_on_regression: float | None = None) -> str:
@@ -286,7 +286,7 @@ def compare(before: Paths, after: Paths, rules: Paths | None = None, params: Par
     AFTER`); `kernels` / `to_kernels`: only these Nsight Compute launch ids of each side."""
     from . import settings as settings_mod
     from .catalogue import all_settings
-    from .compare.core import compare_runs
+    from .comparison.core import compare_runs
     pack = load_rules(rules, params)
     set_values = settings_mod.parse_assignments(_assignments(settings), all_settings()) if settings else {}
     data = compare_runs(_paths(before), _paths(after), pack, progress=progress, set_values=set_values,

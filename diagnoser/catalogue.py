@@ -5,7 +5,7 @@ The facts come from each family's catalogue (diagnoser.families), which imports 
 so commands that only need the vocabulary (`rules list`, rule validation) start fast; then the facts
 only a run of several sources has (diagnoser.runs.catalogue). The settings are found by importing the
 modules that register them: each family's (Family.settings), then those of ranking, close calls,
-runs and comparisons.
+runs and comparisons (diagnoser/comparison_settings.py, below the comparison, which reads them).
 """
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ def catalogue() -> dict[str, FactSpec]:
 
 def all_settings() -> dict[str, settings_mod.Setting]:
     """Every registered setting, by name (imports the modules that declare them)."""
-    from . import findings  # noqa: F401 - these register settings
-    from .compare import thresholds  # noqa: F401
+    from . import comparison_settings, findings  # noqa: F401 - these register settings
     from .engine import margins  # noqa: F401
     from .runs import grouping, merge  # noqa: F401
     for family in FAMILIES:

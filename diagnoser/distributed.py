@@ -29,6 +29,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from . import run_context
 from .errors import DiagnoserError, InputError, unexpected_problem
 from .ingest.expansion import is_url
 from .text_safety import visible_line
@@ -38,8 +39,6 @@ SCHEDULER_ADDRESS = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]
 # with --jobs 0 (auto), local rank traces smaller than this in all are measured in-process: starting
 # the workers would cost more than they save
 AUTO_POOL_MIN_BYTES = 64 << 20
-# how per-rank work runs, set by `executing()` (the CLI's --jobs / --scheduler); in-process by default
-_EXECUTION = {"jobs": 1, "scheduler": None}
 
 
 def settings_overrides() -> dict:
@@ -50,13 +49,10 @@ def settings_overrides() -> dict:
 @contextmanager
 def executing(jobs: int | None = 1, scheduler: str | None = None):
     """Within this block, load_groups measures rank traces on `jobs` local processes (None or 0: one
-    per core) or, when named (or DIAGNOSER_SCHEDULER is set), on the Dask scheduler at `scheduler`."""
-    before = dict(_EXECUTION)
-    _EXECUTION.update(jobs=jobs, scheduler=scheduler or os.environ.get(SCHEDULER_ENV) or None)
-    try:
+    per core) or, when named (or DIAGNOSER_SCHEDULER is set), on the Dask scheduler at `scheduler`: set in
+    this diagnosis's run context (diagnoser.run_context), so another thread's diagnosis keeps its own."""
+    with run_context.running(run_context.with_execution(jobs, scheduler or os.environ.get(SCHEDULER_ENV) or None)):
         yield
-    finally:
-        _EXECUTION.update(before)
 
 
 @dataclass
@@ -341,7 +337,8 @@ def measure_inputs(paths: list[str], progress: bool = False) -> MeasuredInputs:
     kinds = {p: _sniff_here(p) for p in paths}
     per_rank = [p for p in paths if kinds[p] is None or family_of(kinds[p]).per_rank]
     measured, failures = {}, []
-    for o in measure_traces([(p, kinds[p]) for p in per_rank], _EXECUTION["jobs"], _EXECUTION["scheduler"], progress):
+    how = run_context.current()
+    for o in measure_traces([(p, kinds[p]) for p in per_rank], how.jobs, how.scheduler, progress):
         if o.measured is None:
             failures.append(RankFailure(o.source, o.problem, rank_from_name(o.source)))
             kinds.pop(o.source, None)

@@ -19,15 +19,15 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Union
+from typing import Iterable, Iterator
 
+from . import run_context
 from .errors import DiagnoserError
+from .run_context import Value
 
-Value = Union[int, float, str, bool]
 NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 
 _REGISTRY: dict[str, "Setting"] = {}
-_OVERRIDES: dict[str, Value] = {}
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ class Setting:
 
     @property
     def value(self) -> Value:
-        """The value in force now (an override from --set or a rule pack, else the default)."""
-        return _OVERRIDES.get(self.name, self.default)
+        """The value in force in this diagnosis (an override from --set or a rule pack, else the default):
+        read from its run context (diagnoser.run_context), so each diagnosis sees its own."""
+        return run_context.current().overrides.get(self.name, self.default)
 
     def to_json(self) -> dict:
         return {"name": self.name, "default": self.default, "unit": self.unit, "meaning": self.meaning}
@@ -118,27 +119,24 @@ def checked(name: str, raw: Value, origin: str, known: dict[str, Setting]) -> Va
 
 @contextlib.contextmanager
 def overridden(values: dict[str, Value]) -> Iterator[None]:
-    """Apply overrides for the duration of one diagnosis (restored afterwards, even on error)."""
-    saved = dict(_OVERRIDES)
-    _OVERRIDES.update(values)
-    try:
+    """Apply overrides for the duration of one diagnosis, in its run context only (the previous
+    values back afterwards, even on error; another thread's diagnosis never sees them)."""
+    with run_context.running(run_context.with_overrides(values)):
         yield
-    finally:
-        _OVERRIDES.clear()
-        _OVERRIDES.update(saved)
 
 
 def current_overrides() -> dict[str, Value]:
     """The overrides in force, to hand to worker processes (a process pool or Dask workers do not
-    share this module's state): the worker runs its task under `overridden(values)`."""
-    return dict(_OVERRIDES)
+    share the run context): the worker runs its task under `overridden(values)`."""
+    return dict(run_context.current().overrides)
 
 
 def changed() -> list[dict]:
     """The settings now in force that differ from their defaults (for the report's settings)."""
+    overrides = run_context.current().overrides
     out = []
-    for name in sorted(_OVERRIDES):
+    for name in sorted(overrides):
         setting = _REGISTRY.get(name)
-        if setting is not None and _OVERRIDES[name] != setting.default:
-            out.append({"name": name, "value": _OVERRIDES[name], "default": setting.default, "unit": setting.unit})
+        if setting is not None and overrides[name] != setting.default:
+            out.append({"name": name, "value": overrides[name], "default": setting.default, "unit": setting.unit})
     return out

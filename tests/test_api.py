@@ -119,11 +119,11 @@ def test_compare_two_real_runs():
     assert c.gate(5) == [] and "1 fixed" in repr(c)
 
 
-def test_diagnoser_compare_is_callable_whatever_was_imported_first():
-    """diagnoser/compare/ is also a package: once imported, `diagnoser.compare` is that package,
-    which answers the call as the function does."""
-    import diagnoser.compare.core  # noqa: F401
-    assert diagnoser.compare(BEFORE, AFTER).summary == diagnoser.api.compare(BEFORE, AFTER).summary
+def test_diagnoser_compare_is_the_library_call_whatever_was_imported_first():
+    """The comparison's package is diagnoser.comparison, so importing it leaves `diagnoser.compare` the
+    library call (no package standing in for the function)."""
+    import diagnoser.comparison.core  # noqa: F401
+    assert diagnoser.compare is diagnoser.api.compare and diagnoser.diagnose is diagnoser.api.diagnose
 
 
 def test_the_python_blocks_of_docs_api_run_and_print_what_the_page_shows(capsys, monkeypatch):
@@ -172,3 +172,37 @@ def test_docs_api_page_shows_what_its_code_prints(capsys, monkeypatch):
             assert shown == following[1], f"docs/api.md block {i}: the page shows\n{following[1]}\nthe code gives\n{shown}"
             checked += 1
     assert checked >= 5
+
+
+def test_two_diagnoses_with_different_settings_run_at_once_in_two_threads():
+    """A notebook's two diagnoses side by side (diagnoser.run_context): each runs under its own settings,
+    never the other's, while both run at once in one process; each report is the one it makes alone."""
+    import threading
+    import time
+    runs = {"default": None, "narrow_gaps": {"timeline.launch_gap_max_ns": 1}}
+    alone = {name: diagnoser.diagnose(HOST_SYNC_TRACE, settings=s).to_json() for name, s in runs.items()}
+    assert alone["default"] != alone["narrow_gaps"]
+    start, got, spans, errors = threading.Barrier(len(runs)), {}, {}, []
+
+    def diagnose_in_thread(name):
+        try:
+            start.wait()
+            t0 = time.perf_counter()
+            got[name] = diagnoser.diagnose(HOST_SYNC_TRACE, settings=runs[name])
+            spans[name] = (t0, time.perf_counter())
+        except Exception as e:  # noqa: BLE001 - shown by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=diagnose_in_thread, args=(name,)) for name in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    (a0, a1), (b0, b1) = spans.values()
+    assert a0 < b1 and b0 < a1  # the two diagnoses overlapped in time
+    assert {name: r.to_json() for name, r in got.items()} == alone
+    assert got["default"].settings["settings"] == []
+    assert [s["name"] for s in got["narrow_gaps"].settings["settings"]] == ["timeline.launch_gap_max_ns"]
+    from diagnoser import settings
+    assert settings.current_overrides() == {}  # nothing left behind in this thread

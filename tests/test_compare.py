@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from diagnoser.cli import cli
-from diagnoser.compare.core import SCHEMA, compare_runs
-from diagnoser.compare.gate import gate
-from diagnoser.compare.sides import step_noise
-from diagnoser.compare.verdicts import check_verify
+from diagnoser.comparison.core import SCHEMA, compare_runs
+from diagnoser.comparison.gate import gate
+from diagnoser.comparison.sides import step_noise
+from diagnoser.comparison.verdicts import check_verify
 from diagnoser.pipeline import load_pack
 
 ROOT = Path(__file__).resolve().parents[1]

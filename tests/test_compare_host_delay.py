@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from diagnoser.cli import cli
-from diagnoser.compare.noise_gate import host_delay
+from diagnoser.comparison.noise_gate import host_delay
 
 T = Path(__file__).resolve().parent.parent / "fixtures" / "torch"
 

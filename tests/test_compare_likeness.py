@@ -9,12 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from diagnoser.cli import cli
-from diagnoser.compare.core import compare_runs
-from diagnoser.compare.gate import gate
-from diagnoser.compare.likeness import step_basis
-from diagnoser.compare.next_limit import is_next_limit
-from diagnoser.compare.render import render_markdown
-from diagnoser.compare.sides import Side
+from diagnoser.comparison.core import compare_runs
+from diagnoser.comparison.gate import gate
+from diagnoser.comparison.likeness import step_basis
+from diagnoser.comparison.next_limit import is_next_limit
+from diagnoser.comparison.render import render_markdown
+from diagnoser.comparison.sides import Side
 from diagnoser.pipeline import load_pack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,7 +203,7 @@ def _side_of(kind, identity, kernels=()):
 def test_program_evidence_synthetic():
     """Synthetic identities: two main scripts that share a file of the user's are two versions of one program;
     two that share nothing are two programs; no evidence refuses nothing."""
-    from diagnoser.compare.likeness import refusal
+    from diagnoser.comparison.likeness import refusal
     v1 = _side_of("torch-trace", {"programs": ["train_v1.py"], "python_files": ["model.py", "train_v1.py"]}, ["gemm"])
     v2 = _side_of("torch-trace", {"programs": ["train_v2.py"], "python_files": ["model.py", "train_v2.py"]}, ["gemm"])
     other = _side_of("torch-trace", {"programs": ["bench.py"], "python_files": ["bench.py"]}, ["gemm"])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnoser.compare.core import compare_runs
-from diagnoser.compare.html import render_html as render_compare_html
+from diagnoser.comparison.core import compare_runs
+from diagnoser.comparison.html import render_html as render_compare_html
 from diagnoser.pipeline import diagnose, load_pack
 from diagnoser.report.chart_palette import palette
 from diagnoser.report.charts import build_charts

@@ -56,7 +56,7 @@ def test_compare_html_says_n_a_for_a_kernel_one_side_lacks_never_none_ms():
 
 def test_compare_in_a_terminal_is_drawn_for_it_within_its_width():
     from diagnoser.api import compare
-    from diagnoser.compare.terminal import render_terminal
+    from diagnoser.comparison.terminal import render_terminal
     c = compare(FP32_MATMUL, HEALTHY)
     text = ANSI.sub("", render_terminal(c.data, width=100))
     assert "Headline numbers" in text and "|---" not in text  # drawn, not raw Markdown
@@ -248,7 +248,7 @@ def test_compare_headline_is_the_wall_time_of_the_same_work_when_steps_are_cut_d
     """MW_noasync -> MW_baseline (two NVTX-less exports of one weather code, ../shared/external): the
     run went from 747 to 246 ms for the same ~4,150 launches; that is the headline, before the caveats
     and the per-kernel totals (where semi_discrete_step reads +62% per launch)."""
-    from diagnoser.compare.core import span_headline
+    from diagnoser.comparison.core import span_headline
     basis = {"before": {"span_ms": 747.2, "kernels": 4162}, "after": {"span_ms": 246.2, "kernels": 4148}}
     row = span_headline(basis)
     assert row["before"] == 747.2 and row["after"] == 246.2 and row["moved"] == "right" and row["speedup"] > 3

@@ -12,7 +12,8 @@ import sys
 
 import click
 
-from .. import __version__, limits
+from .. import limits
+from .._version import __version__
 from ..api import DEFAULT_TOP
 from ..errors import DiagnoserError
 from ..text_safety import visible_line

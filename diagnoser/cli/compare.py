@@ -72,9 +72,9 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     from .. import settings
     from ..catalogue import all_settings
     from ..pipeline import load_pack
-    from ..compare.core import compare_runs
-    from ..compare.gate import gate
-    from ..compare.render import render_json, render_markdown
+    from ..comparison.core import compare_runs
+    from ..comparison.gate import gate
+    from ..comparison.render import render_json, render_markdown
 
     inputs = before + after + user_rules  # what -o may never name
     fmt = output_format(fmt, output, sys.stdout.isatty(), FORMATS, inputs)  # an unknown -o extension or a missing folder: an error
@@ -88,10 +88,10 @@ def compare_cmd(before, after, fmt, output, user_rules, params, set_items, kerne
     if fmt == "json":
         text = render_json(c, fail_pct, reasons)
     elif fmt == "html":
-        from ..compare.html import render_html
+        from ..comparison.html import render_html
         text = render_html(c, fail_pct, reasons)
     elif fmt == "terminal":
-        from ..compare.terminal import render_terminal
+        from ..comparison.terminal import render_terminal
         text = render_terminal(c, fail_pct, reasons)
     else:
         text = render_markdown(c, fail_pct, reasons)

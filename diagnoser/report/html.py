@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import jinja2
 from markupsafe import Markup
 
-from .. import __version__
+from .._version import __version__
 from ..kernel_names import short_name
 from .charts import Chart, build_charts
 from .finding_parts import (evidence_sources, gain_note, handbook_command, kernel_table, playbook_ref, predicted_all_text,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__
+from .._version import __version__
 from ..rulespec.model import SEVERITY_RANK
 from ..text_safety import json_text
 from .finding_parts import summary_counts

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from .. import __version__
+from .._version import __version__
 from ..rulespec.model import SEVERITY_RANK
 from ..text_safety import displayable, visible_text
 from .finding_parts import kernel_table, prediction_text, subject_label

@@ -350,7 +350,7 @@ def handbook_view(pack: RulePack, library: PlaybookLibrary | None = None) -> dic
 
 def render_playbook_html(pack: RulePack, directory: Path | None = None) -> str:
     """The handbook of every rule in force (shipped + custom) as one self-contained HTML file."""
-    from .. import __version__
+    from .._version import __version__
     from .template_env import template_env
     view = handbook_view(pack, PlaybookLibrary.of_pack(pack, directory))
     return template_env(True).get_template("playbook.html.j2").render(view=view, version=__version__)

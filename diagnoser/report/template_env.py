@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .. import __version__
+from .._version import __version__
 from ..ingest.sniff import display_kind
 from ..resources import templates_dir
 from ..text_safety import md_code

@@ -3,7 +3,7 @@ or above a severity, the first N in full, the rest as one table, the measurement
 are several separate runs get one section each: its findings, ranked on their own, and its tables."""
 from __future__ import annotations
 
-from .. import __version__
+from .._version import __version__
 from ..rulespec.model import SEVERITY_RANK
 from .finding_parts import (evidence_sources, gain_note, kernel_table, playbook_ref, predicted_all_text, prediction_text,
                             settings_lines, severity_note, subject_label, summary_counts)

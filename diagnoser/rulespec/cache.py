@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 
 FORMAT = "diagnoser.rule-cache/1"
 MAX_ENTRIES = 256  # oldest entries beyond this are removed when one is written

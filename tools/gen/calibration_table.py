@@ -93,8 +93,8 @@ def reruns(d: str, pcts: list[float]) -> None:
     """Each file is diagnosed once (a base is BEFORE of one pair and AFTER of another); the comparisons are
     compare_runs' own (core.build), gated at each PCT."""
     from diagnoser import settings
-    from diagnoser.compare.core import build
-    from diagnoser.compare.gate import gate, judged
+    from diagnoser.comparison.core import build
+    from diagnoser.comparison.gate import gate, judged
     from diagnoser.pipeline import diagnose, load_pack
     pack = load_pack()
     done: dict = {}

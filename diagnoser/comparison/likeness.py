@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 from .sides import Side, _num
-from .thresholds import SAME_WORK_FACTOR, SAME_WORK_SHARE
+from ..comparison_settings import SAME_WORK_FACTOR, SAME_WORK_SHARE
 
 # steps the program marks itself: one step is one iteration of the program's loop, on both sides alike
 MARKED = {"profiler_step": "ProfilerStep# markers", "nvtx": "NVTX step ranges", "optimizer": "optimizer step annotations"}

@@ -3,7 +3,7 @@ the same work (`--set compare.NAME=V`): one module of settings alone, so the cat
 without importing the comparison."""
 from __future__ import annotations
 
-from .. import settings
+from . import settings
 
 MIN_CHANGE = settings.register("compare.min_change_pct", 5.0, "%",
                                "smallest change of a finding's cost (gain x its base time) counted as improved or regressed")

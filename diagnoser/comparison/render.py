@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__
+from .._version import __version__
 from ..report.formatting import fmt_value, md_cell
 from ..text_safety import displayable, json_text, md_code, md_inert, visible_text
 from .gate import judged

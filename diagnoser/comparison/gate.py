@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .noise_gate import noise_gate
-from .thresholds import MIN_KERNEL_SHARE
+from ..comparison_settings import MIN_KERNEL_SHARE
 from .verdicts import GATE_SEVERITIES
 
 SECONDARY = ("gpu_busy_pct", "kernel_time_ms_per_step")  # gated only when the step did not get faster

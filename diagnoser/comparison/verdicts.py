@@ -9,7 +9,7 @@ from .likeness import is_per_step
 from .matching import _subj_json
 from .next_limit import VERDICT as NEXT_LIMIT, fixed_kernels, is_next_limit, why as next_limit_why
 from .sides import Side, _num
-from .thresholds import MIN_CHANGE, MIN_COST_SHARE
+from ..comparison_settings import MIN_CHANGE, MIN_COST_SHARE
 
 VERDICT_ORDER = ("regressed", "new", NEXT_LIMIT, "unchanged", "improved", "fixed")
 GATE_SEVERITIES = ("warning", "critical")

@@ -1,7 +1,7 @@
 """The side-by-side compare page: the layout is templates/compare.html.j2, the charts compare/charts.py."""
 from __future__ import annotations
 
-from .. import __version__
+from .._version import __version__
 from .charts import side_by_side, sol_arrows_chart
 from .core import VERDICT_ORDER
 from .next_limit import VERDICT as NEXT_LIMIT

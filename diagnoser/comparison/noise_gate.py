@@ -25,7 +25,7 @@ import math
 
 from ..timeline.names import COMM_KERNEL
 from .sides import _num
-from .thresholds import GPU_FLOOR, HOST_DELAY_FLOOR, HOST_FLOOR, KERNEL_FLOOR, WALL_FLOOR
+from ..comparison_settings import GPU_FLOOR, HOST_DELAY_FLOOR, HOST_FLOOR, KERNEL_FLOOR, WALL_FLOOR
 
 SIGMAS = 3.0
 KERNEL_REASONS = 5  # kernels named in the verdict; the rest counted
