@@ -7,18 +7,15 @@ from __future__ import annotations
 import html as html_mod
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .errors import DiagnoserError
+from .diagnosis import Report
 
 if TYPE_CHECKING:  # (only for the annotations: the command line imports this module at start-up)
     import pandas as pd
 
-    from .facts import Fact
-    from .findings import Finding, NotEvaluated
-
-    from .pipeline import Report
     from .rulespec.model import Rule, RulePack
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -80,20 +77,24 @@ FINDING_COLUMNS = ["rule", "name", "title", "category", "tree", "severity", "rul
 FACT_COLUMNS = ["name", "value", "unit", "subject_kind", "subject_id", "subject_name", "source"]
 
 
-@dataclass
-class DiagnosisReport:
-    """The diagnosis of some inputs: ranked findings, the measured facts, notes, and the runs the
-    inputs are (one entry per separate run, each with its inputs)."""
+@dataclass(repr=False)
+class DiagnosisReport(Report):
+    """The diagnosis of some inputs (pipeline.Report: ranked findings, the measured facts, notes, inputs,
+    settings...) with the rules in force, as a library returns it: tables, formats, the runs the inputs
+    are (one entry per separate run, each with its inputs)."""
 
-    findings: list[Finding]
-    facts: list[Fact]
-    notes: list[str]
-    runs: list[dict]
-    inputs: list[dict]
-    not_evaluated: list[NotEvaluated]
-    settings: dict
-    report: "Report" = field(repr=False)  # pipeline.Report: what the renderers take
-    rules: list["Rule"] = field(repr=False, default_factory=list)  # the rules in force, by id
+    rules: list["Rule"] = field(default_factory=list)  # the rules in force, by id
+
+    @property
+    def runs(self) -> list[dict]:
+        """`[{"run": 1, "inputs": [...]}]`: one entry per separate run among the inputs, each with its inputs."""
+        runs = self.separate_runs or [{"run": 1, "inputs": [i["path"] for i in self.inputs]}]
+        return [{"run": r["run"], "inputs": list(r["inputs"])} for r in runs]
+
+    @property
+    def report(self) -> "DiagnosisReport":
+        """The report the renderers take: this one (one report type)."""
+        return self
 
     def __repr__(self) -> str:
         counts = {s: sum(1 for f in self.findings if f.severity == s) for s in ("critical", "warning", "info")}
@@ -188,10 +189,7 @@ def diagnose(paths: Paths, rules: Paths | None = None, params: Params = None, se
     set_values = settings_mod.parse_assignments(_assignments(settings), all_settings()) if settings else {}
     with executing(jobs, scheduler):
         report = run_pipeline(files, pack=pack, progress=progress, set_values=set_values)
-    runs = report.runs or [{"run": 1, "inputs": [i["path"] for i in report.inputs]}]
-    return DiagnosisReport(report.findings, report.facts, report.notes,
-                           [{"run": r["run"], "inputs": list(r["inputs"])} for r in runs],
-                           report.inputs, report.not_evaluated, report.settings, report, pack.ordered())
+    return DiagnosisReport(**{f.name: getattr(report, f.name) for f in fields(Report)}, rules=pack.ordered())
 
 
 COMPARED_FINDING_COLUMNS = ["verdict", "rule", "category", "title", "severity_before", "severity_after"]

@@ -69,7 +69,7 @@ class Finding:
     launches: list["Finding"] = field(default_factory=list, repr=False)  # per-launch findings merged here
     kernels: list["Finding"] = field(default_factory=list, repr=False)  # per-kernel findings of a rule group
     evidence_sources: dict = field(default_factory=dict)  # evidence fact -> the source file (and reader) it came from
-    run: int | None = None  # which of several separate runs among the inputs (pipeline.Report.runs), None: one run
+    run: int | None = None  # which of several separate runs among the inputs (pipeline.Report.separate_runs), None: one run
     variant: dict = field(default_factory=dict)  # the program facts that chose the rule's text variant ({}: its own)
     own_fix: bool = True  # the fix is the rule's own text (its playbook's Fix section is written for it)
     params: dict = field(default_factory=dict, repr=False)  # the rule's params in force: its playbook's `{param}` numbers

@@ -12,6 +12,7 @@ from .families.reading import check_ranks
 from .engine.evaluate import applicable, durable_matcher, evaluate
 from .engine.margins import close_calls
 from .engine.records import build_records
+from .diagnosis import Report
 from .facts import AnalysisResult, Fact
 from .input_family import Family
 from .findings import Finding, NotApplicable, NotEvaluated, arrange
@@ -36,49 +37,6 @@ class Group:
     kinds: list[str]
     models: list
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    inputs: list[dict]
-    findings: list[Finding]
-    not_evaluated: list[NotEvaluated]
-    charts: dict = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    facts: list[Fact] = field(default_factory=list)
-    settings: dict = field(default_factory=dict)  # how it was made: --param, rule packs, --set (RulePack.provenance)
-    # several separate runs among the inputs: [{run, inputs, charts, facts}], each run's own chart data
-    # and run-level facts (then `charts` above keeps, per key, the first run's that has it); [] for one run
-    runs: list[dict] = field(default_factory=list)
-    # each user rule in force -> its rule file: the report finds the rule's playbook section beside it
-    rule_files: dict[str, str] = field(default_factory=dict)
-    # rules the inputs show have nothing to act on (no GEMMs, no OOM, no KV cache), with the reason
-    not_applicable: list[NotApplicable] = field(default_factory=list)
-    # each run's identity (AnalysisResult.identity: Unix-clock window, Python programs and files, device
-    # memory), in run order: the evidence diagnoser.runs groups on, for `compare` to tell two programs apart
-    identities: list[dict] = field(default_factory=list)
-    # per run (in order), the ids of the rules evaluated on it: applicable to its inputs, facts present
-    # (the JUnit report's test cases); a rule left out does not apply there, or is not_evaluated / not_applicable
-    evaluated: list[list[str]] = field(default_factory=list)
-    # per run (in order): the step time after all its step-time findings' fixes together,
-    # {step_ms, low, high, rules} (predict_steps), or None where it has none
-    predictions: list = field(default_factory=list)
-    # per run (in order): the peak after its memory findings' fixes together, {peak_gib, low, high, rules}
-    # (predict_peak_all), or None
-    peak_predictions: list = field(default_factory=list)
-    # the typed tables compare reads (steps, kernels, ops, the host's time between ops): per table, the first
-    # run's that has it, as `charts`
-    tables: ResultTables = field(default_factory=ResultTables)
-
-    @property
-    def predicted_peak_all(self) -> dict | None:
-        """The first run's peak after all its memory fixes together (None: fewer than two to add)."""
-        return next((p for p in self.peak_predictions if p), None)
-
-    @property
-    def predicted_step_ms_all(self) -> dict | None:
-        """The first run's prediction for all its fixes together (None: no step-time finding)."""
-        return next((p for p in self.predictions if p), None)
 
 
 def _missing_ranks(world: int, present: set[int]) -> str:
@@ -240,7 +198,7 @@ def _diagnose(paths, pack: RulePack, progress: bool, matcher) -> Report:
     not_evaluated = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotEvaluated)
                      and (k not in fired_rules or skipped[k].subjects)]
     not_applicable = [skipped[k] for k in sorted(skipped) if isinstance(skipped[k], NotApplicable) and k not in fired_rules]
-    return Report(all_inputs, findings, not_evaluated, charts, notes, facts, runs=runs if len(runs) > 1 else [],
+    return Report(all_inputs, findings, not_evaluated, charts, notes, facts, separate_runs=runs if len(runs) > 1 else [],
                   not_applicable=not_applicable, identities=identities,
                   evaluated=evaluated, predictions=predictions, peak_predictions=peak_predictions, tables=tables)
 
@@ -330,10 +288,8 @@ def _for_other_workload(rule, run_values: dict) -> bool:
                and c.value != workload for c in rule.when.items)
 
 
-def collect_facts(paths: Iterable[str], progress: bool = False) -> tuple[list[dict], list[Fact]]:
-    """The inputs and every fact measured from them, over all runs (what `diagnose facts` shows)."""
-    out_inputs, facts = [], []
-    for _, result in analyse_runs(paths, progress):
-        out_inputs += result.inputs
-        facts += result.facts
-    return out_inputs, facts
+def fact_blocks(paths: Iterable[str], progress: bool = False) -> list[tuple[list[dict], list[Fact]]]:
+    """What `diagnose facts` shows: one block per input (the ranks of one distributed run read together),
+    its inputs and the facts measured from them. Blocks of one run are not merged here, as `diagnose`
+    merges them (analyse_runs)."""
+    return [(result.inputs, result.facts) for result in (analyse(g) for g in load_groups(paths, progress))]

@@ -17,6 +17,7 @@ the list there); tests/test_cli_usage.py fails on one it does not reach.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -59,6 +60,21 @@ def register(name: str, default: Value, unit: str, meaning: str) -> Setting:
         raise ValueError(f"setting {name} declared twice with different defaults or meanings")
     _REGISTRY[name] = setting
     return setting
+
+
+def from_rule_param(condition: str, param: str) -> Value:
+    """The default of a param of a shared rule condition (rules/shared.yaml): the default of a setting
+    that restates the condition's threshold where an analysis decides (a note written where the rule
+    stays silent), so the rule's param is its one source."""
+    return _shared_conditions()[condition]["params"][param]
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_conditions() -> dict:
+    import yaml
+
+    from .resources import rules_dir
+    return yaml.safe_load((rules_dir() / "shared.yaml").read_text(encoding="utf-8"))["conditions"]
 
 
 def registered() -> dict[str, Setting]:

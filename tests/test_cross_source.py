@@ -136,5 +136,5 @@ def test_kernel_match_key_reads_nsys_ncu_and_kineto_spellings_alike():
 def test_twin_runs_of_one_script_under_one_tool_stay_separate():
     """The U-Net twins run the same kernels (caching allocator on / off): two torch files are two sessions."""
     rep = diagnose(["fixtures/torch/m_train_unet_cached.pt.trace.json.gz", "fixtures/torch/m_train_unet_no_cache.pt.trace.json.gz"])
-    assert [r["run"] for r in rep.runs] == [1, 2]
+    assert [r["run"] for r in rep.separate_runs] == [1, 2]
     assert {f.run for f in rep.findings if f.category == "allocator_churn"} == {2}

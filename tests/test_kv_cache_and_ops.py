@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from diagnoser.pipeline import collect_facts, diagnose
+from diagnoser.pipeline import diagnose, fact_blocks
 from diagnoser.report.render import render_markdown
 
 T = "fixtures/torch/c_{}.pt.trace.json.gz"
 
 
 def run_facts(name: str) -> dict:
-    _, facts = collect_facts([T.format(name)])
+    facts = [f for _, fs in fact_blocks([T.format(name)]) for f in fs]
     return {f.name: f.value for f in facts if f.subject is None}
 
 

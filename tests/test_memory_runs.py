@@ -44,7 +44,7 @@ def test_old_kineto_traces_with_unix_timestamps_have_a_zero_offset():
 def test_snapshot_made_at_another_time_stays_a_separate_run():
     """Real files: a decode trace and a knn snapshot of another script, an hour apart."""
     rep = diagnose([CACHE_FULL, KNN_SNAPSHOT])
-    assert len(rep.runs) == 2
+    assert len(rep.separate_runs) == 2
     note = next(n for n in rep.notes if n.startswith(f"{KNN_SNAPSHOT} is diagnosed on its own"))
     assert "3,903 s apart" in note and "with_stack=True" in note
     # the decode run's memory numbers are its own trace's (profile_memory), not the snapshot's
@@ -57,7 +57,7 @@ def test_memory_stats_without_time_or_frames_joins_the_only_timeline_and_says_so
     the report says that this is all there was. The export (made with --cuda-memory-usage) measures the
     headroom itself; what stays allocated only the counters know, and those facts name the stats file."""
     rep = diagnose([DECODE_NSYS, LEAK_STATS])
-    assert not rep.runs
+    assert not rep.separate_runs
     assert any("joined to that run as the only timeline given" in n for n in rep.notes)
     facts = {f.name: f for f in rep.facts if f.subject is None}
     assert facts["memory_headroom_pct"].source == f"{DECODE_NSYS} (nsys_sqlite)"
@@ -113,7 +113,7 @@ def with_snapshot():
 def test_snapshot_of_the_profiled_process_joins_its_trace_by_time(with_snapshot, name):
     rep = with_snapshot[name]
     trace, snap, _ = _s(name)
-    assert not rep.runs
+    assert not rep.separate_runs
     assert any(n.startswith(f"{snap} is of the run of {trace}") and "one process at one time" in n for n in rep.notes)
 
 
@@ -162,13 +162,13 @@ def test_memory_stats_of_the_same_process_gives_the_same_verdict():
     by_snapshot = _run_facts(diagnose([trace, snap]))["memory_headroom_pct"].value
     assert by_stats == pytest.approx(by_snapshot, abs=0.05)
     all_three = diagnose([trace, snap, stats])
-    assert not all_three.runs and "INFER015" in {f.rule for f in all_three.findings}
+    assert not all_three.separate_runs and "INFER015" in {f.rule for f in all_three.findings}
 
 
 def test_snapshot_of_another_process_stays_apart():
     """cache_full's snapshot (10:55:02-10:55:10) and cache_fit's trace (10:55:23): another process."""
     rep = diagnose([_s("cache_fit")[0], _s("cache_full")[1]])
-    assert len(rep.runs) == 2
+    assert len(rep.separate_runs) == 2
     assert "INFER015" not in {f.rule for f in rep.findings}
 
 
@@ -199,7 +199,7 @@ J_STACK, J_SNAP = "fixtures/torch/j_b1_stack.pt.trace.json.gz", "fixtures/mem/j_
 
 def test_nsys_export_and_its_process_snapshot_join_by_time():
     rep = diagnose([J_NSYS, J_NSYS_SNAP])
-    assert not rep.runs
+    assert not rep.separate_runs
     assert any(n.startswith(f"{J_NSYS_SNAP} is of the run of {J_NSYS}") and "one process at one time" in n
                for n in rep.notes)
     facts = _run_facts(rep)
@@ -209,7 +209,7 @@ def test_nsys_export_and_its_process_snapshot_join_by_time():
 
 def test_snapshot_of_another_process_of_the_same_program_joins_by_its_main_script():
     rep = diagnose([J_STACK, J_SNAP])
-    assert not rep.runs
+    assert not rep.separate_runs
     assert any("both ran the program kv_memory_join.py" in n for n in rep.notes)
     assert "INFER016" in {f.rule for f in rep.findings}
 
@@ -218,14 +218,14 @@ def test_snapshot_of_another_program_stays_apart_even_with_stacks():
     """The trace names kv_memory_join.py / kv_scenarios.py (and the standard library's enum.py, which
     every program shares and which is no evidence); the knn snapshot ran oom_mechanisms.py."""
     rep = diagnose([J_STACK, KNN_SNAPSHOT])
-    assert len(rep.runs) == 2
+    assert len(rep.separate_runs) == 2
     assert any("it ran oom_mechanisms.py, the timeline kv_memory_join.py: another program" in n for n in rep.notes)
 
 
 def test_the_nsys_export_and_a_snapshot_of_another_process_stay_apart():
     """No stacks in an Nsight Systems export: the 26 s between them decide."""
     rep = diagnose([J_NSYS, J_SNAP])
-    assert len(rep.runs) == 2
+    assert len(rep.separate_runs) == 2
     assert any("s apart, and no Python stacks in the timeline" in n for n in rep.notes)
 
 
@@ -260,7 +260,7 @@ def test_two_sessions_of_one_workload_join_and_say_how_far_apart():
     """The corpus' nsys and torch runs of host_sync were made one after the other (real files): one
     workload, two processes; the note gives the time between them."""
     rep = diagnose(["fixtures/nsys/host_sync.sqlite.gz", "fixtures/torch/host_sync.pt.trace.json.gz"])
-    assert not rep.runs
+    assert not rep.separate_runs
     assert any("recorded 167 s apart: two profiling sessions of one workload" in n for n in rep.notes)
 
 

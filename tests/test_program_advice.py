@@ -16,7 +16,7 @@ import yaml
 from diagnoser.catalogue import catalogue
 from diagnoser.engine.evaluate import _kleene
 from diagnoser.errors import RuleError
-from diagnoser.pipeline import collect_facts, diagnose, load_pack
+from diagnoser.pipeline import diagnose, fact_blocks, load_pack
 from diagnoser.program_kinds import ATTENTION_KINDS, FRAMEWORKS, GPU_ARCHS, PRE_AMPERE, SELECTORS, SERVING_ENGINES
 from diagnoser.rulespec.loader import build_pack
 from diagnoser.timeline.measure import tensor_core_dtypes
@@ -147,7 +147,7 @@ def test_a_bad_variant_is_an_error_with_file_and_line(tmp_path, variant, says):
 # ------------------------------------------------------------------------------ real files
 
 def _program(paths) -> dict:
-    _, facts = collect_facts([str(p) for p in paths])
+    facts = [f for _, fs in fact_blocks([str(p) for p in paths]) for f in fs]
     return {f.name: f.value for f in facts if f.subject is None}
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from diagnoser.cli import cli
 from diagnoser.distributed import executing
-from diagnoser.pipeline import collect_facts, diagnose
+from diagnoser.pipeline import diagnose, fact_blocks
 from diagnoser.families.rank_files import rank_from_name
 from diagnoser.ingest.expansion import expand_inputs
 from diagnoser.report.render import render_html, render_json, render_markdown
@@ -168,7 +168,8 @@ def test_a_folder_of_several_runs_keeps_each_run_apart(fixtures_dir, tmp_path):
     for run in ("ddp_straggler", "x_ddp_comm_wait"):
         for p in _ddp_paths(fixtures_dir, run):
             (tmp_path / Path(p).name).write_bytes(Path(p).read_bytes())
-    inputs, facts = collect_facts([str(tmp_path)])
+    blocks = fact_blocks([str(tmp_path)])  # as `diagnose facts` shows them
+    inputs, facts = [i for b, _ in blocks for i in b], [f for _, fs in blocks for f in fs]
     assert len(inputs) == 4
     worlds = [f for f in facts if f.name == "world_size"]
     assert [w.value for w in worlds] == [2, 2]  # two 2-rank runs, not one of four traces

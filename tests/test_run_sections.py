@@ -66,8 +66,8 @@ def _top_kernel(table: str) -> str:
 
 def test_separate_runs_report_is_split_into_one_section_per_run(reports):
     together, _ = reports
-    assert [r["run"] for r in together.runs] == [1, 2, 3]
-    assert [r["inputs"] for r in together.runs] == [[str(p)] for p in RUN_FILES]
+    assert [r["run"] for r in together.separate_runs] == [1, 2, 3]
+    assert [r["inputs"] for r in together.separate_runs] == [[str(p)] for p in RUN_FILES]
     sections = _md_sections(render_markdown(together))
     assert sorted(sections) == [1, 2, 3]
     for n, body in sections.items():  # each run's findings sit in its own section
@@ -126,7 +126,7 @@ def test_step_charts_carry_each_runs_own_step_time(reports):
     together, alone = reports
     medians = {}
     for n in TIMELINE_RUNS:
-        steps = together.runs[n - 1]["charts"]["steps"]
+        steps = together.separate_runs[n - 1]["charts"]["steps"]
         assert steps == alone[n - 1].charts["steps"]
         medians[n] = statistics.median(s["dur_ms"] for s in steps)
         chart = next(c for c in report_view(together)["runs"][n - 1]["charts"] if c.key == "steps")
@@ -163,7 +163,7 @@ def test_top_n_keeps_the_first_findings_of_each_run(reports):
 def test_a_single_run_report_has_no_run_sections(reports):
     _, alone = reports
     single = alone[0]
-    assert single.runs == []
+    assert single.separate_runs == []
     md = render_markdown(single)
     assert "## Run " not in md and "### " not in md and re.search(r"^## 1\. \[", md, flags=re.M)
     assert re.search(r"^## Top kernels per step$", md, flags=re.M)
@@ -178,7 +178,7 @@ def test_rank_charts_of_a_distributed_run_stay_in_its_section():
     ddp = [str(FIXTURES / "torch" / f"ddp_straggler.rank{r}.pt.trace.json.gz") for r in (0, 1)]
     ncu = str(FIXTURES / "ncu" / "k_conv.raw.csv.gz")
     report = diagnose(ddp + [ncu])
-    run_of = {tuple(r["inputs"]): r["run"] for r in report.runs}
+    run_of = {tuple(r["inputs"]): r["run"] for r in report.separate_runs}
     assert set(run_of) == {tuple(ddp), (ncu,)}
     sections = _html_sections(render_html(report))
     n_ddp, n_ncu = run_of[tuple(ddp)], run_of[(ncu,)]

@@ -1,18 +1,32 @@
 """Settings that restate a rule condition's thresholds for a measurement (a note the analysis writes
-where the rule stays silent) keep the rule's numbers: a change of the rule's param without the
-setting (or the other way round) fails here."""
+where the rule stays silent) are declared from the rule's params (settings.from_rule_param): one
+source, so a change of the rule file moves the setting with it."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import yaml
 
+from diagnoser import resources, settings
 from diagnoser.timeline.measure import SETUP_NOTE_MAX_STEPS, SETUP_NOTE_MIN_PCT
 
-SHARED = Path(__file__).resolve().parents[1] / "rules" / "shared.yaml"
+RULES = Path(__file__).resolve().parents[1] / "rules"
 
 
 def test_the_start_up_note_uses_the_one_time_setup_thresholds():
-    params = yaml.safe_load(SHARED.read_text())["conditions"]["one-time-setup"]["params"]
-    assert SETUP_NOTE_MIN_PCT.default == params["min_setup_pct"]
-    assert SETUP_NOTE_MAX_STEPS.default == params["max_steady_steps"]
+    params = yaml.safe_load((RULES / "shared.yaml").read_text())["conditions"]["one-time-setup"]["params"]
+    assert (SETUP_NOTE_MIN_PCT.default, SETUP_NOTE_MAX_STEPS.default) == (params["min_setup_pct"], params["max_steady_steps"])
+
+
+def test_a_setting_declared_from_a_rule_param_follows_an_edit_of_the_rule_file(tmp_path, monkeypatch):
+    data = yaml.safe_load((RULES / "shared.yaml").read_text())
+    data["conditions"]["one-time-setup"]["params"]["min_setup_pct"] = 37
+    shutil.copytree(RULES, tmp_path / "rules")
+    (tmp_path / "rules" / "shared.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(resources, "rules_dir", lambda: tmp_path / "rules")
+    settings._shared_conditions.cache_clear()
+    try:
+        assert settings.from_rule_param("one-time-setup", "min_setup_pct") == 37
+    finally:
+        settings._shared_conditions.cache_clear()

@@ -36,11 +36,8 @@ def facts_cmd(files, show_catalogue, fmt):
     if not files:
         raise DiagnoserError("give FILE(s), or --catalogue")
     from ..ingest.sniff import display_kind
-    from ..pipeline import analyse, load_groups
-    blocks = []
-    for group in load_groups(files):
-        result = analyse(group)
-        blocks.append((result.inputs, result.facts))
+    from ..pipeline import fact_blocks
+    blocks = fact_blocks(files)
     if fmt == "json":
         out = {"inputs": [i for inputs, _ in blocks for i in inputs], "facts": [
             {"name": f.name, "value": f.value, "unit": f.unit, "source": f.source,

@@ -26,12 +26,12 @@ def report_json(report, top: int | None = None, min_severity: str = "info") -> d
         "not_evaluated": [n.to_json() for n in report.not_evaluated],
         "not_applicable": [n.to_json() for n in getattr(report, "not_applicable", None) or []],
         "notes": report.notes,
-        **({"runs": _runs_json(report, kept)} if getattr(report, "runs", None) else {}),
+        **({"runs": _runs_json(report, kept)} if getattr(report, "separate_runs", None) else {}),
         "settings": dict({"diagnoser": __version__, "params": [], "rule_packs": [], "analysis_settings": []},
                          **_settings_json(report)),
     }
     roofline = (getattr(report, "charts", None) or {}).get("roofline")
-    if roofline and not getattr(report, "runs", None):  # per-op roofline rows (diagnoser/timeline/roofline.py)
+    if roofline and not getattr(report, "separate_runs", None):  # per-op roofline rows (diagnoser/timeline/roofline.py)
         out["roofline"] = roofline
         beside = report.charts.get("roofline_ncu")
         if beside:  # the same ops as Nsight Compute measured them (diagnoser/runs/roofline_ncu.py)
@@ -64,7 +64,7 @@ def _runs_json(report, kept: list) -> list[dict]:
     (the series the Markdown tables and HTML charts draw: steps, top_kernels, top_ops, kernel_sol...)."""
     by_run = {s.run: s.findings for s in run_sections(report, kept)}
     out = []
-    for r in report.runs:
+    for r in report.separate_runs:
         entry = {k: v for k, v in r.items() if k not in ("charts", "facts")}  # facts: not in the JSON report
         entry["summary"] = summary_counts(by_run.get(r["run"], []))
         entry["charts"] = dict(r.get("charts") or {})

@@ -120,7 +120,7 @@ def render_junit(report, rules, fail_on: str | None = None) -> str:
     not_evaluated = {ne.rule: ne for ne in report.not_evaluated}
     not_applicable = {na.rule: na for na in getattr(report, "not_applicable", [])}
     root = ET.Element("testsuites", name=f"diagnoser {__version__}")
-    runs = report.runs or [{"run": None, "inputs": [i["path"] for i in report.inputs]}]
+    runs = report.separate_runs or [{"run": None, "inputs": [i["path"] for i in report.inputs]}]
     for i, r in enumerate(runs):
         inputs = list(r["inputs"])
         label = ", ".join(inputs)

@@ -1,4 +1,4 @@
-"""Inputs that are several separate runs (pipeline.Report.runs): each run's findings and chart data,
+"""Inputs that are several separate runs (pipeline.Report.separate_runs): each run's findings and chart data,
 so every renderer gives each run its own section (never one run's charts under another's findings)."""
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class RunSection:
 
 def run_sections(report, findings) -> list[RunSection]:
     """One section per run, holding the `findings` (already filtered) of that run; [] for one run."""
-    runs = getattr(report, "runs", None) or []
+    runs = getattr(report, "separate_runs", None) or []
     if len(runs) < 2:
         return []
     return [RunSection(r["run"], list(r.get("inputs") or []), [f for f in findings if f.run == r["run"]],

@@ -48,13 +48,13 @@ from .view import TimelineView
 
 
 # the one-time-setup condition (rules/shared.yaml) with enough steady steps: the rule stays silent, a note
-# says what was left out (tests/test_settings_match_rules.py keeps the defaults equal to its params)
+# says what was left out (the defaults are the condition's params, read from there)
 SETUP_NOTE_MIN_PCT = settings.register(
-    "timeline.setup_note_min_pct", 50, "%",
+    "timeline.setup_note_min_pct", settings.from_rule_param("one-time-setup", "min_setup_pct"), "%",
     "start-up work at least this share of the trace, with more steady steps than timeline.setup_note_max_steps, "
     "gets a note that it is left out (rules/shared.yaml one-time-setup: min_setup_pct)")
 SETUP_NOTE_MAX_STEPS = settings.register(
-    "timeline.setup_note_max_steps", 2, "count",
+    "timeline.setup_note_max_steps", settings.from_rule_param("one-time-setup", "max_steady_steps"), "count",
     "... steady steps above this many show the steady state (one-time-setup: max_steady_steps)")
 READER = {"nsys": "nsys_sqlite", "torch": "torch_trace"}
 
