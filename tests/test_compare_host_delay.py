@@ -1,5 +1,5 @@
 """The regression gate's host measure: the host time between ops beyond the process's pace
-(diagnoser/timeline/step_work.host_gaps, diagnoser/compare/noise_gate.host_delay). On real reruns in separate
+(diagnoser/timeline/step_work.host_gaps, diagnoser/comparison/noise_gate.host_delay). On real reruns in separate
 processes (H200, tools/gen/calibration_pairs.py rerun; docs/compare.md): identical code passes although the
 host's speed moved by 10-30% between the processes; a Python busy loop or a sleep of 5% of the step between
 two ops trips the gate and the verdict says where; an extra kernel is not mistaken for a host delay."""

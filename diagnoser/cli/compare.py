@@ -1,4 +1,4 @@
-"""`diagnose compare BEFORE... --to AFTER...`: the command; the comparison itself is diagnoser/compare/."""
+"""`diagnose compare BEFORE... --to AFTER...`: the command; the comparison itself is diagnoser/comparison/."""
 from __future__ import annotations
 
 import sys

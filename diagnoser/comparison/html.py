@@ -1,4 +1,4 @@
-"""The side-by-side compare page: the layout is templates/compare.html.j2, the charts compare/charts.py."""
+"""The side-by-side compare page: the layout is templates/compare.html.j2, the charts comparison/charts.py."""
 from __future__ import annotations
 
 from .._version import __version__

@@ -2,7 +2,7 @@
 and copy time) and the host's own work (the step's host range less the time it waited for the GPU:
 in syncs, blocking copies, frees, and in launches held by a full launch queue), each as a median over
 the steady steps with its step-to-step spread. The regression gate of `compare` judges them
-separately (compare/noise_gate.py): GPU work is tight from run to run; host work and wall time are not.
+separately (comparison/noise_gate.py): GPU work is tight from run to run; host work and wall time are not.
 Pure."""
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ GAP_EVENTS = 400_000  # ... and no more ops and calls than this in them (halving
 
 
 def host_gaps(tv, steps) -> dict:
-    """The host's time between ops, position by position, for the regression gate (compare/noise_gate.py):
+    """The host's time between ops, position by position, for the regression gate (comparison/noise_gate.py):
     in each steady step, the host's busy time is the union of the CPU operators and runtime calls of every
     thread; each gap in it is keyed by what ends it (the name of the op or call that starts next and its
     occurrence in the step, `aten::linear#3`); a gap where one thread hands over to another (the main
