@@ -3,8 +3,8 @@ analysis setting (`--set NAME=VALUE`): `diagnose facts --catalogue` lists both.
 
 The facts come from each family's catalogue (diagnoser.families), which imports no pandas or numpy,
 so commands that only need the vocabulary (`rules list`, rule validation) start fast; then the facts
-only a run of several sources has (diagnoser.runs.catalogue). The settings are found by importing the
-modules that register them: each family's (Family.settings), then those of ranking, close calls,
+only a run of several sources has (diagnoser.runs.catalogue). The settings are collected, by a call, from
+the modules that declare them: each family's (Family.settings), then those of ranking, close calls,
 runs and comparisons (diagnoser/comparison_settings.py, below the comparison, which reads them).
 """
 from __future__ import annotations
@@ -23,10 +23,11 @@ def catalogue() -> dict[str, FactSpec]:
 
 
 def all_settings() -> dict[str, settings_mod.Setting]:
-    """Every registered setting, by name (imports the modules that declare them)."""
-    from . import comparison_settings, findings  # noqa: F401 - these register settings
-    from .engine import margins  # noqa: F401
-    from .runs import grouping, merge  # noqa: F401
-    for family in FAMILIES:
-        family.settings()
-    return settings_mod.registered()
+    """Every setting, by name: those each family's modules declare (Family.settings), then those of
+    ranking, close calls, runs and comparisons, collected from the modules by name (settings.declared_in)."""
+    from . import comparison_settings, findings
+    from .engine import margins
+    from .runs import grouping, merge
+    modules = [m for family in FAMILIES for m in family.settings()] + [findings, margins, grouping, merge,
+                                                                       comparison_settings]
+    return settings_mod.declared_in(modules)

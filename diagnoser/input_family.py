@@ -38,7 +38,7 @@ class Family:
     measure: Callable[[str, str, str, bool], object]
     analyse: Callable[[list], AnalysisResult]   # the summaries of one group (one input, or a run's ranks) -> facts
     catalogue: tuple[FactSpec, ...]             # every fact `analyse` can produce
-    settings: Callable[[], None]                # imports the family's modules that register settings
+    settings: Callable[[], tuple]               # the family's modules that declare settings (catalogue.all_settings)
     role: RunRole
     # one input per rank of a distributed run: measured by the workers (a rank that fails is named and the
     # others go on), the ranks of one run analysed together

@@ -3,16 +3,17 @@
 Rule thresholds are rule params (`--param RULE.NAME=V`); thresholds that live in analysis or
 ranking code are registered here once, with a default, a unit and a meaning, so they are
 documented (`diagnose facts --catalogue`), overridable (`--set NAME=VALUE`, or `settings:` in a
-rule pack) and echoed in the report when changed. A module registers at import time, as
-diagnoser/timeline/gaps.py does for `timeline.launch_gap_max_ns` (the default lives there only):
+rule pack) and echoed in the report when changed. A module declares its settings as module names,
+as diagnoser/timeline/gaps.py does for `timeline.launch_gap_max_ns` (the default lives there only):
 
     GAP_MAX_NS = settings.register("family.name", DEFAULT, "unit", "what it decides")
     ...
     if gap_ns <= GAP_MAX_NS.value: ...
 
-and reads `.value` where it decides (never a copy taken at import, so an override reaches it). A new
-module that registers one is imported by diagnoser.catalogue.all_settings (its family's `settings`, or
-the list there); tests/test_cli_usage.py fails on one it does not reach.
+and reads `.value` where it decides (never a copy taken at import, so an override reaches it; the value
+in force is the diagnosis's run context: diagnoser.run_context). A new module that declares one is listed
+by diagnoser.catalogue.all_settings (its family's `settings`, or the list there), which collects them by
+a call (declared_in); tests/test_cli_usage.py fails on one it does not reach.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import contextlib
 import functools
 import re
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Iterable, Iterator
 
 from . import run_context
@@ -77,9 +79,15 @@ def _shared_conditions() -> dict:
     return yaml.safe_load((rules_dir() / "shared.yaml").read_text(encoding="utf-8"))["conditions"]
 
 
+def declared_in(modules: Iterable[ModuleType]) -> dict[str, Setting]:
+    """The settings the `modules` declare (their Setting attributes), by name, sorted."""
+    found = {v.name: v for m in modules for v in vars(m).values() if isinstance(v, Setting)}
+    return dict(sorted(found.items()))
+
+
 def registered() -> dict[str, Setting]:
-    """The settings registered so far, by name (diagnoser.catalogue.all_settings imports every module
-    that registers one first)."""
+    """The settings declared so far in this process (by the modules imported), by name: the rule loader's
+    list when it is given none; diagnoser.catalogue.all_settings lists every one."""
     return dict(sorted(_REGISTRY.items()))
 
 

@@ -37,8 +37,9 @@ def analyse(models: list):
     return memory_analysis(models)
 
 
-def settings() -> None:
-    from ..memory import kv_cache, lifetimes  # noqa: F401 - they register settings
+def settings() -> tuple:
+    from ..memory import kv_cache, lifetimes
+    return kv_cache, lifetimes
 
 
 FAMILY = Family("memory", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.MEMORY)

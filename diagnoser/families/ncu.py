@@ -32,8 +32,9 @@ def analyse(reports: list):
     return kernel_analysis(reports)
 
 
-def settings() -> None:
-    from ..ncu import analysis, units  # noqa: F401 - they register settings
+def settings() -> tuple:
+    from ..ncu import analysis, units
+    return analysis, units
 
 
 FAMILY = Family("kernel", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.KERNEL_PROFILE)

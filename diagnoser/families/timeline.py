@@ -55,9 +55,9 @@ def analyse(measured: list):
     return ranks_analysis(measured)
 
 
-def settings() -> None:
-    from ..timeline import (attention, autotune, decode_prefix, gaps, gil, kernels, measure, roofline,  # noqa: F401 - they register settings
-                            setup, steps, sync)
+def settings() -> tuple:
+    from ..timeline import attention, autotune, decode_prefix, gaps, gil, kernels, measure, roofline, setup, steps, sync
+    return attention, autotune, decode_prefix, gaps, gil, kernels, measure, roofline, setup, steps, sync
 
 
 FAMILY = Family("timeline", READERS, measure, analyse, tuple(CATALOGUE), settings, RunRole.TIMELINE, per_rank=True,
