@@ -46,7 +46,7 @@ def holds(c: Condition, rule: Rule, rec: Record, idx: int, records: list[Record]
         return _same_type(v, target) and v == target
     if c.op == "neq":
         return not (_same_type(v, target) and v == target)
-    if not _same_type(v, target) or isinstance(v, bool):
+    if not _same_type(v, target):  # an order between values of one kind only: False < True, "a" < "b"
         return False
     return {"lt": v < target, "lte": v <= target, "gt": v > target, "gte": v >= target}[c.op]
 

@@ -20,7 +20,7 @@ from diagnoser.resources import rules_dir
 from diagnoser.cli import rule_tests as testing
 from diagnoser.rulespec import schema
 from diagnoser.rulespec.loader import build_pack, file_data
-from diagnoser.rulespec.model import OPS, TREND_OPS
+from diagnoser.rulespec.operators import OPS, TREND_OPS
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "rules.md"

@@ -1,7 +1,11 @@
 """The durable_rules backend agrees with the reference evaluator on random fact sets.
 
 This is what makes the engine trustworthy: every shipped rule, and a synthetic pack that
-exercises every op, is run over >= 1,000 random fact sets through both evaluators.
+exercises every op, is run over >= 1,000 random fact sets through both evaluators. Values of
+every kind (bool, int, float, string) meet every operator and kind of threshold, and facts go
+missing: a synthetic pack of one rule per operator and target kind (and its negation) is run over
+every kind of value through the engine, the reference evaluator and rulespec.operators (the
+condition semantics every Python-side evaluation uses).
 """
 from __future__ import annotations
 
@@ -22,34 +26,58 @@ from reference_evaluator import reference_matcher
 HERE = Path(__file__).resolve().parent
 SYNTHETIC = build_pack(None, [HERE / "data" / "synthetic_rules.yaml"])
 SHIPPED = build_pack(rules_dir(), known_facts=catalogue())
+MIXED = build_pack(None, [HERE / "data" / "synthetic_mixed_types_rules.yaml"])
+# a value of every kind, and near-misses across kinds: True vs 1 vs 1.0 vs "1" vs "True"
+MIXED_VALUES = [True, False, 0, 1, -1, 0.0, 1.0, 0.5, 2.5, 3, 10**15, 1e15, -1e15, "", "0", "1", "1.0", "2.5",
+                "True", "true", "False", "x", "X", "x_x", "x\"y"]
+
+
+def _other_kinds(t) -> list:
+    """Values of the other kinds that a loose comparison would take for `t` (True == 1 == 1.0 == "1")."""
+    if isinstance(t, bool):
+        return [int(t), float(t), str(t), str(t).lower()]
+    if isinstance(t, (int, float)):
+        return [str(t), bool(t)] + ([int(t), float(t)] if float(t).is_integer() else [])
+    if isinstance(t, str):
+        return [1, 0.0, True] + ([float(t)] if t.replace(".", "", 1).isdigit() else [])
+    return []
+
+
+class _Values(dict):
+    """A set of values that keeps 1, 1.0 and True apart (a Python set holds one of them)."""
+
+    def update(self, values):
+        for v in values:
+            self[(type(v).__name__, repr(v))] = v
 
 
 def _interesting_values(pack) -> dict[str, list]:
     """Per fact: the thresholds and literals rules compare it with, and values just either side."""
     from diagnoser.rulespec.model import Condition
 
-    out: dict[str, set] = {}
+    out: dict[str, _Values] = {}
 
     def walk(c: Condition, rule):
         if c.kind == "fact":
-            vals = out.setdefault(c.fact, set())
+            vals = out.setdefault(c.fact, _Values())
             target = rule.params[c.param] if c.param is not None else c.value
             items = target if isinstance(target, tuple) else (target,)
             for t in items:
                 if isinstance(t, bool) or isinstance(t, str):
-                    vals.update({t, not t} if isinstance(t, bool) else {t, t + "_x"})
+                    vals.update([t, not t] if isinstance(t, bool) else [t, t + "_x"])
                 elif isinstance(t, (int, float)):
-                    vals.update({t, t * 0.5, t * 1.5, t + 1e-06, t - 1e-06, -t, 0, t * 1e6})
+                    vals.update([t, t * 0.5, t * 1.5, t + 1e-06, t - 1e-06, -t, 0, t * 1e6])
+                vals.update(_other_kinds(t))
             if c.op == "matches":
-                vals.update({"gemm_f32", "x"})
+                vals.update(["gemm_f32", "x"])
         for i in c.items:
             walk(i, rule)
 
     for rule in pack.rules.values():
         walk(rule.when, rule)
         for f in set(rule.requires) | rule.when.facts():
-            out.setdefault(f, set()).update({0.0, 1.0, "x"})
-    return {k: sorted(v, key=repr) for k, v in out.items()}
+            out.setdefault(f, _Values()).update([0.0, 1.0, "x", 0, 1, True, False, "1"])
+    return {k: [v[key] for key in sorted(v)] for k, v in out.items()}
 
 
 def _satisfying_values(rule) -> dict[str, list]:
@@ -178,3 +206,34 @@ def test_differential_test_can_fail():
 
     assert _findings(SYNTHETIC, facts, [], durable_matcher) != _findings(SYNTHETIC, facts, [], broken)
     assert ("SYN001", 0) in _findings(SYNTHETIC, facts, [], reference_matcher)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(fact_sets(MIXED))
+def test_durable_matches_reference_on_mixed_types_synthetic_pack(data):
+    _check(MIXED, data)
+
+
+def _run_findings(pack, values: dict, matcher) -> set[str]:
+    return {rid for rid, _ in _findings(pack, values, [], matcher)}
+
+
+def test_every_operator_means_one_thing_on_every_kind_of_value_synthetic():
+    """Each operator against each kind of threshold (the synthetic mixed pack), over a value of every
+    kind and an absent one: durable_rules, the reference evaluator and rulespec.operators agree
+    (True is not 1, "1" is not 1, 1 is 1.0; a test of an absent fact is unknown, `exists` false)."""
+    from diagnoser.rulespec.operators import truth
+
+    seen: dict[str, set] = {rid: set() for rid in MIXED.rules}
+    for value in MIXED_VALUES + [None]:
+        values = {} if value is None else {"m": value}
+        records, _ = build_records([Fact("m", value, "", "synthetic")] if value is not None else [])
+        engine = _run_findings(MIXED, values, durable_matcher)
+        assert engine == _run_findings(MIXED, values, reference_matcher), f"m = {value!r}"
+        for rid, rule in MIXED.rules.items():
+            seen[rid].add(rid in engine)
+            said = f"{rid} ({rule.title}) on m = {value!r}"
+            assert truth(rule.when, records[0].values, rule.params, unknown=False) is (rid in engine), said
+            three = truth(rule.when, records[0].values, rule.params)
+            assert three is (None if value is None and "exists" not in rule.title else rid in engine), said
+    assert all(s == {True, False} for s in seen.values()), {r: s for r, s in seen.items() if len(s) < 2}

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from diagnoser.catalogue import catalogue
-from diagnoser.engine.evaluate import _kleene
+from diagnoser.rulespec.operators import truth
 from diagnoser.errors import RuleError
 from diagnoser.pipeline import diagnose, fact_blocks, load_pack
 from diagnoser.program_kinds import ATTENTION_KINDS, FRAMEWORKS, GPU_ARCHS, PRE_AMPERE, SELECTORS, SERVING_ENGINES
@@ -61,7 +61,7 @@ def _combinations(rule):
                       "tensor_core_dtypes": tensor_core_dtypes([], arch)}
             if origin is not None:
                 values["kernel_origin"] = origin
-            if _kleene(rule.when, values, rule.params) is False:
+            if truth(rule.when, values, rule.params) is False:
                 continue
             yield values
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..kernel_names import short_name
+from ..rulespec.operators import holds, target_of
 from .likeness import is_per_step
 from .matching import _subj_json
 from .next_limit import VERDICT as NEXT_LIMIT, fixed_kernels, is_next_limit, why as next_limit_why
@@ -54,7 +55,7 @@ def check_verify(rule, before_rec: dict, after_rec: dict | None, steps_comparabl
         return {"holds": None, "checks": [], "reason": "the rule has no verify_check"}
     checks = []
     for c in rule.verify_check:
-        threshold = rule.params.get(c.param) if c.param else c.value
+        threshold = target_of(c, rule.params)
         a = None if after_rec is None else after_rec.get(c.fact)
         b = before_rec.get(c.fact)
         item = {"fact": c.fact, "op": c.op, "threshold": threshold, "before": b, "after": a}
@@ -72,20 +73,12 @@ def check_verify(rule, before_rec: dict, after_rec: dict | None, steps_comparabl
             if _num(b) is None or _num(a) is None:
                 item["holds"], item["why"] = None, f"{c.fact} not measured on both sides"
             else:
-                item["holds"] = a < b if c.op == "falls" else a > b
+                item["holds"] = holds(c.op, _num(a), _num(b))
         else:
-            item["holds"] = _op(c.op, a, threshold)
+            item["holds"] = holds(c.op, a, threshold)
         checks.append(item)
     states = [c["holds"] for c in checks]
-    holds = False if False in states else (None if None in states else True)
-    return {"holds": holds, "checks": checks}
-
-
-def _op(op, a, t):
-    try:
-        return {"lt": a < t, "lte": a <= t, "gt": a > t, "gte": a >= t, "eq": a == t, "neq": a != t}.get(op)
-    except TypeError:
-        return None
+    return {"holds": False if False in states else (None if None in states else True), "checks": checks}
 
 
 def _subject_key(f):

@@ -26,11 +26,11 @@ import threading
 
 from ..errors import EngineError
 from ..rulespec.compile import CompiledRule
+from ..rulespec.operators import KINDS, OPERATORS, value_kind
 from ..rulespec.values import format_number
 
 _LOCK = threading.Lock()
 _COUNTER = itertools.count()
-_NEG = {"lt": "gte", "lte": "gt", "gt": "lte", "gte": "lt"}
 _TRUE = {"k__": "rec"}
 _FALSE = {"k__": "never"}
 
@@ -44,31 +44,24 @@ def _import_engine():
     return dre, engine
 
 
-def type_field(value) -> str:
-    if isinstance(value, bool):
-        return "b"
-    if isinstance(value, (int, float)):
-        return "n"
-    return "s"
-
-
 def _leaf(fact: str, op: str, value, negate: bool) -> dict:
-    """A comparison leaf, or its negation, using presence/type flags instead of $ex/$nex."""
-    t = type_field(value)
-    flag = f"{t}__{fact}"
-    if op in _NEG:
+    """A comparison leaf, or its negation, using presence/type flags instead of $ex/$nex: the
+    operator's meaning (rulespec.operators) holds only between values of one kind."""
+    if op not in OPERATORS or OPERATORS[op].form not in ("order", "equality"):
+        raise EngineError(f"unknown comparison {op}")
+    flag = f"{value_kind(value)}__{fact}"
+    if OPERATORS[op].form == "order":
         if not negate:
             return {"$and": [{flag: True}, {f"${op}": {fact: value}}]}
-        return {"$or": [{flag: False}, {f"${_NEG[op]}": {fact: value}}]}
+        return {"$or": [{flag: False}, {f"${OPERATORS[op].negation}": {fact: value}}]}
     if op == "eq":
         pos = {"$and": [{flag: True}, {fact: value}]}
         neg = {"$or": [{flag: False}, {"$neq": {fact: value}}]}
         return neg if negate else pos
-    if op == "neq":  # present and not equal (of a different type counts as not equal)
-        pos = {"$and": [{f"h__{fact}": True}, {"$or": [{flag: False}, {"$neq": {fact: value}}]}]}
-        neg = {"$or": [{f"h__{fact}": False}, {"$and": [{flag: True}, {fact: value}]}]}
-        return neg if negate else pos
-    raise EngineError(f"unknown comparison {op}")
+    # neq: present and not equal (of a different type counts as not equal)
+    pos = {"$and": [{f"h__{fact}": True}, {"$or": [{flag: False}, {"$neq": {fact: value}}]}]}
+    neg = {"$or": [{f"h__{fact}": False}, {"$and": [{flag: True}, {fact: value}]}]}
+    return neg if negate else pos
 
 
 def lower(pred: tuple, negate: bool = False) -> dict:
@@ -129,8 +122,8 @@ def engine_row(values: dict, scope: str, fields: set[str], flags: dict[str, bool
         present = f in values
         row[f"h__{f}"] = present
         v = values.get(f)
-        for t in "bns":
-            row[f"{t}__{f}"] = present and type_field(v) == t
+        for t in KINDS:
+            row[f"{t}__{f}"] = present and value_kind(v) == t
         if present:
             row[f] = v
     row.update(flags)

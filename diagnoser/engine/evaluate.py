@@ -6,7 +6,6 @@ compared on random fact sets.
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Iterable
 
 from ..absence import absent_reason
@@ -18,6 +17,7 @@ from ..rulespec.compile import compile_rule, finding_field
 from ..rulespec.expr import eval_expr, parse_expr, render_template
 from ..rulespec.loader import order_layers
 from ..rulespec.model import Rule
+from ..rulespec.operators import fact_truth, truth
 from . import durable_backend
 from .records import Record
 
@@ -72,8 +72,7 @@ def durable_matcher(rules: list[Rule], records: list[Record], fired: Fired, all_
         flags = {}
         for c in compiled:
             for rx in c.regex_flags:
-                v = rec.values.get(rx.fact)
-                flags[rx.field] = v is not None and re.search(rx.pattern, str(v)) is not None
+                flags[rx.field] = fact_truth("matches", rec.values, rx.fact, rx.pattern, unknown=False)
             for ref in c.finding_refs:
                 flags[finding_field(ref)] = ref in all_rules and finding_holds(all_rules[ref], rec.scope, idx, records, fired)
         rows.append(durable_backend.engine_row(rec.values, rec.scope, fields, flags))
@@ -138,7 +137,7 @@ def _not_applicable(rule: Rule, missing, records: list[Record], run_values: dict
     if rule.not_applicable is not None:
         cond, reason = rule.not_applicable
         scoped = [rec for rec in records if rec.scope == rule.scope]
-        if scoped and all(_kleene(cond, rec.values, rule.params) is True for rec in scoped):
+        if scoped and all(truth(cond, rec.values, rule.params) is True for rec in scoped):
             return reason
     return absent_reason(missing, kinds, run_values, catalogue)
 
@@ -157,7 +156,7 @@ def decided_by_findings(skipped: list, rules: dict[str, Rule], records: list[Rec
         if r is not None and isinstance(ne, NotEvaluated) and not ne.subjects:
             refs = [rid for rid in r.when.findings() if rid in known]
             decided = [idx for idx, rec in enumerate(records) if rec.scope == r.scope]
-            if decided and all(_kleene(r.when, records[idx].values, r.params,
+            if decided and all(truth(r.when, records[idx].values, r.params,
                                        {rid: finding_holds(known[rid], r.scope, idx, records, fired) for rid in refs})
                                is False for idx in decided):
                 continue
@@ -188,45 +187,7 @@ def _undecided_subjects(rule: Rule, records: list[Record]):
 
 def _known_false(c, values: dict, params: dict | None = None) -> bool:
     """Kleene logic over a record with gaps: is the condition false whatever the absent facts are?"""
-    return _kleene(c, values, params or {}) is False
-
-
-def _same_kind(a, b) -> bool:
-    kind = lambda v: "b" if isinstance(v, bool) else ("n" if isinstance(v, (int, float)) else "s")  # noqa: E731
-    return kind(a) == kind(b)
-
-
-def _kleene(c, values: dict, params: dict, found: dict | None = None):
-    """True / False / None (unknown: depends on absent facts or on other rules' findings).
-
-    A test of a present fact is decided as the engine decides it (docs/rules.md, Conditions);
-    `exists` of an absent fact is false; any other test of an absent fact is unknown; a finding is
-    known from `found` (rule id -> fired or not, for the rules evaluated), else unknown.
-    """
-    if c.kind in ("all", "any", "none"):
-        vals = [_kleene(i, values, params, found) for i in c.items]
-        if c.kind == "all":
-            return False if False in vals else (None if None in vals else True)
-        hit = True if True in vals else (None if None in vals else False)
-        return hit if c.kind == "any" else (None if hit is None else not hit)
-    if c.kind == "finding":
-        return (found or {}).get(c.finding)
-    if c.fact not in values:
-        return False if c.op == "exists" else None
-    v = values[c.fact]
-    if c.op == "exists":
-        return True
-    target = params.get(c.param) if c.param is not None else c.value
-    if c.op == "matches":
-        return re.search(str(target), str(v)) is not None
-    if c.op == "in":
-        return any(_same_kind(v, t) and v == t for t in (target or ()))
-    if c.op in ("eq", "neq"):
-        same = _same_kind(v, target) and v == target
-        return same if c.op == "eq" else not same
-    if not _same_kind(v, target) or isinstance(v, bool) or isinstance(target, bool):
-        return False
-    return {"lt": v < target, "lte": v <= target, "gt": v > target, "gte": v >= target}[c.op]
+    return truth(c, values, params or {}) is False
 
 
 def run_rules(rules: dict[str, Rule], records: list[Record], matcher: Matcher = durable_matcher) -> Fired:

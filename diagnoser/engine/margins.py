@@ -10,7 +10,8 @@ Pure Python over the rules' `when` trees (the engine decides; this only explains
 """
 from __future__ import annotations
 
-from ..rulespec.model import COMPARE_OPS, Condition, Rule
+from ..rulespec.model import Condition, Rule
+from ..rulespec.operators import COMPARE_OPS, OPERATORS, target_of, truth
 from .. import settings
 from .records import Record
 
@@ -19,38 +20,15 @@ CLOSE_CALL_PCT = settings.register(
     "a run-level comparison whose value lies within this share of its threshold (at least 0.5 of the "
     "fact's unit) is a close call: the report names it, so a verdict that another source of the same "
     "run could flip is never silent")
-_OP_TEXT = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
 
 def _threshold(c: Condition, rule: Rule):
-    return rule.params.get(c.param) if c.param else c.value
+    return target_of(c, rule.params)
 
 
 def _holds(c: Condition, values: dict, rule: Rule, fired: set[str]) -> bool:
-    if c.kind == "all":
-        return all(_holds(i, values, rule, fired) for i in c.items)
-    if c.kind == "any":
-        return any(_holds(i, values, rule, fired) for i in c.items)
-    if c.kind == "none":
-        return not any(_holds(i, values, rule, fired) for i in c.items)
-    if c.kind == "finding":
-        return c.finding in fired
-    v, t = values.get(c.fact), _threshold(c, rule)
-    if c.op == "exists":
-        return v is not None
-    if v is None:
-        return False
-    if c.op in COMPARE_OPS:
-        if not _number(v) or not _number(t):
-            return False
-        return {"lt": v < t, "lte": v <= t, "gt": v > t, "gte": v >= t}[c.op]
-    if c.op == "eq":
-        return v == t
-    if c.op == "neq":
-        return v != t
-    if c.op == "in":
-        return v in (t or [])
-    return True  # matches: decided by the engine's regex dialect; never a close call
+    """The engine's two-valued answer: a test of an absent fact is false, as is a finding that did not fire."""
+    return truth(c, values, rule.params, dict.fromkeys(fired, True), unknown=False)
 
 
 def _number(x) -> bool:
@@ -73,7 +51,7 @@ def _leaves(c: Condition):
 
 
 def _text(c: Condition, values: dict, rule: Rule) -> str:
-    return f"{c.fact} {values[c.fact]:.1f} against {_OP_TEXT[c.op]} {_threshold(c, rule):g}"
+    return f"{c.fact} {values[c.fact]:.1f} against {OPERATORS[c.op].symbol} {_threshold(c, rule):g}"
 
 
 def close_calls(rules: dict[str, Rule], records: list[Record], fired_ids: set[str]) -> list[str]:

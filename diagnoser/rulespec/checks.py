@@ -10,7 +10,8 @@ from typing import Iterable
 
 from ..errors import RuleError
 from .expr import ExprError, parse_expr, template_fields
-from .model import COMPARE_OPS, Condition, Rule
+from .model import Condition, Rule
+from .operators import COMPARE_OPS
 
 
 def line_for(lines: dict[tuple, int], path: Iterable) -> int | None:

@@ -1,7 +1,7 @@
 """Rule -> engine-neutral predicate tree (params resolved, regexes and findings lowered to flags).
 
 A predicate is a tuple:
-  ("cmp", fact, op, literal)   op in lt lte gt gte eq neq; fact present, same type, compares so
+  ("cmp", fact, op, literal)   op an order or equality operator (rulespec.operators gives its meaning)
   ("in", fact, (literals...))  fact present and equal to one of them
   ("exists", fact)
   ("flag", field)              a precomputed bool field is true (regex matches, findings)
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model import Condition, Rule
+from .operators import OPERATORS
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,12 @@ def compile_rule(rule: Rule) -> CompiledRule:
         if c.kind == "finding":
             return ("flag", finding_field(c.finding))
         value = rule.params[c.param] if c.param is not None else c.value
-        if c.op == "exists":
+        form = OPERATORS[c.op].form
+        if form == "presence":
             return ("exists", c.fact)
-        if c.op == "in":
+        if form == "membership":
             return ("in", c.fact, tuple(value))
-        if c.op == "matches":
+        if form == "regex":
             flag = RegexFlag(f"mt__{rule.id}_{len(regexes)}", c.fact, str(value))
             regexes.append(flag)
             return ("flag", flag.field)

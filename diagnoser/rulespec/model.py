@@ -6,10 +6,6 @@ from typing import Any
 
 SEVERITIES = ("critical", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-COMPARE_OPS = ("lt", "lte", "gt", "gte")
-OPS = COMPARE_OPS + ("eq", "neq", "in", "matches", "exists")
-TREND_OPS = ("falls", "rises")  # verify_check only: AFTER's value below / above BEFORE's (diagnose compare)
-VERIFY_OPS = OPS + TREND_OPS
 # what a rule's `scope` may name: the subject kinds the analyses attach facts to (the catalogue's;
 # a test keeps them equal), so a scope no input can produce is an error, not a rule that never runs
 SCOPES = ("run", "kernel", "rank", "site")

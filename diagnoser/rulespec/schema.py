@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..program_kinds import SELECTORS
-from .model import OPS, SCOPES, SEVERITIES, VERIFY_OPS
+from .model import SCOPES, SEVERITIES
+from .operators import OPS, VERIFY_OPS
 
 _ID = r"^[A-Z][A-Z0-9]*[0-9]{3}$"
 _NAME = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
