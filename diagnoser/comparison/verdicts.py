@@ -3,6 +3,7 @@ noise, its rule's verify_check on AFTER's facts); findings only AFTER has are ne
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 from ..kernel_names import short_name
 from ..rulespec.operators import holds, target_of
@@ -159,140 +160,188 @@ def _kernel_delivered(leaf, after_facts: dict | None) -> dict:
                          f"{inside} the range"}
 
 
+@dataclass
+class _Pair:
+    """What every verdict of one BEFORE / AFTER pair reads: the sides, the kernel matching both ways,
+    the tolerance a cost change must pass, and the kernels a fix made faster (next limits)."""
+
+    before: Side
+    after: Side
+    pack: object
+    matched: dict
+    inverse: dict
+    tol: float
+    fixed: dict = field(default_factory=dict)
+
+    def verify(self, rule, before_rec: dict, after_rec: dict | None) -> dict:
+        return check_verify(rule, before_rec, after_rec, self.before.steps_comparable and self.after.steps_comparable)
+
+
 def finding_verdicts(before: Side, after: Side, pack, matched: dict, noise_pct: float) -> list[dict]:
-    tol = max(MIN_CHANGE.value, noise_pct)
+    """One entry per finding of BEFORE (its verdict on AFTER), then one per finding only AFTER has."""
+    pair = _Pair(before, after, pack, matched, {v: k for k, v in matched.items()}, max(MIN_CHANGE.value, noise_pct))
+    pair.fixed = fixed_kernels(before, after, pack, matched, pair.verify, _facts_for)
     after_by_rule = {f.rule: f for f in after.report.findings}
+    out = [_before_verdict(pair, f, after_by_rule.get(f.rule)) for f in before.report.findings]
     before_rules = {f.rule for f in before.report.findings}
-    inverse = {v: k for k, v in matched.items()}
-    same_steps = before.steps_comparable and after.steps_comparable
-    verify = lambda rule, b, a: check_verify(rule, b, a, same_steps)  # noqa: E731
-    fixed = fixed_kernels(before, after, pack, matched, verify, _facts_for)
-    out = []
-    for f in before.report.findings:
-        rule = pack.rules.get(f.rule)
-        g = after_by_rule.get(f.rule)
-        entry = {"rule": f.rule, "title": f.title, "category": f.category, "tree": f.tree,
-                 "severity_before": f.severity, "severity_after": g.severity if g else None,
-                 "gain_of": f.gain_of, "gain_before": round(f.estimated_gain, 4),
-                 "gain_after": round(g.estimated_gain, 4) if g else None,
-                 "verify": f.verify}
-        scoped = f.subject is not None and f.subject.kind != "run"
-        was_on = {_subject_key(x) for x in _leaves(f)}
-        # AFTER's kernels where this rule is the next limit of a fixed kernel: not part of its cost
-        limits = [x for x in (_leaves(g) if g and scoped else []) if inverse.get(_subject_key(x)) not in was_on
-                  and is_next_limit(g, x, fixed)]
-        cb = cost(before, f)
-        ca = cost(after, g) if g else 0.0
-        if limits and ca is not None:
-            rest = [x for x in _leaves(g) if x not in limits]
-            ca = min(1.0, sum(x.estimated_gain for x in rest)) * _base(after, g.gain_of)[0]
-        base_unit = _base(before, f.gain_of)[1]
-        if cb is not None:
-            entry["cost_before"] = round(cb, 6)
-            entry["cost_after"] = None if ca is None else round(ca, 6)
-            entry["cost_unit"] = base_unit
-        subjects = []
-        if scoped:
-            fired_after = {_subject_key(k) for k in _leaves(g)} if g else set()
-            for leaf in _leaves(f):
-                kb = _subject_key(leaf)
-                ka = matched.get(kb)
-                v = verify(rule, _facts_for(before, kb), _facts_for(after, ka) if ka else None)
-                if ka is None:
-                    verdict = "fixed"
-                    v["reason"] = "the kernel is no longer launched"
-                elif ka in fired_after:
-                    verdict = "unchanged"
-                    lg = next(x for x in _leaves(g) if _subject_key(x) == ka)
-                    lb, la = _gain_abs(before, f, leaf), _gain_abs(after, g, lg)
-                    d = _rel(lb, la) if _counts(before, f, lb, la) else None
-                    if d is not None and d < -tol:
-                        verdict = "improved"
-                    elif d is not None and d > tol:
-                        verdict = "regressed"
-                else:
-                    verdict = "fixed" if v["holds"] else "improved"
-                subjects.append({"before": _subj_json(before, kb), "after": _subj_json(after, ka) if ka else None,
-                                 "verdict": verdict, "verify": v,
-                                 **_kernel_delivered(leaf, _facts_for(after, ka) if ka else None)})
-            for leaf in (_leaves(g) if g else []):
-                ka = _subject_key(leaf)
-                if inverse.get(ka) not in was_on:
-                    subjects.append(_new_subject(before, after, inverse, leaf, g, fixed if leaf in limits else {}))
-            entry["subjects"] = subjects
-        if g is None:
-            key = _subject_key(f)
-            v = verify(rule, _facts_for(before, key), _facts_for(after, matched.get(key) if scoped else None))
-            if scoped:
-                states = [s["verify"]["holds"] for s in subjects if s["verdict"] != "new"]
-                v = {"holds": all(states) if states and None not in states else (False if False in states else None),
-                     "checks": [c for s in subjects if s["verdict"] != "new" for c in s["verify"]["checks"]]}
-                if all(s["verdict"] == "fixed" for s in subjects):
-                    v["holds"] = True
-            entry["verify_check"] = v
-            entry["verdict"] = "fixed" if v["holds"] else "improved"
-            if not v["holds"]:
-                entry["why"] = "the rule no longer fires, but its Verify step does not hold yet" if v["holds"] is False \
-                    else "the rule no longer fires; its Verify step could not be checked on AFTER"
-        else:
-            v = verify(rule, _facts_for(before, _subject_key(f)), _facts_for(after, _subject_key(g)))
-            entry["verify_check"] = v
-            d = _rel(cb, ca)
-            small = not _counts(before, f, cb, ca)
-            if small:
-                d = None
-            if SEV_RANK[g.severity] > SEV_RANK[f.severity]:
-                entry["verdict"], entry["why"] = "regressed", f"severity rose from {f.severity} to {g.severity}"
-            elif d is not None and d > tol:
-                entry["verdict"], entry["why"] = "regressed", f"its cost rose {d:+.0f}% (tolerance {tol:.0f}%)"
-            elif SEV_RANK[g.severity] < SEV_RANK[f.severity] or (d is not None and d < -tol):
-                entry["verdict"] = "improved"
-                entry["why"] = (f"its cost fell {d:+.0f}% (tolerance {tol:.0f}%)" if d is not None and d < -tol
-                                else f"severity fell from {f.severity} to {g.severity}")
-            else:
-                entry["verdict"] = "unchanged"
-                d = _rel(cb, ca)
-                if d is not None:
-                    entry["why"] = (f"cost change {d:+.0f}% within the {tol:.0f}% tolerance" if not small else
-                                    f"cost change {d:+.0f}%, under {MIN_COST_SHARE.value:g}% of {f.gain_of}")
-            newly = [s_["after"]["name"] for s_ in subjects if s_["verdict"] == "new" and s_["after"]]
-            if newly and entry["verdict"] != "unchanged":
-                entry["why"] = entry.get("why", "") + f"; now also on {', '.join(short_name(n or '') for n in newly[:3])}" \
-                    + (f" and {len(newly) - 3} more" if len(newly) > 3 else "")
-            nexts = [s_["after"]["name"] for s_ in subjects if s_["verdict"] == NEXT_LIMIT]
-            if nexts:
-                entry["why"] = "; ".join(x for x in (entry.get("why"), f"the next limit of {len(nexts)} kernel"
-                                         f"{'s' if len(nexts) > 1 else ''} a fix made faster "
-                                         f"({', '.join(short_name(n or '') for n in nexts[:3])}): not counted") if x)
-            if scoped and entry["verdict"] == "unchanged":
-                vs = {s["verdict"] for s in subjects}
-                if "regressed" in vs or "new" in vs and g.severity in GATE_SEVERITIES:
-                    entry["verdict"], entry["why"] = "regressed", "kernels newly or more affected"
-                elif vs & {"improved", "fixed"} and not vs & {"regressed", "new"}:
-                    entry["verdict"], entry["why"] = "improved", "some kernels fixed or improved"
-        _delivered(entry, f, before, after)
-        _delivered_peak(entry, f, after)
-        said = [x["delivered"] for x in entry.get("subjects", []) if x.get("delivered")]
-        if len(said) == 1 and entry.get("verdict") in ("fixed", "improved") and "delivered" not in entry:
-            entry["why"] = f"{entry['why']}; {said[0]}" if entry.get("why") else said[0]
-        out.append(entry)
-    for g in after.report.findings:
-        if g.rule not in before_rules:
-            ca = cost(after, g)
-            entry = {"rule": g.rule, "title": g.title, "category": g.category, "tree": g.tree,
-                     "severity_before": None, "severity_after": g.severity, "gain_of": g.gain_of,
-                     "gain_before": None, "gain_after": round(g.estimated_gain, 4),
-                     "cost_after": None if ca is None else round(ca, 6), "cost_unit": _base(after, g.gain_of)[1],
-                     "verify": g.verify, "verdict": "new", "message": g.message}
-            leaves = _leaves(g) if g.subject is not None and g.subject.kind == "kernel" else []
-            if leaves and all(is_next_limit(g, x, fixed) for x in leaves):
-                entry["subjects"] = [_new_subject(before, after, inverse, x, g, fixed) for x in leaves]
-                entry["verdict"] = NEXT_LIMIT
-                names = ", ".join(short_name(s["after"]["name"] or "") for s in entry["subjects"][:3])
-                entry["why"] = (f"only on kernel{'s' if len(leaves) > 1 else ''} a fix made faster ({names}"
-                                f"{' and more' if len(leaves) > 3 else ''}): {entry['subjects'][0]['why']}")
-            out.append(entry)
-    return out
+    return out + [_new_verdict(pair, g) for g in after.report.findings if g.rule not in before_rules]
+
+
+def _before_verdict(pair: _Pair, f, g) -> dict:
+    """A BEFORE finding `f` against AFTER's finding of its rule (`g`, None when it no longer fires)."""
+    before, after = pair.before, pair.after
+    rule = pair.pack.rules.get(f.rule)
+    entry = {"rule": f.rule, "title": f.title, "category": f.category, "tree": f.tree,
+             "severity_before": f.severity, "severity_after": g.severity if g else None,
+             "gain_of": f.gain_of, "gain_before": round(f.estimated_gain, 4),
+             "gain_after": round(g.estimated_gain, 4) if g else None,
+             "verify": f.verify}
+    scoped = f.subject is not None and f.subject.kind != "run"
+    was_on = {_subject_key(x) for x in _leaves(f)}
+    # AFTER's kernels where this rule is the next limit of a fixed kernel: not part of its cost
+    limits = [x for x in (_leaves(g) if g and scoped else []) if pair.inverse.get(_subject_key(x)) not in was_on
+              and is_next_limit(g, x, pair.fixed)]
+    cb = cost(before, f)
+    ca = cost(after, g) if g else 0.0
+    if limits and ca is not None:
+        rest = [x for x in _leaves(g) if x not in limits]
+        ca = min(1.0, sum(x.estimated_gain for x in rest)) * _base(after, g.gain_of)[0]
+    if cb is not None:
+        entry["cost_before"] = round(cb, 6)
+        entry["cost_after"] = None if ca is None else round(ca, 6)
+        entry["cost_unit"] = _base(before, f.gain_of)[1]
+    subjects = []
+    if scoped:
+        subjects = _subject_verdicts(pair, f, g, rule, was_on, limits)
+        entry["subjects"] = subjects
+    if g is None:
+        _gone_verdict(pair, entry, f, rule, scoped, subjects)
+    else:
+        _still_verdict(pair, entry, f, g, rule, (cb, ca), scoped, subjects)
+    _delivered(entry, f, before, after)
+    _delivered_peak(entry, f, after)
+    said = [x["delivered"] for x in entry.get("subjects", []) if x.get("delivered")]
+    if len(said) == 1 and entry.get("verdict") in ("fixed", "improved") and "delivered" not in entry:
+        entry["why"] = f"{entry['why']}; {said[0]}" if entry.get("why") else said[0]
+    return entry
+
+
+def _subject_verdicts(pair: _Pair, f, g, rule, was_on: set, limits: list) -> list[dict]:
+    """Per kernel (subject) of BEFORE's finding its verdict on its AFTER match; then AFTER's kernels
+    the finding newly fires on (new, or the next limit of a kernel a fix made faster)."""
+    fired_after = {_subject_key(k) for k in _leaves(g)} if g else set()
+    subjects = [_subject_verdict(pair, f, g, rule, leaf, fired_after) for leaf in _leaves(f)]
+    for leaf in (_leaves(g) if g else []):
+        if pair.inverse.get(_subject_key(leaf)) not in was_on:
+            subjects.append(_new_subject(pair.before, pair.after, pair.inverse, leaf, g,
+                                         pair.fixed if leaf in limits else {}))
+    return subjects
+
+
+def _subject_verdict(pair: _Pair, f, g, rule, leaf, fired_after: set) -> dict:
+    before, after = pair.before, pair.after
+    kb = _subject_key(leaf)
+    ka = pair.matched.get(kb)
+    v = pair.verify(rule, _facts_for(before, kb), _facts_for(after, ka) if ka else None)
+    if ka is None:
+        verdict = "fixed"
+        v["reason"] = "the kernel is no longer launched"
+    elif ka in fired_after:
+        verdict = "unchanged"
+        lg = next(x for x in _leaves(g) if _subject_key(x) == ka)
+        lb, la = _gain_abs(before, f, leaf), _gain_abs(after, g, lg)
+        d = _rel(lb, la) if _counts(before, f, lb, la) else None
+        if d is not None and d < -pair.tol:
+            verdict = "improved"
+        elif d is not None and d > pair.tol:
+            verdict = "regressed"
+    else:
+        verdict = "fixed" if v["holds"] else "improved"
+    return {"before": _subj_json(before, kb), "after": _subj_json(after, ka) if ka else None,
+            "verdict": verdict, "verify": v, **_kernel_delivered(leaf, _facts_for(after, ka) if ka else None)}
+
+
+def _gone_verdict(pair: _Pair, entry: dict, f, rule, scoped: bool, subjects: list) -> None:
+    """The rule no longer fires on AFTER: fixed when its Verify step holds there, else improved."""
+    key = _subject_key(f)
+    v = pair.verify(rule, _facts_for(pair.before, key), _facts_for(pair.after, pair.matched.get(key) if scoped else None))
+    if scoped:
+        states = [s["verify"]["holds"] for s in subjects if s["verdict"] != "new"]
+        v = {"holds": all(states) if states and None not in states else (False if False in states else None),
+             "checks": [c for s in subjects if s["verdict"] != "new" for c in s["verify"]["checks"]]}
+        if all(s["verdict"] == "fixed" for s in subjects):
+            v["holds"] = True
+    entry["verify_check"] = v
+    entry["verdict"] = "fixed" if v["holds"] else "improved"
+    if not v["holds"]:
+        entry["why"] = "the rule no longer fires, but its Verify step does not hold yet" if v["holds"] is False \
+            else "the rule no longer fires; its Verify step could not be checked on AFTER"
+
+
+def _still_verdict(pair: _Pair, entry: dict, f, g, rule, costs: tuple, scoped: bool, subjects: list) -> None:
+    """The rule fires on both sides: regressed, improved or unchanged by severity and cost against
+    the tolerance, then by its kernels."""
+    cb, ca = costs
+    entry["verify_check"] = pair.verify(rule, _facts_for(pair.before, _subject_key(f)), _facts_for(pair.after, _subject_key(g)))
+    tol = pair.tol
+    d = _rel(cb, ca)
+    small = not _counts(pair.before, f, cb, ca)
+    if small:
+        d = None
+    if SEV_RANK[g.severity] > SEV_RANK[f.severity]:
+        entry["verdict"], entry["why"] = "regressed", f"severity rose from {f.severity} to {g.severity}"
+    elif d is not None and d > tol:
+        entry["verdict"], entry["why"] = "regressed", f"its cost rose {d:+.0f}% (tolerance {tol:.0f}%)"
+    elif SEV_RANK[g.severity] < SEV_RANK[f.severity] or (d is not None and d < -tol):
+        entry["verdict"] = "improved"
+        entry["why"] = (f"its cost fell {d:+.0f}% (tolerance {tol:.0f}%)" if d is not None and d < -tol
+                        else f"severity fell from {f.severity} to {g.severity}")
+    else:
+        entry["verdict"] = "unchanged"
+        d = _rel(cb, ca)
+        if d is not None:
+            entry["why"] = (f"cost change {d:+.0f}% within the {tol:.0f}% tolerance" if not small else
+                            f"cost change {d:+.0f}%, under {MIN_COST_SHARE.value:g}% of {f.gain_of}")
+    _kernel_notes(entry, g, scoped, subjects)
+
+
+def _kernel_notes(entry: dict, g, scoped: bool, subjects: list) -> None:
+    """What the kernels add to a verdict of a rule that fires on both sides: kernels it newly fires on,
+    next limits not counted, and an unchanged cost that its kernels' verdicts turn."""
+    newly = [s_["after"]["name"] for s_ in subjects if s_["verdict"] == "new" and s_["after"]]
+    if newly and entry["verdict"] != "unchanged":
+        entry["why"] = entry.get("why", "") + f"; now also on {', '.join(short_name(n or '') for n in newly[:3])}" \
+            + (f" and {len(newly) - 3} more" if len(newly) > 3 else "")
+    nexts = [s_["after"]["name"] for s_ in subjects if s_["verdict"] == NEXT_LIMIT]
+    if nexts:
+        entry["why"] = "; ".join(x for x in (entry.get("why"), f"the next limit of {len(nexts)} kernel"
+                                 f"{'s' if len(nexts) > 1 else ''} a fix made faster "
+                                 f"({', '.join(short_name(n or '') for n in nexts[:3])}): not counted") if x)
+    if scoped and entry["verdict"] == "unchanged":
+        vs = {s["verdict"] for s in subjects}
+        if "regressed" in vs or "new" in vs and g.severity in GATE_SEVERITIES:
+            entry["verdict"], entry["why"] = "regressed", "kernels newly or more affected"
+        elif vs & {"improved", "fixed"} and not vs & {"regressed", "new"}:
+            entry["verdict"], entry["why"] = "improved", "some kernels fixed or improved"
+
+
+def _new_verdict(pair: _Pair, g) -> dict:
+    """A finding only AFTER has: new, or the next limit of the kernels a fix made faster."""
+    before, after = pair.before, pair.after
+    ca = cost(after, g)
+    entry = {"rule": g.rule, "title": g.title, "category": g.category, "tree": g.tree,
+             "severity_before": None, "severity_after": g.severity, "gain_of": g.gain_of,
+             "gain_before": None, "gain_after": round(g.estimated_gain, 4),
+             "cost_after": None if ca is None else round(ca, 6), "cost_unit": _base(after, g.gain_of)[1],
+             "verify": g.verify, "verdict": "new", "message": g.message}
+    leaves = _leaves(g) if g.subject is not None and g.subject.kind == "kernel" else []
+    if leaves and all(is_next_limit(g, x, pair.fixed) for x in leaves):
+        entry["subjects"] = [_new_subject(before, after, pair.inverse, x, g, pair.fixed) for x in leaves]
+        entry["verdict"] = NEXT_LIMIT
+        names = ", ".join(short_name(s["after"]["name"] or "") for s in entry["subjects"][:3])
+        entry["why"] = (f"only on kernel{'s' if len(leaves) > 1 else ''} a fix made faster ({names}"
+                        f"{' and more' if len(leaves) > 3 else ''}): {entry['subjects'][0]['why']}")
+    return entry
 
 
 def _new_subject(before: Side, after: Side, inverse: dict, leaf, g, fixed: dict) -> dict:
