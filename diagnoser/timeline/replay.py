@@ -283,12 +283,11 @@ def _call_kinds(tv) -> np.ndarray:
     return code[tv.host_api] if tv.host_api.size else np.zeros(0, dtype=np.int8)
 
 
-def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
-    tl = tv.tl
+def _step_calls(tv, steps, i: int, shared: dict):
+    """The step's host calls (on the threads that launched its GPU work, in time order) and its GPU ops
+    (launched by one of them, in call then start order) with the call of each; None without either."""
     hs, he = int(steps.host_start[i]), int(steps.host_end[i])
-    host_start, host_end = tv.host_start, tv.host_end
-    kinds = shared["kinds"]
-    gpu_launch = tv.launch_row
+    host_start, kinds, gpu_launch = tv.host_start, shared["kinds"], tv.launch_row
     # the step's GPU ops: launched by a call inside the step's host range
     ops = np.flatnonzero((gpu_launch >= 0) & (tv.launch_ns >= hs) & (tv.launch_ns < he))
     if ops.size == 0:
@@ -306,84 +305,109 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
     keep = op_call >= 0
     ops, op_call = ops[keep], op_call[keep]
     order = np.lexsort((tv.gpu_start[ops], op_call))
-    ops, op_call = ops[order], op_call[order]
-    cs, ce = host_start[calls].astype(np.int64), host_end[calls].astype(np.int64)
+    return hs, he, calls, ops[order], op_call[order]
+
+
+def _before_calls(iv, prev_end: np.ndarray, cs: np.ndarray) -> np.ndarray:
+    """ns of each call's preceding host work (previous call's end -> its start) inside the intervals iv."""
+    return iv.overlap(prev_end, np.maximum(cs, prev_end)) if iv is not None and len(iv) else np.zeros(cs.size)
+
+
+def _in_tail(iv, he: int, tail: int) -> int:
+    """ns of the step's tail (its last tail ns) inside the intervals iv."""
+    return int(iv.overlap(np.array([he - tail]), np.array([he]))[0]) if len(iv) and tail > 0 else 0
+
+
+def _call_marks(shared: dict, cs: np.ndarray, ce: np.ndarray, hs: int, he: int) -> dict:
+    """Per host call, what the fixes act on: the host work before it (gap) and how much of that was data
+    loading, attention blocks, compiling, another thread holding the GIL, NaN checks; which calls sit
+    inside an optimizer step, a compile, a compiled region, cuDNN trials, NaN checks; the step's tail."""
+    n = cs.size
     prev_end = np.concatenate(([hs], np.maximum.accumulate(ce)[:-1]))
-    gap = np.maximum(cs - prev_end, 0)
-    # the host's data work: annotated data-loading ranges, cut to the gaps before calls
-    data_iv = shared["data"]
-    call_data = data_iv.overlap(prev_end, np.maximum(cs, prev_end)) if len(data_iv) else np.zeros(calls.size)
     tree = shared["tree"]
-    spans = tree[0] if tree is not None else None
-    call_attention = spans.overlap(prev_end, np.maximum(cs, prev_end)) if spans is not None and len(spans) \
-        else np.zeros(calls.size)
     tail = max(he - int(prev_end[-1] if ce.size == 0 else max(ce.max(), hs)), 0)
-    call_opt = shared["opt"].contains(cs) if shared["opt"] is not None else np.zeros(calls.size, bool)
+    m = {"call_gap": np.maximum(cs - prev_end, 0), "tail_ns": int(tail),
+         "call_data": _before_calls(shared["data"], prev_end, cs),  # annotated data-loading ranges
+         "call_attention": _before_calls(tree[0] if tree is not None else None, prev_end, cs),
+         "call_opt": shared["opt"].contains(cs) if shared["opt"] is not None else np.zeros(n, bool),
+         "call_trial": shared["trials"].contains(cs)}
     comp = shared["compile"]
     if len(comp):
-        call_compile = comp.overlap(prev_end, np.maximum(cs, prev_end))
-        call_in_compile = comp.contains(cs)
         last_end = int(max(ce.max(), hs)) if ce.size else hs
-        tail_compile = int(comp.overlap(np.array([last_end]), np.array([max(he, last_end)]))[0])
-        call_in_region = shared["region"].contains(cs) if len(shared["region"]) else np.zeros(calls.size, bool)
+        m.update(call_compile=_before_calls(comp, prev_end, cs), call_in_compile=comp.contains(cs),
+                 tail_compile_ns=int(comp.overlap(np.array([last_end]), np.array([max(he, last_end)]))[0]),
+                 call_in_region=shared["region"].contains(cs) if len(shared["region"]) else np.zeros(n, bool))
     else:
-        call_compile, call_in_compile, tail_compile = np.zeros(calls.size), np.zeros(calls.size, bool), 0
-        call_in_region = np.zeros(calls.size, bool)
-    call_trial = shared["trials"].contains(cs)
-    holder = shared["holder"]
-    call_gil = holder.overlap(prev_end, np.maximum(cs, prev_end)) if len(holder) else np.zeros(calls.size)
-    tail_gil = int(holder.overlap(np.array([he - tail]), np.array([he]))[0]) if len(holder) and tail > 0 else 0
-    waits = shared["gil_waits"]
-    call_gil_wait = waits.overlap(prev_end, np.maximum(cs, prev_end)) if len(waits) else np.zeros(calls.size)
-    checks = shared["nan_checks"]
-    call_nan_check = checks.contains(cs) if len(checks) else np.zeros(calls.size, bool)
-    call_nan_gap = checks.overlap(prev_end, np.maximum(cs, prev_end)) if len(checks) else np.zeros(calls.size)
-    tail_gil_wait = int(waits.overlap(np.array([he - tail]), np.array([he]))[0]) if len(waits) and tail > 0 else 0
-    # GPU ops: duration, stream, category, what the fixes act on
+        m.update(call_compile=np.zeros(n), call_in_compile=np.zeros(n, bool), tail_compile_ns=0,
+                 call_in_region=np.zeros(n, bool))
+    holder, waits, checks = shared["holder"], shared["gil_waits"], shared["nan_checks"]
+    m.update(call_gil=_before_calls(holder, prev_end, cs), tail_gil_ns=_in_tail(holder, he, tail),
+             call_gil_wait=_before_calls(waits, prev_end, cs), tail_gil_wait_ns=_in_tail(waits, he, tail),
+             call_nan_check=checks.contains(cs) if len(checks) else np.zeros(n, bool),
+             call_nan_gap=_before_calls(checks, prev_end, cs))
+    return m
+
+
+def _op_marks(tv, ops: np.ndarray, in_optimizer: np.ndarray) -> dict:
+    """Per GPU op: duration, queue, category, and what the fixes act on (FP32 GEMMs, pageable copies)."""
     gstart, gend = tv.gpu_start[ops].astype(np.int64), tv.gpu_end[ops].astype(np.int64)
-    dur = np.maximum(gend - gstart, 0)
-    gpu = tl.gpu
+    gpu = tv.tl.gpu
     names = tv.gpu_names.subset(ops)
     cat = names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)], CATEGORY_CODE[_category("")]).astype(np.int8)[names.codes]
     is_kernel = tv.is_kernel[ops]
     cat[~is_kernel] = CATEGORY_CODE["copy"]
-    cat[is_kernel & call_opt[op_call] & (cat != COMMUNICATION)] = OPTIMIZER
+    cat[is_kernel & in_optimizer & (cat != COMMUNICATION)] = OPTIMIZER
     tc = names.per_unique("tensor_core", _tensor_core, _tensor_core(""))[names.codes]
-    fp32 = is_kernel & (cat == GEMM) & (tc == "no")
     pageable = (~is_kernel) & gpu["pageable"].to_numpy()[ops] & np.isin(gpu["copy_kind"].to_numpy()[ops], ["HtoD", "DtoH"])
-    pbytes = np.where(pageable, gpu["bytes"].to_numpy()[ops], 0).astype(np.int64)
     # one queue: the work of side streams waits on events the trace does not link; collectives keep their
     # own streams (they overlap compute)
     stream = np.where(cat != COMMUNICATION, -1, gpu["stream"].to_numpy()[ops]).astype(np.int64)
-    # blocking calls: syncs, copies and frees that returned right after the GPU finished what they wait for
-    last = np.full(calls.size, -1, dtype=np.int64)
-    np.maximum.at(last, op_call, gend)
-    done = np.maximum.accumulate(last)  # measured end of the GPU work enqueued up to each call
-    ck = kinds[calls]
-    waited = (ce >= done - 1_000) & (done >= cs) & (ce - cs > 5_000)
-    blocks = np.isin(ck, [SYNC, COPY, ALLOC]) & waited
-    # lag: launch call start -> op start, where the op did not queue behind another on its stream
-    lag = gstart - cs[op_call]
-    free = np.ones(ops.size, dtype=bool)
+    return {"gstart": gstart, "gend": gend, "op_dur": np.maximum(gend - gstart, 0), "op_cat": cat, "op_stream": stream,
+            "op_fp32_gemm": is_kernel & (cat == GEMM) & (tc == "no"),
+            "op_pageable_bytes": np.where(pageable, gpu["bytes"].to_numpy()[ops], 0).astype(np.int64)}
+
+
+def _lag_ns(gstart: np.ndarray, gend: np.ndarray, stream: np.ndarray, launch_start: np.ndarray) -> int:
+    """Launch call start -> op start, where the op did not queue behind another on its stream (25th pct)."""
+    lag = gstart - launch_start
+    free = np.ones(gstart.size, dtype=bool)
     for s in np.unique(stream):
         sel = np.flatnonzero(stream == s)
         prev = np.concatenate(([-1], gend[sel][:-1]))
         free[sel] = gstart[sel] > prev + 2_000
     seen = lag[free & (lag > 0)]
     lag_ns = int(np.percentile(seen, 25)) if seen.size >= 5 else 5_000
+    return min(max(lag_ns, 1_000), 20_000)
+
+
+def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
+    got = _step_calls(tv, steps, i, shared)
+    if got is None:
+        return None
+    hs, he, calls, ops, op_call = got
+    cs, ce = tv.host_start[calls].astype(np.int64), tv.host_end[calls].astype(np.int64)
+    marks = _call_marks(shared, cs, ce, hs, he)
+    o = _op_marks(tv, ops, marks["call_opt"][op_call])
+    gstart, gend, stream, cat = o.pop("gstart"), o.pop("gend"), o["op_stream"], o["op_cat"]
+    # blocking calls: syncs, copies and frees that returned right after the GPU finished what they wait for
+    last = np.full(calls.size, -1, dtype=np.int64)
+    np.maximum.at(last, op_call, gend)
+    done = np.maximum.accumulate(last)  # measured end of the GPU work enqueued up to each call
+    ck = shared["kinds"][calls]
+    waited = (ce >= done - 1_000) & (done >= cs) & (ce - cs > 5_000)
+    blocks = np.isin(ck, [SYNC, COPY, ALLOC]) & waited
     # a launch that waited for a free slot in a full launch queue: the GPU held it, not the host's own cost
     cost = ce - cs
     launches = np.isin(ck, [LAUNCH, GRAPH])
     if launches.any():
         cap = max(3 * float(np.percentile(cost[launches], 25)), 20_000.0)
         cost = np.where(launches, np.minimum(cost, cap), cost).astype(np.int64)
-    return StepGraph(int(np.median(steps.end[steps.steady] - steps.start[steps.steady])), ck, gap, cost, blocks, call_data,
-                     call_attention, call_opt, int(tail),
-                     op_call, stream, dur, cat, fp32, pbytes, _attention(tree, thread[calls][op_call], cs[op_call], cat, stream),
-                     _chains(cat, stream, op_call),
-                     min(max(lag_ns, 1_000), 20_000), call_compile, call_in_compile, tail_compile,
-                     call_in_region, call_trial, call_gil, tail_gil, call_gil_wait, tail_gil_wait,
-                     call_nan_check, call_nan_gap)
+    tree = shared["tree"]
+    return StepGraph(step_ns=int(np.median(steps.end[steps.steady] - steps.start[steps.steady])), call_kind=ck,
+                     call_dur=cost, call_blocks=blocks, op_call=op_call,
+                     op_attention_block=_attention(tree, shared["thread"][calls][op_call], cs[op_call], cat, stream),
+                     op_chain=_chains(cat, stream, op_call), lag_ns=_lag_ns(gstart, gend, stream, cs[op_call]),
+                     **marks, **o)
 
 
 def _attention(tree, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -448,130 +472,184 @@ def _chains(cat: np.ndarray, stream: np.ndarray, op_call: np.ndarray) -> np.ndar
     return out
 
 
+@dataclass
+class _Fixed:
+    """The graph's arrays as the fixes applied so far leave them (each fix below edits them in place)."""
+
+    gap: np.ndarray
+    dur: np.ndarray
+    blocks: np.ndarray
+    op_dur: np.ndarray
+    keep_op: np.ndarray
+    keep_call: np.ndarray
+    data_floor: float = 0.0
+    node_ns: float | None = None
+    tail: float = 0.0
+
+
+def _fix_host_sync(g: StepGraph, s: _Fixed, bound: int) -> None:
+    unblock = s.blocks & np.isin(g.call_kind, [SYNC, COPY])
+    if bound and unblock.any():  # the Fix keeps one read a step: the last one
+        unblock[np.flatnonzero(unblock)[-1]] = False
+    s.dur[unblock] = np.minimum(s.dur[unblock], RESUME_NS)
+    s.blocks = s.blocks & ~unblock
+    if g.call_nan_check is not None and g.call_nan_check.any():
+        # the syncs are anomaly mode's NaN checks: turned off, the checks go whole (their kernels, read-backs
+        # and host work), not just their waits
+        s.keep_call &= ~g.call_nan_check
+        s.blocks = s.blocks & ~g.call_nan_check
+        s.gap = np.maximum(s.gap - g.call_nan_gap, 0.0)
+    s.gap *= HOST_AFTER_SYNCS[bound]
+    s.dur[~s.blocks] *= HOST_AFTER_SYNCS[bound]
+
+
+def _fix_allocator_churn(g: StepGraph, s: _Fixed, bound: int) -> None:
+    alloc = g.call_kind == ALLOC
+    s.dur[alloc] = 0.0
+    s.blocks = s.blocks & ~alloc
+
+
+def _fix_pageable_memcpy(g: StepGraph, s: _Fixed, bound: int) -> None:
+    p = g.op_pageable_bytes > 0
+    s.op_dur[p] = np.minimum(s.op_dur[p], g.op_pageable_bytes[p] / PINNED_GBPS[bound])
+    calls = np.unique(g.op_call[p])
+    s.dur[calls] = np.minimum(s.dur[calls], RESUME_NS)
+    s.blocks[calls] = False
+    # a copy from pageable memory is followed by a stream sync (the copy's own wait): it goes too
+    after = calls[calls + 1 < s.gap.size] + 1
+    after = after[g.call_kind[after] == SYNC]
+    s.dur[after] = np.minimum(s.dur[after], RESUME_NS)
+    s.blocks[after] = False
+
+
+def _fix_input_pipeline(g: StepGraph, s: _Fixed, bound: int) -> None:
+    data = float(g.call_data.sum())
+    s.gap = np.maximum(s.gap - g.call_data, 0.0)
+    s.data_floor = data / LOADER_WORKERS[bound]
+
+
+def _fix_fp32_no_tensor_cores(g: StepGraph, s: _Fixed, bound: int) -> None:
+    s.op_dur[g.op_fp32_gemm] /= g.tc_speedup[bound]
+
+
+def _fix_unfused_attention(g: StepGraph, s: _Fixed, bound: int) -> None:
+    s.gap = np.maximum(s.gap - g.call_attention, 0.0)  # the blocks' host work: one fused op is left of it
+    for b in np.unique(g.op_attention_block[g.op_attention_block >= 0]):
+        rows = np.flatnonzero(g.op_attention_block == b)
+        gemm = float(g.op_dur[rows][g.op_cat[rows] == GEMM].sum())
+        s.op_dur[rows] = 0.0
+        s.keep_op[rows[1:]] = False
+        s.op_dur[rows[0]] = gemm * FLASH_OF_GEMM[bound]
+        _drop_calls(g, rows, s.keep_call, s.gap)
+
+
+def _fix_single_tensor_optimizer(g: StepGraph, s: _Fixed, bound: int) -> None:
+    opt = g.op_cat == OPTIMIZER
+    if not opt.any():
+        return
+    rows = np.flatnonzero(opt)
+    total = float(g.op_dur[rows].sum())
+    n = max(1, int(np.ceil(rows.size * FUSED_OPTIMIZER_LAUNCHES[bound])))
+    s.op_dur[rows] = 0.0
+    s.keep_op[rows[n:]] = False
+    s.op_dur[rows[:n]] = total * FUSED_OPTIMIZER_GPU[bound] / n
+    calls = np.unique(g.op_call[rows[n:]])
+    calls = calls[~np.isin(calls, g.op_call[rows[:n]])]
+    s.keep_call[calls] = False
+    # the host's per-tensor work inside the optimizer step goes with its launches
+    host = g.call_opt & s.keep_call
+    s.gap[host] *= FUSED_OPTIMIZER_HOST[bound]
+
+
+def _fix_memory_bound_kernels(g: StepGraph, s: _Fixed, bound: int) -> None:
+    for j, c in enumerate(np.unique(g.op_chain[g.op_chain >= 0]).tolist()):
+        rows = np.flatnonzero(g.op_chain == c)
+        longest = float(s.op_dur[rows].max())
+        s.op_dur[rows] = 0.0
+        s.keep_op[rows[1:]] = False
+        s.op_dur[rows[0]] = longest * FUSED_CHAIN[bound]
+        _drop_calls(g, rows, s.keep_call, s.gap)
+        if bound or j == 0:  # the compiled call's host cost: once a step (low) .. once per fused run (high)
+            s.gap[g.op_call[rows[0]]] += COMPILED_CALL_NS
+
+
+def _fix_launch_overhead(g: StepGraph, s: _Fixed, bound: int) -> None:
+    launch = np.isin(g.call_kind, [LAUNCH, GRAPH]) & ~s.blocks
+    first = np.flatnonzero(launch)[:1]
+    s.gap[launch] = 0.0
+    s.dur[launch] = 0.0
+    if first.size:
+        s.dur[first] = 10_000.0
+    s.node_ns = GRAPH_NODE_NS[bound]
+
+
+def _fix_compile_recompile(g: StepGraph, s: _Fixed, bound: int) -> None:
+    if g.call_compile is None:
+        return
+    # the compiles go (mark_dynamic / dynamic=True: one compile before the steady steps), with what the
+    # compiler itself ran on the device (its benchmarks, module loads); the compiled graph's launches stay
+    s.gap = np.maximum(s.gap - g.call_compile, 0.0)
+    s.keep_call &= ~g.call_in_compile
+    s.tail = max(s.tail - g.tail_compile_ns, 0.0)
+    if bound == 0 and g.call_in_region is not None:
+        # low: the freshly compiled graph's first-run set-up for the new shape goes too (host stretches of
+        # over FIRST_RUN_NS inside its run: cuDNN plans, cuBLAS heuristics); high: they stay
+        first = g.call_in_region & (s.gap > FIRST_RUN_NS)
+        s.gap[first] = np.median(s.gap[g.call_in_region]) if g.call_in_region.any() else 0.0
+
+
+def _fix_cudnn_autotune(g: StepGraph, s: _Fixed, bound: int) -> None:
+    if g.call_trial is None:
+        return
+    # fixed shapes (tuned once before the steady steps) or cudnn.benchmark off: no trials, no syncs
+    s.keep_call &= ~g.call_trial
+    s.blocks = s.blocks & ~g.call_trial
+    # a host that no longer spins in the trials' syncs runs faster (as for host_sync)
+    s.gap *= HOST_AFTER_SYNCS[bound]
+    s.dur[~s.blocks] *= HOST_AFTER_SYNCS[bound]
+    if bound == 0:  # low: fixed shapes, the allocator's cached blocks fit again (high: benchmark off)
+        alloc = g.call_kind == ALLOC
+        s.dur[alloc] = 0.0
+        s.blocks = s.blocks & ~alloc
+
+
+def _fix_gil_contention(g: StepGraph, s: _Fixed, bound: int) -> None:
+    if g.call_gil is None:
+        return
+    # the thread moved off the loop: the host stretches in which the launching thread waited for the lock
+    # (an export: holding a GIL wait; a PyTorch trace: over GIL_WAIT_NS, the holder running through most
+    # of it) shrink to what the step's other stretches take (median .. 90th percentile)
+    waited = ((s.gap > GIL_WAIT_NS) & (g.call_gil > 0.5 * s.gap)) | (g.call_gil_wait > 0)
+    tail_waited = (s.tail > GIL_WAIT_NS and g.tail_gil_ns > 0.5 * s.tail) or g.tail_gil_wait_ns > 0
+    if waited.any() or tail_waited:
+        rest = s.gap[~waited]
+        typical = float(np.percentile(rest, (50, 90)[bound])) if rest.size else 0.0
+        s.gap[waited] = typical
+        if tail_waited:
+            s.tail = typical
+
+
+# each fix, in the order the replay applies them (a later one sees what an earlier one left)
+_FIXES = (("host_sync", _fix_host_sync), ("allocator_churn", _fix_allocator_churn),
+          ("pageable_memcpy", _fix_pageable_memcpy), ("input_pipeline", _fix_input_pipeline),
+          ("fp32_no_tensor_cores", _fix_fp32_no_tensor_cores), ("unfused_attention", _fix_unfused_attention),
+          ("single_tensor_optimizer", _fix_single_tensor_optimizer), ("memory_bound_kernels", _fix_memory_bound_kernels),
+          ("launch_overhead", _fix_launch_overhead), ("compile_recompile", _fix_compile_recompile),
+          ("cudnn_autotune", _fix_cudnn_autotune), ("gil_contention", _fix_gil_contention))
+
+
 def _fixed(g: StepGraph, kinds: frozenset, bound: int):
     """The graph's arrays as the fixes in `kinds` leave them; bound 0: the low (best) case, 1: high."""
-    gap, dur, blocks = g.call_gap.astype(float).copy(), g.call_dur.astype(float).copy(), g.call_blocks.copy()
-    op_dur = g.op_dur.astype(float).copy()
-    keep_op = np.ones(op_dur.size, dtype=bool)
-    keep_call = np.ones(gap.size, dtype=bool)
-    data_floor = 0.0
-    node_ns = None
-    tail = float(g.tail_ns)
-    if "host_sync" in kinds:
-        unblock = blocks & np.isin(g.call_kind, [SYNC, COPY])
-        if bound and unblock.any():  # the Fix keeps one read a step: the last one
-            unblock[np.flatnonzero(unblock)[-1]] = False
-        dur[unblock] = np.minimum(dur[unblock], RESUME_NS)
-        blocks = blocks & ~unblock
-        if g.call_nan_check is not None and g.call_nan_check.any():
-            # the syncs are anomaly mode's NaN checks: turned off, the checks go whole (their kernels, read-backs
-            # and host work), not just their waits
-            keep_call &= ~g.call_nan_check
-            blocks = blocks & ~g.call_nan_check
-            gap = np.maximum(gap - g.call_nan_gap, 0.0)
-        gap *= HOST_AFTER_SYNCS[bound]
-        dur[~blocks] *= HOST_AFTER_SYNCS[bound]
-    if "allocator_churn" in kinds:
-        alloc = g.call_kind == ALLOC
-        dur[alloc] = 0.0
-        blocks = blocks & ~alloc
-    if "pageable_memcpy" in kinds:
-        p = g.op_pageable_bytes > 0
-        op_dur[p] = np.minimum(op_dur[p], g.op_pageable_bytes[p] / PINNED_GBPS[bound])
-        calls = np.unique(g.op_call[p])
-        dur[calls] = np.minimum(dur[calls], RESUME_NS)
-        blocks[calls] = False
-        # a copy from pageable memory is followed by a stream sync (the copy's own wait): it goes too
-        after = calls[calls + 1 < gap.size] + 1
-        after = after[g.call_kind[after] == SYNC]
-        dur[after] = np.minimum(dur[after], RESUME_NS)
-        blocks[after] = False
-    if "input_pipeline" in kinds:
-        data = float(g.call_data.sum())
-        gap = np.maximum(gap - g.call_data, 0.0)
-        data_floor = data / LOADER_WORKERS[bound]
-    if "fp32_no_tensor_cores" in kinds:
-        op_dur[g.op_fp32_gemm] /= g.tc_speedup[bound]
-    if "unfused_attention" in kinds:
-        gap = np.maximum(gap - g.call_attention, 0.0)  # the blocks' host work: one fused op is left of it
-        for b in np.unique(g.op_attention_block[g.op_attention_block >= 0]):
-            rows = np.flatnonzero(g.op_attention_block == b)
-            gemm = float(g.op_dur[rows][g.op_cat[rows] == GEMM].sum())
-            op_dur[rows] = 0.0
-            keep_op[rows[1:]] = False
-            op_dur[rows[0]] = gemm * FLASH_OF_GEMM[bound]
-            _drop_calls(g, rows, keep_call, gap)
-    if "single_tensor_optimizer" in kinds:
-        opt = g.op_cat == OPTIMIZER
-        if opt.any():
-            rows = np.flatnonzero(opt)
-            total = float(g.op_dur[rows].sum())
-            n = max(1, int(np.ceil(rows.size * FUSED_OPTIMIZER_LAUNCHES[bound])))
-            op_dur[rows] = 0.0
-            keep_op[rows[n:]] = False
-            op_dur[rows[:n]] = total * FUSED_OPTIMIZER_GPU[bound] / n
-            calls = np.unique(g.op_call[rows[n:]])
-            calls = calls[~np.isin(calls, g.op_call[rows[:n]])]
-            keep_call[calls] = False
-            # the host's per-tensor work inside the optimizer step goes with its launches
-            host = g.call_opt & keep_call
-            gap[host] *= FUSED_OPTIMIZER_HOST[bound]
-    if "memory_bound_kernels" in kinds:
-        for j, c in enumerate(np.unique(g.op_chain[g.op_chain >= 0]).tolist()):
-            rows = np.flatnonzero(g.op_chain == c)
-            longest = float(op_dur[rows].max())
-            op_dur[rows] = 0.0
-            keep_op[rows[1:]] = False
-            op_dur[rows[0]] = longest * FUSED_CHAIN[bound]
-            _drop_calls(g, rows, keep_call, gap)
-            if bound or j == 0:  # the compiled call's host cost: once a step (low) .. once per fused run (high)
-                gap[g.op_call[rows[0]]] += COMPILED_CALL_NS
-    if "launch_overhead" in kinds:
-        launch = np.isin(g.call_kind, [LAUNCH, GRAPH]) & ~blocks
-        first = np.flatnonzero(launch)[:1]
-        gap[launch] = 0.0
-        dur[launch] = 0.0
-        if first.size:
-            dur[first] = 10_000.0
-        node_ns = GRAPH_NODE_NS[bound]
-    if "compile_recompile" in kinds and g.call_compile is not None:
-        # the compiles go (mark_dynamic / dynamic=True: one compile before the steady steps), with what the
-        # compiler itself ran on the device (its benchmarks, module loads); the compiled graph's launches stay
-        gap = np.maximum(gap - g.call_compile, 0.0)
-        keep_call &= ~g.call_in_compile
-        tail = max(tail - g.tail_compile_ns, 0.0)
-        if bound == 0 and g.call_in_region is not None:
-            # low: the freshly compiled graph's first-run set-up for the new shape goes too (host stretches of
-            # over FIRST_RUN_NS inside its run: cuDNN plans, cuBLAS heuristics); high: they stay
-            first = g.call_in_region & (gap > FIRST_RUN_NS)
-            gap[first] = np.median(gap[g.call_in_region]) if g.call_in_region.any() else 0.0
-    if "cudnn_autotune" in kinds and g.call_trial is not None:
-        # fixed shapes (tuned once before the steady steps) or cudnn.benchmark off: no trials, no syncs
-        keep_call &= ~g.call_trial
-        blocks = blocks & ~g.call_trial
-        # a host that no longer spins in the trials' syncs runs faster (as for host_sync)
-        gap *= HOST_AFTER_SYNCS[bound]
-        dur[~blocks] *= HOST_AFTER_SYNCS[bound]
-        if bound == 0:  # low: fixed shapes, the allocator's cached blocks fit again (high: benchmark off)
-            alloc = g.call_kind == ALLOC
-            dur[alloc] = 0.0
-            blocks = blocks & ~alloc
-    if "gil_contention" in kinds and g.call_gil is not None:
-        # the thread moved off the loop: the host stretches in which the launching thread waited for the lock
-        # (an export: holding a GIL wait; a PyTorch trace: over GIL_WAIT_NS, the holder running through most
-        # of it) shrink to what the step's other stretches take (median .. 90th percentile)
-        waited = ((gap > GIL_WAIT_NS) & (g.call_gil > 0.5 * gap)) | (g.call_gil_wait > 0)
-        tail_waited = (tail > GIL_WAIT_NS and g.tail_gil_ns > 0.5 * tail) or g.tail_gil_wait_ns > 0
-        if waited.any() or tail_waited:
-            rest = gap[~waited]
-            typical = float(np.percentile(rest, (50, 90)[bound])) if rest.size else 0.0
-            gap[waited] = typical
-            if tail_waited:
-                tail = typical
+    s = _Fixed(g.call_gap.astype(float).copy(), g.call_dur.astype(float).copy(), g.call_blocks.copy(),
+               g.op_dur.astype(float).copy(), np.ones(g.op_dur.size, dtype=bool), np.ones(g.call_gap.size, dtype=bool),
+               tail=float(g.tail_ns))
+    for kind, fix in _FIXES:
+        if kind in kinds:
+            fix(g, s, bound)
     if kinds:  # the measured step itself is replayed at its own pace
-        gap *= HOST_PACE[bound]
-        dur[~blocks] *= HOST_PACE[bound]
-    return gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns, tail
+        s.gap *= HOST_PACE[bound]
+        s.dur[~s.blocks] *= HOST_PACE[bound]
+    return s.gap, s.dur, s.blocks, s.op_dur, s.keep_op, s.keep_call, s.data_floor, s.node_ns, s.tail
 
 
 def _drop_calls(g: StepGraph, rows: np.ndarray, keep_call: np.ndarray, gap: np.ndarray) -> None:
@@ -625,10 +703,8 @@ def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
     return out
 
 
-# finding category -> the fix the replay applies
-FIX_OF = {c: c for c in ("host_sync", "input_pipeline", "pageable_memcpy", "allocator_churn", "fp32_no_tensor_cores",
-                          "unfused_attention", "single_tensor_optimizer", "memory_bound_kernels", "launch_overhead",
-                          "compile_recompile", "cudnn_autotune", "gil_contention")}
+# finding category -> the fix the replay applies (each category names its own fix)
+FIX_OF = {kind: kind for kind, _ in _FIXES}
 
 
 def predict(g: StepGraph, categories, measured_ms: float) -> tuple[float, float] | None:
