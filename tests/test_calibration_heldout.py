@@ -1,8 +1,11 @@
-"""Held-out before/after pairs for the step-time predictions: 15 real pairs made on an H200 after the replay's
-factors were set on the 13 calibration pairs (tools/gen/calibration_heldout.py; docs/calibration.md, "Held
-out"). Each AFTER run is its BEFORE with exactly the finding's Fix applied. Pinned per pair: the BEFORE finding
-of the cause, its predicted range, the AFTER run's own step time, inside or not; over all pairs: the hit rate
-and median error as published (a model change that moves them must change the table too)."""
+"""Held-out before/after pairs for the step-time predictions (docs/calibration.md, "Held out" and "Held out,
+second set"): real pairs made on an H200 after the replay's factors were set on the 13 calibration pairs
+(tools/gen/calibration_heldout.py). Set 1: 15 pairs; set 2 (`--set 2`): the same workloads at new sizes and seed 1,
+made after the model changes set 1 informed, used for no fitting. Each AFTER run is its BEFORE with exactly the
+finding's Fix applied. Pinned per pair: the BEFORE finding of the cause, its predicted range, the AFTER run's own
+step time, inside or not; per set: the hit rate and median error as published (a model change that moves them must
+change the table too). Fixtures fixtures/torch/cal_ho_* and cal_ho2_* (set 2's sync_wide and decode_no_cache are
+not shipped: the budget)."""
 from __future__ import annotations
 
 import statistics
@@ -15,7 +18,7 @@ from diagnoser.pipeline import diagnose
 T = Path(__file__).resolve().parent.parent / "fixtures" / "torch"
 
 # pair, the finding's category, its rule, BEFORE step, predicted low / high, AFTER step (ms; docs/calibration.md)
-PAIRS = [
+SET1 = [
     ("sync_many_reads", "host_sync", "INFER002", 16.339, 8.375, 14.475, 14.142),
     ("pageable_small", "pageable_memcpy", "TRAIN007", 8.842, 3.102, 4.038, 3.028),
     ("loader_big_batch", "input_pipeline", "TRAIN001", 124.730, 14.563, 29.328, 9.035),
@@ -31,50 +34,78 @@ PAIRS = [
     ("lmhead_unaligned", "gemm_below_roof", "KERN019", 28.501, 21.434, 24.967, 24.860),
 ]
 # the realized step outside the range (docs/calibration.md says why for each)
-MISSES = {"pageable_small", "loader_big_batch", "attention_s1024", "compile_chain_small", "compile_recompile"}
+MISSES1 = {"pageable_small", "loader_big_batch", "attention_s1024", "compile_chain_small", "compile_recompile"}
 INFORMED = {"anomaly", "tf32_train", "compile_chain_small"}  # held-out pairs a model change was made from (no longer held out: docs/calibration.md)
 # pairs whose BEFORE has no finding of the cause: (pair, category, BEFORE step, AFTER step)
-NO_FINDING = [
+NO_FINDING1 = [
     ("sync_wide", "host_sync", 10.458, 9.843),             # GPU-bound: the 3 reads cost nothing, the fix gave nothing
     ("decode_no_cache", "decode_without_kv_cache", 26.275, 16.941),  # missed: INFER030 measured no decode rows
 ]
+
+SET2 = [
+    ("sync_many_reads", "host_sync", "INFER002", 33.718, 17.316, 29.959, 20.815),
+    ("pageable_small", "pageable_memcpy", "TRAIN007", 8.809, 2.888, 3.761, 3.363),
+    ("loader_big_batch", "input_pipeline", "TRAIN001", 100.337, 11.417, 22.973, 19.172),
+    ("tf32_train", "fp32_no_tensor_cores", "TRAIN008", 17.730, 2.528, 3.578, 3.620),
+    ("attention_s1024", "unfused_attention", "INFER001", 9.430, 1.797, 2.373, 1.679),
+    ("optimizer_wide", "single_tensor_optimizer", "TRAIN010", 42.264, 19.352, 26.401, 24.940),
+    ("graph_decode_deep", "launch_overhead", "INFER003", 23.431, 1.376, 2.150, 1.437),
+    ("compile_recompile", "compile_recompile", "INFER019", 3501.177, 8.260, 99.617, 3.753),
+    ("cudnn_multiscale", "cudnn_autotune", "TRAIN021", 3121.501, 11.055, 23.410, 7.530),
+    ("gil_thread", "gil_contention", "TRAIN022", 1143.129, 10.279, 18.492, 10.315),
+    ("anomaly", "host_sync", "TRAIN031", 9.215, 4.319, 4.764, 4.379),
+    ("lmhead_unaligned", "gemm_below_roof", "KERN019", 33.695, 31.652, 32.673, 30.317),
+]
+MISSES2 = {"tf32_train", "attention_s1024", "compile_recompile", "cudnn_multiscale", "lmhead_unaligned"}
+NO_FINDING2 = [
+    ("compile_chain_small", "memory_bound_kernels", 2.131, 1.082),
+]
+# fixture prefix, pairs, misses, pairs without a finding, (inside, pairs) and median |error| % as published
+SETS = {"cal_ho": (SET1, MISSES1, NO_FINDING1, (8, 13), 24.8), "cal_ho2": (SET2, MISSES2, NO_FINDING2, (7, 12), 14.6)}
+PAIRS = [(prefix, p) for prefix, s in SETS.items() for p in s[0]]
+WITHOUT = [(prefix, p) for prefix, s in SETS.items() for p in s[2]]
 
 
 def _step(report) -> float:
     return next(float(f.value) for f in report.facts if f.name == "step_time_ms_p50" and f.subject is None)
 
 
-def _run(name: str):
-    before = diagnose([str(T / f"cal_ho_{name}_before.pt.trace.json.gz")])
-    after = diagnose([str(T / f"cal_ho_{name}_after.pt.trace.json.gz")])
+def _run(prefix: str, name: str):
+    before = diagnose([str(T / f"{prefix}_{name}_before.pt.trace.json.gz")])
+    after = diagnose([str(T / f"{prefix}_{name}_after.pt.trace.json.gz")])
     return before, after
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=[p[0] for p in PAIRS])
-def test_heldout_pair_prediction_against_the_realized_step(pair):
+@pytest.mark.parametrize("prefix,pair", PAIRS, ids=[f"{s}-{p[0]}" for s, p in PAIRS])
+def test_heldout_pair_prediction_against_the_realized_step(prefix, pair):
     name, category, rule, step, low, high, realized = pair
-    before, after = _run(name)
+    before, after = _run(prefix, name)
     f = next(f for f in before.findings if f.category == category and f.rule == rule)
     assert f.severity in ("warning", "critical")
     assert _step(before) == pytest.approx(step, rel=1e-3)
     assert f.predicted_step_ms == pytest.approx((low, high), rel=1e-3)
     assert _step(after) == pytest.approx(realized, rel=1e-3)
-    assert (low <= realized <= high) == (name not in MISSES)
+    assert (low <= realized <= high) == (name not in SETS[prefix][1])
 
 
-@pytest.mark.parametrize("pair", NO_FINDING, ids=[p[0] for p in NO_FINDING])
-def test_heldout_pair_without_a_finding_of_its_cause(pair):
+@pytest.mark.parametrize("prefix,pair", WITHOUT, ids=[f"{s}-{p[0]}" for s, p in WITHOUT])
+def test_heldout_pair_without_a_finding_of_its_cause(prefix, pair):
     name, category, step, realized = pair
-    before, after = _run(name)
+    before, after = _run(prefix, name)
     assert not [f for f in before.findings if f.category == category]
     assert _step(before) == pytest.approx(step, rel=1e-3)
     assert _step(after) == pytest.approx(realized, rel=1e-3)
 
 
-def test_heldout_hit_rate_and_median_error_as_published():
-    inside = [low <= real <= high for _, _, _, _, low, high, real in PAIRS]
-    errors = [abs(real - (low + high) / 2) / real for _, _, _, _, low, high, real in PAIRS]
-    assert (sum(inside), len(PAIRS)) == (8, 13)
-    assert 100 * statistics.median(errors) == pytest.approx(24.8, abs=0.1)
-    still_held_out = [low <= real <= high for name, _, _, _, low, high, real in PAIRS if name not in INFORMED]
+@pytest.mark.parametrize("prefix", SETS)
+def test_heldout_hit_rate_and_median_error_as_published(prefix):
+    pairs, _, _, counts, median = SETS[prefix]
+    inside = [low <= real <= high for _, _, _, _, low, high, real in pairs]
+    errors = [abs(real - (low + high) / 2) / real for _, _, _, _, low, high, real in pairs]
+    assert (sum(inside), len(pairs)) == counts
+    assert 100 * statistics.median(errors) == pytest.approx(median, abs=0.1)
+
+
+def test_set1_pairs_no_model_change_was_made_from():
+    still_held_out = [low <= real <= high for name, _, _, _, low, high, real in SET1 if name not in INFORMED]
     assert (sum(still_held_out), len(still_held_out)) == (6, 10)
