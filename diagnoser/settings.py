@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from types import ModuleType
@@ -71,12 +73,33 @@ def from_rule_param(condition: str, param: str) -> Value:
     return _shared_conditions()[condition]["params"][param]
 
 
+SHARED_FORMAT = "diagnoser.shared-conditions/1"
+
+
 @functools.lru_cache(maxsize=1)
 def _shared_conditions() -> dict:
+    """rules/shared.yaml's `conditions:`, from the user cache when the file's bytes were seen before:
+    the analyses' modules declare these settings as they are imported, and a YAML parse (PyYAML and
+    the file: ~0.05 s of CPU) would be paid by every start, a small trace's included."""
+    from . import disk_cache
+    from ._version import __version__
+    from .resources import rules_dir
+
+    text = (rules_dir() / "shared.yaml").read_text(encoding="utf-8")
+    key = hashlib.sha256(f"{SHARED_FORMAT} {__version__}\0{text}".encode()).hexdigest()[:40]
+    hit = disk_cache.get("settings", SHARED_FORMAT, key)
+    if hit is not None:
+        return hit
     import yaml
 
-    from .resources import rules_dir
-    return yaml.safe_load((rules_dir() / "shared.yaml").read_text(encoding="utf-8"))["conditions"]
+    conditions = yaml.safe_load(text)["conditions"]
+    try:
+        kept = json.loads(json.dumps(conditions)) == conditions
+    except (TypeError, ValueError):
+        kept = False
+    if kept:  # what JSON cannot hold as it is (dates, integer keys) is parsed on each start
+        disk_cache.put("settings", SHARED_FORMAT, key, conditions)
+    return conditions
 
 
 def declared_in(modules: Iterable[ModuleType]) -> dict[str, Setting]:

@@ -17,7 +17,7 @@ def _bytecode_cache():
     report does not lex and compile its templates on every start; None where caching is off."""
     import jinja2
 
-    from ..rulespec.cache import cache_dir
+    from ..disk_cache import cache_dir
     directory = cache_dir()
     if directory is None:
         return None

@@ -1,0 +1,82 @@
+"""The user cache directory and its JSON entries: what start-up would otherwise recompute from files
+that did not change (the checked rule files: rulespec/cache.py; the shared rule conditions settings
+take their defaults from: settings.py; compiled templates: report/template_env.py).
+
+An entry is JSON (never a pickle: nothing in the cache can run code), one file per key in the user
+cache directory (`$DIAGNOSER_CACHE_DIR`, else `$XDG_CACHE_HOME/diagnoser`, else `~/.cache/diagnoser`),
+named `KIND-KEY.json`. The caller's key hashes everything the value depends on, so a changed input
+never reads a stale entry. Every failure (read-only home, full disk, a corrupt or foreign entry) is a
+miss: the caller computes the value; `DIAGNOSER_NO_CACHE=1` turns the cache off.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+MAX_ENTRIES = 256  # per kind: the oldest entries beyond this are removed when one is written
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get("DIAGNOSER_NO_CACHE"):
+        return None
+    explicit = os.environ.get("DIAGNOSER_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "diagnoser"
+
+
+def get(kind: str, fmt: str, k: str) -> dict | None:
+    """The value stored under `k` in `fmt`, or None (no cache, no entry, an unreadable or foreign one)."""
+    d = cache_dir()
+    if d is None:
+        return None
+    try:
+        entry = json.loads((d / f"{kind}-{k}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("format") != fmt or entry.get("key") != k:
+        return None
+    return entry.get("value") if isinstance(entry.get("value"), dict) else None
+
+
+def put(kind: str, fmt: str, k: str, value: dict) -> None:
+    """Store atomically (temp file + rename); silently skip when the cache cannot be written."""
+    d = cache_dir()
+    if d is None:
+        return
+    try:
+        text = json.dumps({"format": fmt, "key": k, "value": value}, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return  # values JSON cannot hold (dates...): not cached, computed each time
+    tmp = None
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{kind}-", suffix=".tmp", dir=str(d))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, d / f"{kind}-{k}.json")
+        tmp = None
+        _prune(d, kind)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _prune(d: Path, kind: str) -> None:
+    entries = list(d.glob(f"{kind}-*.json"))
+    if len(entries) <= MAX_ENTRIES:
+        return
+    entries.sort(key=lambda p: p.stat().st_mtime)
+    for p in entries[: len(entries) - MAX_ENTRIES]:
+        try:
+            p.unlink()
+        except OSError:
+            pass
