@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 import shlex
 
@@ -223,17 +224,29 @@ def regex_any_of(names, limit: int = FACT_TEXT_LIMIT) -> str:
 
 # fields that hold authored prose (rule texts, collect hints): their line breaks stay
 PROSE_FIELDS = frozenset({"title", "message", "fix", "verify", "collect"})
+_SCALARS = frozenset({int, float, bool})  # nothing in them to show
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(kind: type) -> tuple[str, ...]:
+    """A dataclass's field names (dataclasses.fields builds its tuple on every call)."""
+    return tuple(f.name for f in dataclasses.fields(kind))
 
 
 def displayable(obj, line: bool = True):
     """`obj` (a Report, a Finding, a comparison dict...) with every string in it shown by visible_line
     (prose fields by visible_text), for a text or HTML renderer; JSON renders the original. Objects
     with nothing to escape come back as they are (the same object)."""
-    if isinstance(obj, str):
-        if type(obj) is not str:  # Markup and the like: already rendered
+    kind = type(obj)
+    if kind is str:
+        if obj.isascii() and obj.isprintable():  # (most names: nothing to escape, no per-character lookups)
             return obj
         out = obj.translate(_LINE if line else _TEXT)
         return obj if out == obj else out
+    if obj is None or kind in _SCALARS:
+        return obj
+    if isinstance(obj, str):  # Markup and the like: already rendered
+        return obj
     if isinstance(obj, dict):
         items = [(displayable(k), displayable(v)) for k, v in obj.items()]
         same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, obj.items()))
@@ -245,11 +258,11 @@ def displayable(obj, line: bool = True):
         return items if isinstance(obj, list) else (type(obj)(*items) if hasattr(obj, "_fields") else tuple(items))
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changed = {}
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name, None)
-            safe = displayable(value, f.name not in PROSE_FIELDS)
+        for name in _field_names(kind):
+            value = getattr(obj, name, None)
+            safe = displayable(value, name not in PROSE_FIELDS)
             if safe is not value:
-                changed[f.name] = safe
+                changed[name] = safe
         if not changed:
             return obj
         out = copy.copy(obj)
