@@ -36,12 +36,15 @@ def _rows(conn: sqlite3.Connection, table: str, sql: str, width: int) -> np.ndar
         chunk = cur.fetchmany(CHUNK)
         if not chunk:
             break
-        if not all(type(v) is int for r in chunk for v in r):
-            raise CorruptExport(f"table {table} holds a value that is not an integer where the schema has one")
-        try:
-            parts.append(np.array(chunk, dtype=np.int64).reshape(-1, width))
-        except OverflowError:
-            raise CorruptExport(f"table {table} holds an integer beyond 64 bits") from None
+        a = np.array(chunk)  # int64 only when every value is an int that fits (else float, str, object, uint64)
+        if a.dtype != np.int64:
+            if not all(type(v) is int for r in chunk for v in r):
+                raise CorruptExport(f"table {table} holds a value that is not an integer where the schema has one")
+            try:
+                a = np.array(chunk, dtype=np.int64)
+            except OverflowError:
+                raise CorruptExport(f"table {table} holds an integer beyond 64 bits") from None
+        parts.append(a.reshape(-1, width))
     return np.concatenate(parts) if parts else np.zeros((0, width), np.int64)
 
 

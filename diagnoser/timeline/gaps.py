@@ -398,23 +398,29 @@ def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, 
             np.insert(np.arange(gs.size), gap + 1, gap))
 
 
-def next_thread(dev: DeviceBusy, ge: np.ndarray) -> np.ndarray | None:
-    """Per gap, the host thread that launched the compute work ending it (-1: unknown or none)."""
+def next_work(dev: DeviceBusy, ge: np.ndarray) -> np.ndarray:
+    """Per gap, the compute work ending it: an index into dev.compute_start (its size: none)."""
+    return np.searchsorted(dev.compute_start, ge, side="left")
+
+
+def next_thread(dev: DeviceBusy, ge: np.ndarray, nxt: np.ndarray | None = None) -> np.ndarray | None:
+    """Per gap, the host thread that launched the compute work ending it (-1: unknown or none); `nxt`:
+    next_work's answer, when the caller has it."""
     n = dev.compute_start.size
     if dev.compute_thread is None:
         return None
     if n == 0:
         return np.full(ge.size, -1, np.int64)
-    nxt = np.searchsorted(dev.compute_start, ge, side="left")
+    nxt = next_work(dev, ge) if nxt is None else nxt
     return np.where(nxt < n, dev.compute_thread[np.minimum(nxt, n - 1)], -1)
 
 
-def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray, nxt: np.ndarray | None = None) -> np.ndarray:
     """Gaps whose next compute work had been launched (its launch call returned) when they began."""
     n = dev.compute_start.size
     if n == 0:
         return np.zeros(gs.size, dtype=bool)
-    nxt = np.searchsorted(dev.compute_start, ge, side="left")
+    nxt = next_work(dev, ge) if nxt is None else nxt
     launched = dev.compute_launched[np.minimum(nxt, n - 1)]
     return (nxt < n) & (launched >= 0) & (launched <= gs)
 
@@ -435,8 +441,10 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     chunk = POOLED_GAP_CHUNK if act.side is not None and len(act.side.samples) else GAP_CHUNK
     for a in range(0, gs.size, chunk):
         s, e = gs[a:a + chunk], ge[a:a + chunk]
-        by = next_thread(dev, e)
-        cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e), by)
+        nxt = next_work(dev, e)
+        by = next_thread(dev, e, nxt)
+        cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e, nxt), by)
+        del nxt
         cls = _launch_side_host_time(cls, s, e, by, act)
         at_sync = began_at_sync(s, act) & ~_in_optimizer(s, e, act)  # host work on read-back results
         # classify whole gaps, then cut them at step boundaries so per-step accounting stays exact,

@@ -71,11 +71,22 @@ class IntervalSet:
 
     def _covered_before(self, t: np.ndarray) -> np.ndarray:
         """Covered length in (-inf, t] for each t (the set is not empty)."""
-        i = searchsorted(self.starts, t, "right")  # intervals starting at or before t
-        j = np.maximum(i - 1, 0)
-        partial = np.maximum(np.minimum(t, self.ends[j]) - self.starts[j], 0)
         few = "_cum" not in self.__dict__ and t.size * SPARSE_QUERIES < self.starts.size
-        return np.where(i > 0, (self._cum_at(j) if few else self._cum[j]) + partial, 0)
+        if t.ndim != 1:  # (a point: the same, not in place)
+            i = searchsorted(self.starts, t, "right")
+            j = np.maximum(i - 1, 0)
+            partial = np.maximum(np.minimum(t, self.ends[j]) - self.starts[j], 0)
+            return np.where(i > 0, (self._cum_at(j) if few else self._cum[j]) + partial, 0)
+        j = searchsorted(self.starts, t, "right")  # intervals starting at or before t
+        j -= 1  # the last of them (-1: none)
+        before = j < 0
+        np.maximum(j, 0, out=j)
+        covered = np.minimum(t, self.ends[j])  # (in place from here: each temporary is as long as t)
+        covered -= self.starts[j]
+        np.maximum(covered, 0, out=covered)
+        covered += self._cum_at(j) if few else self._cum[j]
+        covered[before] = 0
+        return covered
 
     def _cum_at(self, j: np.ndarray) -> np.ndarray:
         """`self._cum[j]` without the table: for a few queries into a big set, the lengths between the
@@ -96,7 +107,11 @@ class IntervalSet:
         b = np.asarray(b, dtype=np.int64)
         if self.starts.size == 0:
             return np.zeros(np.broadcast(a, b).shape, dtype=np.int64)
-        return np.clip(self._covered_before(b) - self._covered_before(a), 0, None)
+        after, before = self._covered_before(b), self._covered_before(a)
+        if after.ndim != 1 or after.shape != before.shape:  # (broadcast: not in place)
+            return np.clip(after - before, 0, None)
+        after -= before
+        return np.maximum(after, 0, out=after)
 
     def contains(self, t) -> np.ndarray:
         """Whether each time point t lies inside the set (start <= t < end)."""

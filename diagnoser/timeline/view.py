@@ -65,7 +65,7 @@ class Names:
         """Boolean mask: `pattern.search(name)` for each row (never for a missing name)."""
         if self.codes.size == 0:
             return np.zeros(0, dtype=bool)
-        return self.hits(pattern)[self.codes]
+        return np.take(self.hits(pattern), self.codes)  # (code -1, missing, takes the trailing False)
 
     def equals(self, value: str) -> np.ndarray:
         """Rows whose name is exactly `value`."""
@@ -175,8 +175,11 @@ class TimelineView:
         return per.astype(np.int8)[names.codes]
 
     def host_is(self, *kinds: str) -> np.ndarray:
-        """Mask of host API calls of any of these kinds."""
-        return np.isin(self.host_api, [API_KINDS.index(k) for k in kinds])
+        """Mask of host API calls of any of these kinds (a lookup per call in a table of the kinds: np.isin
+        of 21M int8 kinds costs 4x as much)."""
+        table = np.zeros(len(API_KINDS), dtype=bool)
+        table[[API_KINDS.index(k) for k in kinds]] = True
+        return np.take(table, self.host_api)
 
     @cached_property
     def gpu_kind(self) -> Names:
