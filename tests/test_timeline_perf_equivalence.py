@@ -17,7 +17,7 @@ import pytest
 
 from diagnoser.timeline.measure import timeline_metrics
 from diagnoser.timeline.gaps import _cut
-from diagnoser.timeline.intervals import IntervalSet, searchsorted
+from diagnoser.timeline.intervals import GapRange, IntervalSet, searchsorted
 from diagnoser.timeline.attention import ATTENTION_MAX_KERNELS, _unfused_blocks
 from diagnoser.timeline.view import Names, first_rows, lookup
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
@@ -141,6 +141,28 @@ def test_interval_set_matches_a_plain_merge(trial):
     b = a + RNG.integers(0, 300, a.size)
     want = [sum(max(0, min(y, e2) - max(x, s2)) for s2, e2 in zip(ms, me)) for x, y in zip(a[::97], b[::97])]
     assert iv.overlap(a, b)[::97].tolist() == want
+
+
+@pytest.mark.parametrize("trial", range(5))
+def test_gaps_built_a_chunk_at_a_time_are_the_plain_complement(trial):
+    """idle_gaps walks a busy set's gaps in chunks (GapRange), never all at once: the chunks joined are
+    the complement of a plain merge, for windows that start or end inside, before, after or on an edge."""
+    s = RNG.integers(0, 10_000, 300)
+    iv = IntervalSet.of(s, s + RNG.integers(1, 60, s.size))
+    ms, me = iv.starts, iv.ends
+    edges = (-10, 0, int(ms[0]), int(me[0]), int(ms[5]) + 1, int(me[-1]), int(ms[-1]), 5_000, 12_000)
+    for lo in edges:
+        for hi in edges + (lo,):
+            cs, ce = ref_merge(np.clip(ms, lo, hi), np.clip(me, lo, hi))
+            starts, ends = np.concatenate(([lo], ce)), np.concatenate((cs, [hi]))
+            keep = ends > starts
+            want = (starts[keep], ends[keep]) if hi > lo else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            whole = GapRange.of(iv, lo, hi)
+            assert len(whole) == want[0].size
+            for size in (1, 2, 7, 64, 1_000):
+                parts = [whole.chunk(a, a + size) for a in range(0, len(whole), size)] or [whole.chunk(0, 0)]
+                gs, ge = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+                assert gs.tolist() == want[0].tolist() and ge.tolist() == want[1].tolist(), (lo, hi, size)
 
 
 @pytest.mark.parametrize("epoch", [0, 1_700_000_000_000_000_000])

@@ -36,7 +36,7 @@ import pandas as pd
 
 from .. import settings
 from ..idle_classes import IDLE_CLASSES
-from .intervals import IntervalSet
+from .intervals import GapRange, IntervalSet
 from .host_threads import C_LIBRARY, COLLECT, HostSide, function_text, host_side, wait_text
 from .op_tree import calls_inside
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
@@ -169,35 +169,50 @@ class DeviceBusy:
     compute: IntervalSet   # activity other than communication kernels
     comm: IntervalSet      # NCCL kernels
     compute_start: np.ndarray      # start of each compute activity, sorted
-    compute_launched: np.ndarray   # when its launch call returned on the host (-1: unknown)
-    compute_thread: np.ndarray | None = None  # the host thread of its launch call (-1: unknown)
+    compute_launch: np.ndarray     # the host row of its launch call (-1: unknown; the view's launch_row where in order)
+    host_end: np.ndarray           # the timeline's host columns (views): when each call returned, its thread
+    host_thread: np.ndarray
+
+    def launched(self, i: np.ndarray) -> np.ndarray:
+        """When the launch call of compute activity i returned on the host (-1: unknown)."""
+        return self._of_call(self.host_end, i)
+
+    def thread(self, i: np.ndarray) -> np.ndarray:
+        """The host thread of the launch call of compute activity i (-1: unknown)."""
+        return self._of_call(self.host_thread, i)
+
+    def _of_call(self, column: np.ndarray, i: np.ndarray) -> np.ndarray:
+        row = self.compute_launch[i]
+        if not column.size:
+            return np.full(row.size, -1, np.int64)
+        return np.where(row >= 0, column[np.maximum(row, 0)], -1)
 
 
 def device_busy(tv: TimelineView) -> list[DeviceBusy]:
+    """Per device, its busy, compute and communication intervals and the launch call of each compute
+    activity (its row: what the gaps need of the call is looked up per gap, not kept per activity)."""
     out = []
     dev_col = tv.tl.gpu["device"].to_numpy()
     if dev_col.size == 0:
         return out
     one = int(dev_col.min()) == int(dev_col.max())
     comm_all = tv.is_kernel & tv.gpu_names.mask(COMM_KERNEL)
-    returned = tv.returned_ns()
-    host_thread = tv.tl.host["thread"].to_numpy()
+    host_end, host_thread = tv.host_end, tv.tl.host["thread"].to_numpy()
     row = tv.launch_row
-    thread = np.where(row >= 0, host_thread[np.maximum(row, 0)], -1) if host_thread.size else np.full(row.size, -1)
     for dev in ([int(dev_col[0])] if one else np.unique(dev_col).tolist()):
         rows = slice(None) if one else np.flatnonzero(dev_col == dev)
         s, e, is_comm = tv.gpu_start[rows], tv.gpu_end[rows], comm_all[rows]
-        launched, by = returned[rows], thread[rows]
+        launch = row[rows]
         busy = IntervalSet.of(s, e)
         if is_comm.any():
-            cs, ce, cl, ct = s[~is_comm], e[~is_comm], launched[~is_comm], by[~is_comm]
+            cs, ce, cl = s[~is_comm], e[~is_comm], launch[~is_comm]
             compute, comm = IntervalSet.of(cs, ce), IntervalSet.of(s[is_comm], e[is_comm])
         else:  # no NCCL kernels: compute is everything
-            cs, cl, ct, compute, comm = s, launched, by, busy, IntervalSet.of([], [])
+            cs, cl, compute, comm = s, launch, busy, IntervalSet.of([], [])
         if not is_sorted(cs):
             order = np.argsort(cs, kind="stable")
-            cs, cl, ct = cs[order], cl[order], ct[order]
-        out.append(DeviceBusy(int(dev), busy, compute, comm, cs, cl, ct))
+            cs, cl = cs[order], cl[order]
+        out.append(DeviceBusy(int(dev), busy, compute, comm, cs, cl, host_end, host_thread))
     return out
 
 
@@ -403,16 +418,14 @@ def next_work(dev: DeviceBusy, ge: np.ndarray) -> np.ndarray:
     return np.searchsorted(dev.compute_start, ge, side="left")
 
 
-def next_thread(dev: DeviceBusy, ge: np.ndarray, nxt: np.ndarray | None = None) -> np.ndarray | None:
+def next_thread(dev: DeviceBusy, ge: np.ndarray, nxt: np.ndarray | None = None) -> np.ndarray:
     """Per gap, the host thread that launched the compute work ending it (-1: unknown or none); `nxt`:
     next_work's answer, when the caller has it."""
     n = dev.compute_start.size
-    if dev.compute_thread is None:
-        return None
     if n == 0:
         return np.full(ge.size, -1, np.int64)
     nxt = next_work(dev, ge) if nxt is None else nxt
-    return np.where(nxt < n, dev.compute_thread[np.minimum(nxt, n - 1)], -1)
+    return np.where(nxt < n, dev.thread(np.minimum(nxt, n - 1)), -1)
 
 
 def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray, nxt: np.ndarray | None = None) -> np.ndarray:
@@ -421,7 +434,7 @@ def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray, nxt: np.ndarray
     if n == 0:
         return np.zeros(gs.size, dtype=bool)
     nxt = next_work(dev, ge) if nxt is None else nxt
-    launched = dev.compute_launched[np.minimum(nxt, n - 1)]
+    launched = dev.launched(np.minimum(nxt, n - 1))
     return (nxt < n) & (launched >= 0) & (launched <= gs)
 
 
@@ -434,13 +447,13 @@ POOLED_GAP_CHUNK = 1 << 20
 def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     """Spans of the steady steps with no compute work on the device, classified."""
     lo, hi = steps.steady_span
-    gs, ge = dev.compute.gaps(lo, hi)
+    gaps = GapRange.of(dev.compute, lo, hi)  # built a chunk at a time: never held whole beside the pieces
     windows = steps.steady_windows
     cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
     cols, n = None, 0  # start, end, class, after_sync, thread of the kept pieces, filled chunk by chunk
     chunk = POOLED_GAP_CHUNK if act.side is not None and len(act.side.samples) else GAP_CHUNK
-    for a in range(0, gs.size, chunk):
-        s, e = gs[a:a + chunk], ge[a:a + chunk]
+    for a in range(0, len(gaps), chunk):
+        s, e = gaps.chunk(a, a + chunk)
         nxt = next_work(dev, e)
         by = next_thread(dev, e, nxt)
         cls = classify_gaps(s, e, act, dev.comm, queued_mask(dev, s, e, nxt), by)
@@ -454,14 +467,14 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
         pieces = (ps, pe, cls if gap is None else cls[gap], at_sync if gap is None else at_sync[gap],
                   None if by is None else (by if gap is None else by[gap]))
         if cols is None:  # sized once (each cut adds at most one piece): no list of chunks to join at the end
-            cols = [None if p is None else np.empty(gs.size + cuts.size, p.dtype) for p in pieces]
+            cols = [None if p is None else np.empty(len(gaps) + cuts.size, p.dtype) for p in pieces]
         k = int(np.count_nonzero(inside))
         for col, p in zip(cols, pieces):
             if col is not None:
                 np.compress(inside, p, out=col[n:n + k])
         n += k
     if cols is None:
-        return Gaps(dev.device, gs, ge, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
+        return Gaps(dev.device, *gaps.chunk(0, 0), np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
     return Gaps(dev.device, *(None if c is None else c[:n].copy() if n < c.size // 2 else c[:n] for c in cols))
 
 

@@ -136,20 +136,63 @@ class IntervalSet:
 
     def gaps(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """The uncovered [start, end) spans inside [lo, hi)."""
+        g = GapRange.of(self, lo, hi)
+        return g.chunk(0, len(g))
+
+
+@dataclass(frozen=True)
+class GapRange:
+    """The uncovered spans of an IntervalSet inside [lo, hi), built a range at a time (`chunk`): a caller
+    that walks them in chunks never holds them all. Gap k (0 <= k <= n, before the empty ones at either
+    end are dropped) spans from the end of the set's interval first + k - 1 (lo for k = 0) to the start
+    of interval first + k (hi for k = n)."""
+
+    of_set: IntervalSet
+    lo: int
+    hi: int
+    first: int  # the intervals overlapping [lo, hi) are first..first + n - 1
+    n: int
+    a: int  # the gaps kept are a..b - 1
+    b: int
+
+    @classmethod
+    def of(cls, s: IntervalSet, lo: int, hi: int) -> "GapRange":
         if hi <= lo:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        first = int(np.searchsorted(self.ends, lo, side="right"))  # the intervals overlapping [lo, hi)
-        stop = max(int(np.searchsorted(self.starts, hi, side="left")), first)
+            return cls(s, lo, hi, 0, 0, 0, 0)
+        first = int(np.searchsorted(s.ends, lo, side="right"))  # the intervals overlapping [lo, hi)
+        stop = max(int(np.searchsorted(s.starts, hi, side="left")), first)
         n = stop - first
-        starts, ends = np.empty(n + 1, dtype=np.int64), np.empty(n + 1, dtype=np.int64)
-        starts[0], starts[1:] = lo, self.ends[first:stop]
-        ends[:n], ends[n] = self.starts[first:stop], hi
-        if n:
-            ends[0], starts[n] = max(ends[0], lo), min(starts[n], hi)
+        start0 = lo
+        end0 = max(int(s.starts[first]), lo) if n else hi
+        start_n = min(int(s.ends[stop - 1]), hi) if n else lo
         # the intervals are disjoint and never touch: only the first and the last gap can be empty
-        a = 0 if ends[0] > starts[0] else 1
-        b = n + 1 if ends[n] > starts[n] else n
-        return starts[a:max(a, b)], ends[a:max(a, b)]
+        a = 0 if end0 > start0 else 1
+        b = n + 1 if hi > start_n else n
+        return cls(s, lo, hi, first, n, a, max(a, b))
+
+    def __len__(self) -> int:
+        return self.b - self.a
+
+    def chunk(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the kept gaps i..j - 1 (0 is the first kept gap)."""
+        k0, k1 = self.a + i, self.a + min(j, len(self))
+        if k1 <= k0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        s, first, n = self.of_set, self.first, self.n
+        starts, ends = np.empty(k1 - k0, dtype=np.int64), np.empty(k1 - k0, dtype=np.int64)
+        lo_k = max(k0, 1)  # gap k >= 1 starts where interval first + k - 1 ends
+        starts[lo_k - k0:] = s.ends[first + lo_k - 1:first + k1 - 1]
+        hi_k = min(k1, n)  # gap k < n ends where interval first + k starts
+        ends[:hi_k - k0] = s.starts[first + k0:first + hi_k]
+        if k0 == 0:
+            starts[0] = self.lo
+            if n:
+                ends[0] = max(int(ends[0]), self.lo)
+        if k1 == n + 1:
+            ends[-1] = self.hi
+            if n:
+                starts[-1] = min(int(starts[-1]), self.hi)
+        return starts, ends
 
 
 def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:

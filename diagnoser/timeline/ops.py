@@ -49,7 +49,7 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[Ker
 
 def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)` for int64 columns, in linear time:
-    the columns packed into one int64 key when their ranges fit, hashed (pandas.factorize), and only the
+    the columns packed into one int64 key when their ranges fit, hashed (numpy's unique), and only the
     distinct keys sorted. Groups in lexicographic order of the columns, the inverse in row order."""
     if cols[0].size == 0:
         return np.zeros((0, len(cols)), np.int64), np.zeros(0, np.int64)
@@ -67,16 +67,17 @@ def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         key *= span
         key += c  # (in place into int64: an int32 column's c - lo could overflow int32)
         key -= lo
-    labels, distinct = pd.factorize(key, sort=False)
-    order = np.argsort(distinct, kind="stable")
-    rank = np.empty(order.size, np.int64)
-    rank[order] = np.arange(order.size)
-    uniq = np.empty((order.size, len(cols)), np.int64)
-    rest = distinct[order].astype(np.int64)
+    # the distinct keys hashed (numpy's unique: a set as large as the distinct keys, not a table as large as
+    # the rows), then each row's rank among them by a search in that small sorted array
+    distinct = np.unique(key)
+    inv = np.searchsorted(distinct, key)
+    del key
+    uniq = np.empty((distinct.size, len(cols)), np.int64)
+    rest = distinct.astype(np.int64)
     for j in range(len(cols) - 1, -1, -1):
         uniq[:, j] = rest % spans[j] + lows[j]
         rest //= spans[j]
-    return uniq, rank[labels]
+    return uniq, inv
 
 
 def ncu_window(kt, steps, pattern) -> dict:
