@@ -76,6 +76,7 @@ class Finding:
     # the step time after its fix, ms (low, high), and the measured step it is from (pipeline: timeline/replay.py)
     predicted_step_ms: tuple | None = None
     step_ms: float | None = None
+    step_assumes: str | None = None  # what the step-time range assumes beyond the replay's defaults (the host's pace)
     # a finding on another unit: its measure after the fix, {unit, measured, low, high, assumes} (peak memory in
     # GiB: memory/peak_after_fix.py; a launch's time in us: ncu/kernel_after_fix.py), or {unit, measured,
     # not_computable}; {} without one
@@ -110,6 +111,8 @@ class Finding:
                 out["gain_together"] = round(self.gain_together, 4)
         if self.predicted_step_ms is not None:
             out["predicted_step_ms"] = [round(self.predicted_step_ms[0], 2), round(self.predicted_step_ms[1], 2)]
+            if self.step_assumes:
+                out["prediction_assumes"] = self.step_assumes
         out.update(prediction_json(self.prediction))
         if self.rule_severity:
             out["rule_severity"] = self.rule_severity

@@ -97,6 +97,8 @@ def prediction_text(f) -> str:
     unit, its own: "18.31 GiB needed at the peak -> 2.31-10.31 GiB (assumes ...)" ("" without one)."""
     p = getattr(f, "predicted_step_ms", None)
     step = f"{_ms(f.step_ms)} ms -> {_ms_range(*p)} a step" if p is not None and f.step_ms is not None else ""
+    if step and getattr(f, "step_assumes", None):
+        step += f" (assumes {f.step_assumes})"
     other = other_unit_text(getattr(f, "prediction", None) or {})
     return "; ".join(t for t in (step, other) if t)
 

@@ -34,6 +34,13 @@ runs ahead of the GPU is seen; the period is the step time. A fix changes the gr
                      thread that launches nothing running through it) shrink to the step's median .. 90th-
                      percentile stretch
 
+Where a fix unblocks a host whose pace per call the cause stretched (unfused_attention: a GPU-bound step, its host
+behind a long queue; cudnn_autotune: the trials; compile_recompile: first runs), the low bound puts each remaining call
+at its unhindered pace: PACE_QUANTILE of the host time (work before it + the call) of the same op's same call (the
+innermost op around it, its place in that op) over the candidate steps' calls not held by a sync, a full launch queue,
+a compile, a trial, the GIL, NaN checks or data loading. Hand-written attention blocks span the aten::matmul ops around
+their score and value bmm (the layout copies matmul makes go with the block).
+
 Assumes: the GPU work a fix does not touch keeps its measured duration; streams are independent
 apart from the host's order (cross-stream event waits are not modelled); the host's work between
 calls is what it is in the trace, less what the fix removes. Pure; renders nothing.
@@ -44,6 +51,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from . import device_peaks
 from .api_kinds import API_KINDS
@@ -89,6 +97,16 @@ HOST_AFTER_SYNCS = (0.65, 0.85)
 HOST_PACE = (0.8, 1.05)
 GIL_WAIT_NS = 1_000_000  # a host stretch this long that another Python thread ran through: a wait for the GIL
 FIRST_RUN_NS = 1_000_000  # a host stretch this long inside a compiled graph's run is one-time set-up (recompiles)
+# the host's pace per call where a fix unblocks it (low bound): this quantile of the host time (work before the call
+# and the call) of the same op's same call (the innermost op around it, the call's place in that op) over the
+# candidate steps' unhindered calls (module doc)
+PACE_QUANTILE = 25
+# the fixes after which the BEFORE's host pace per call is not the AFTER's: the step waited on the GPU (the host ran
+# ahead behind a long queue), or the host ran cuDNN's trials or the first run of freshly compiled graphs
+PACED_FIXES = frozenset({"unfused_attention", "cudnn_autotune", "compile_recompile"})
+# what a prediction of those fixes assumes of the host (the report prints it after the range)
+PACE_ASSUMES = ("low: the host at its unhindered pace, each op's calls at the faster quartile of those not held by "
+                "a sync, a full launch queue, a compile or a trial")
 
 
 @dataclass
@@ -124,6 +142,10 @@ class StepGraph:
     tail_gil_wait_ns: int = 0
     call_nan_check: np.ndarray | None = None  # made inside anomaly mode's NaN checks (isnan / any / item in backward)
     call_nan_gap: np.ndarray | None = None  # ns of the work before it inside those checks
+    call_region_gap: np.ndarray | None = None  # ns of the work before it inside a compiled graph's run
+    call_key: np.ndarray | None = None  # per call: (innermost op's name code, the call's place in that op), as one int
+    call_free: np.ndarray | None = None  # the call is unhindered: not blocking, its work before it in none of the fixes' causes
+    call_pace: np.ndarray | None = None  # the host time (work before + call) of its key's unhindered calls, at PACE_QUANTILE
     tc_speedup: tuple = TENSOR_CORE_SPEEDUP  # (low, high) speed-up of an FP32 GEMM put on tensor cores
     replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
 
@@ -148,23 +170,48 @@ def step_graph(tv, steps) -> StepGraph | None:
     r = tl.ranges
     data_sel = name_mask(r["name"], PHASE_PATTERNS["data"]) & r["kind"].isin(["nvtx", "annotation"]).to_numpy()
     opt = optimizer_ranges(tl)
-    tree = op_tree_spans(r)
+    tree = _whole_matmuls(op_tree_spans(r), tv, r)
+    op_names = r["name"][(r["kind"] == "op").to_numpy()] if len(r) else r["name"]
     shared = {"data": IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel]),
+              "op_tree": tv.op_tree if len(op_names) else None, "op_name_code": pd.factorize(op_names)[0],
               "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
               "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": _compiling(tl), "region": _regions(tl),
               "trials": _trials(tv), "holder": _holder(tl),
               "gil_waits": _gil_waits(tl), "nan_checks": _nan_checks(tl)}
-    best, err = None, None
+    best, err, built = None, None, []
     for i in order.tolist():
         g = _graph_of_step(tv, steps, int(i), shared)
         if g is None:
             continue
+        built.append(g)
         e = abs(replay(g) - float(np.median(dur)))
         if err is None or e < err:
             best, err = g, e
     if best is not None:
         best.tc_speedup = tensor_core_speedup(tl.devices)
+        best.call_pace = _unhindered_pace(best, built)
     return best
+
+
+def _unhindered_pace(g: StepGraph, built: list) -> np.ndarray:
+    """Per call of g, the PACE_QUANTILE of the host time (work before it + the call) of the unhindered calls of its
+    key in the candidate steps built (NaN for a call outside any op, or whose key has no unhindered call)."""
+    keys = np.concatenate([b.call_key for b in built])
+    free = np.concatenate([b.call_free for b in built]) & (keys >= 0)
+    host = np.concatenate([(b.call_gap + b.call_dur).astype(float) for b in built])
+    out = np.full(g.call_key.size, np.nan)
+    if not free.any():
+        return out
+    k, h = keys[free], host[free]
+    order = np.lexsort((h, k))
+    k, h = k[order], h[order]
+    uniq, first, counts = np.unique(k, return_index=True, return_counts=True)
+    # the quantile by the nearest rank of each key's sorted host times
+    rank = first + np.floor((counts - 1) * PACE_QUANTILE / 100).astype(np.int64)
+    j = np.searchsorted(uniq, g.call_key)
+    hit = (g.call_key >= 0) & (j < uniq.size) & (uniq[np.minimum(j, uniq.size - 1)] == g.call_key)
+    out[hit] = h[rank[j[hit]]]
+    return out
 
 
 def tensor_core_speedup(devices) -> tuple:
@@ -176,6 +223,38 @@ def tensor_core_speedup(devices) -> tuple:
         return TENSOR_CORE_SPEEDUP
     fp32 = peaks["fp32_tflops"]
     return (peaks["tensor"]["bf16"] / fp32, TF32_OF_PEAK * peaks["tensor"]["tf32"] / fp32)
+
+
+MATMUL_OP = re.compile(r"^aten::matmul$")
+
+
+def _whole_matmuls(tree, tv, r):
+    """The attention blocks' spans (score bmm .. value bmm) widened to the aten::matmul ops around their two bmm:
+    the layout copies a hand-written q @ k.T and p @ v make before each bmm (matmul's contiguous operands) are the
+    block's work and go with it."""
+    if tree is None or not len(tree[0]):
+        return tree
+    ops = r[(r["kind"] == "op").to_numpy()]
+    mm = name_mask(ops["name"], MATMUL_OP).astype(bool)
+    if not mm.any():
+        return tree
+    ms, me = ops["start_ns"].to_numpy(np.int64)[mm], ops["end_ns"].to_numpy(np.int64)[mm]
+    mt = ops["thread"].to_numpy()[mm]
+    spans = {}
+    for thread, iv in tree[1].items():
+        sel = mt == thread
+        mmi = IntervalSet.of(ms[sel], me[sel])
+        st, en = iv.starts.copy(), iv.ends.copy()
+        if len(mmi):
+            j = np.searchsorted(mmi.starts, st, side="right") - 1
+            inside = (j >= 0) & (st < mmi.ends[np.maximum(j, 0)])
+            st[inside] = mmi.starts[j[inside]]
+            k = np.searchsorted(mmi.starts, en - 1, side="right") - 1
+            inside = (k >= 0) & (en - 1 < mmi.ends[np.maximum(k, 0)])
+            en[inside] = np.maximum(en[inside], mmi.ends[k[inside]])
+        spans[thread] = IntervalSet.of(st, en)
+    all_spans = IntervalSet.of(np.concatenate([v.starts for v in spans.values()]), np.concatenate([v.ends for v in spans.values()]))
+    return (all_spans, spans, *tree[2:])
 
 
 # Inductor benchmarking a freshly compiled graph's Triton configurations on its first run (a new shape's work)
@@ -344,8 +423,33 @@ def _call_marks(shared: dict, cs: np.ndarray, ce: np.ndarray, hs: int, he: int) 
     m.update(call_gil=_before_calls(holder, prev_end, cs), tail_gil_ns=_in_tail(holder, he, tail),
              call_gil_wait=_before_calls(waits, prev_end, cs), tail_gil_wait_ns=_in_tail(waits, he, tail),
              call_nan_check=checks.contains(cs) if len(checks) else np.zeros(n, bool),
-             call_nan_gap=_before_calls(checks, prev_end, cs))
+             call_nan_gap=_before_calls(checks, prev_end, cs), call_region_gap=_before_calls(shared["region"], prev_end, cs))
     return m
+
+
+def _call_keys(shared: dict, thread: np.ndarray, cs: np.ndarray) -> np.ndarray:
+    """Per call, its op and place: the innermost op around it (its name's code) and how many calls of the same op
+    instance came before it in the step, as one int; -1 outside any op (or without an op tree)."""
+    tree = shared["op_tree"]
+    if tree is None:
+        return np.full(cs.size, -1, dtype=np.int64)
+    inner = tree.innermost(cs, thread)
+    order = np.argsort(inner, kind="stable")
+    srt = inner[order]
+    start = np.r_[0, np.flatnonzero(srt[1:] != srt[:-1]) + 1]
+    place = np.empty(cs.size, dtype=np.int64)
+    place[order] = np.arange(cs.size) - np.repeat(start, np.diff(np.r_[start, cs.size]))
+    code = shared["op_name_code"][tree.rows[np.maximum(inner, 0)]]
+    return np.where(inner >= 0, code.astype(np.int64) * 1024 + np.minimum(place, 1023), -1)
+
+
+def _unhindered(marks: dict, blocks: np.ndarray, cost: np.ndarray, cap: float) -> np.ndarray:
+    """Calls whose host time is the host's own pace: not blocking nor held by a full launch queue, and the work
+    before them not loading data, compiling, trying cuDNN algorithms, waiting for the GIL, checking NaNs, nor a
+    compiled graph's first-run set-up."""
+    return (~blocks & (cost < cap) & (marks["call_data"] == 0) & (marks["call_compile"] == 0) & ~marks["call_in_compile"]
+            & ~marks["call_trial"] & (marks["call_gil"] == 0) & (marks["call_gil_wait"] == 0) & ~marks["call_nan_check"]
+            & (marks["call_nan_gap"] == 0) & ~((marks["call_region_gap"] > 0) & (marks["call_gap"] > FIRST_RUN_NS)))
 
 
 def _op_marks(tv, ops: np.ndarray, in_optimizer: np.ndarray) -> dict:
@@ -399,12 +503,15 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
     # a launch that waited for a free slot in a full launch queue: the GPU held it, not the host's own cost
     cost = ce - cs
     launches = np.isin(ck, [LAUNCH, GRAPH])
+    cap = np.inf
     if launches.any():
         cap = max(3 * float(np.percentile(cost[launches], 25)), 20_000.0)
         cost = np.where(launches, np.minimum(cost, cap), cost).astype(np.int64)
     tree = shared["tree"]
     return StepGraph(step_ns=int(np.median(steps.end[steps.steady] - steps.start[steps.steady])), call_kind=ck,
                      call_dur=cost, call_blocks=blocks, op_call=op_call,
+                     call_key=_call_keys(shared, shared["thread"][calls].astype(np.int64), cs),
+                     call_free=_unhindered(marks, blocks, cost, cap),
                      op_attention_block=_attention(tree, shared["thread"][calls][op_call], cs[op_call], cat, stream),
                      op_chain=_chains(cat, stream, op_call), lag_ns=_lag_ns(gstart, gend, stream, cs[op_call]),
                      **marks, **o)
@@ -594,7 +701,8 @@ def _fix_compile_recompile(g: StepGraph, s: _Fixed, bound: int) -> None:
     if bound == 0 and g.call_in_region is not None:
         # low: the freshly compiled graph's first-run set-up for the new shape goes too (host stretches of
         # over FIRST_RUN_NS inside its run: cuDNN plans, cuBLAS heuristics); high: they stay
-        first = g.call_in_region & (s.gap > FIRST_RUN_NS)
+        in_run = g.call_in_region | (g.call_region_gap > 0.5 * s.gap) if g.call_region_gap is not None else g.call_in_region
+        first = in_run & (s.gap > FIRST_RUN_NS)
         s.gap[first] = np.median(s.gap[g.call_in_region]) if g.call_in_region.any() else 0.0
 
 
@@ -646,10 +754,24 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
     for kind, fix in _FIXES:
         if kind in kinds:
             fix(g, s, bound)
+    if bound == 0 and kinds & PACED_FIXES:
+        _unhindered_host(g, s)
     if kinds:  # the measured step itself is replayed at its own pace
         s.gap *= HOST_PACE[bound]
         s.dur[~s.blocks] *= HOST_PACE[bound]
     return s.gap, s.dur, s.blocks, s.op_dur, s.keep_op, s.keep_call, s.data_floor, s.node_ns, s.tail
+
+
+def _unhindered_host(g: StepGraph, s: _Fixed) -> None:
+    """The low bound where the fix unblocks the host: each call's host time (work before it + the call) at most
+    its key's unhindered pace (call_pace), the work before it shortened first."""
+    if g.call_pace is None:
+        return
+    pace = np.where(np.isnan(g.call_pace) | s.blocks, np.inf, g.call_pace)
+    over = np.maximum(s.gap + s.dur - pace, 0.0)
+    cut = np.minimum(over, s.gap)
+    s.gap -= cut
+    s.dur -= np.minimum(over - cut, s.dur)
 
 
 def _drop_calls(g: StepGraph, rows: np.ndarray, keep_call: np.ndarray, gap: np.ndarray) -> None:
@@ -705,6 +827,12 @@ def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
 
 # finding category -> the fix the replay applies (each category names its own fix)
 FIX_OF = {kind: kind for kind, _ in _FIXES}
+
+
+def paced(g: StepGraph | None, category: str) -> bool:
+    """Whether the prediction of this category's fix puts the host at its unhindered pace (PACE_ASSUMES)."""
+    return (g is not None and category in PACED_FIXES and g.call_pace is not None
+            and bool(np.isfinite(g.call_pace).any()))
 
 
 def predict(g: StepGraph, categories, measured_ms: float) -> tuple[float, float] | None:

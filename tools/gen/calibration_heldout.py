@@ -11,10 +11,11 @@ Two kinds:
     without a KV cache -> with one: stack2026_timeline.py's and issue29_inference.py's workloads (imported,
     run through their own profiling harness) at other sizes (SIZES below replaces their `size()` choices).
 
-  python3 calibration_heldout.py --out DIR [--steps N] [--only NAME,...] [--set 2]
+  python3 calibration_heldout.py --out DIR [--steps N] [--only NAME,...] [--set 2|3]
     -> DIR/ho_NAME_{before,after}.pt.trace.json (torch.profiler: wait 1, warm-up 2 (imported: 1), active N)
 --set 2 is the second held-out set: the same workloads and fixes at the sizes of SET2_OWN / SIZES2 and seed 1,
-made after the model changes that set 1 informed were committed.
+made after the model changes that set 1 informed were committed; --set 3 the third, at SET3_OWN / SIZES3 and
+seed 2, made before (and diagnosed only after) the host-pace change that sets 1 and 2 informed.
 GEN_DEVICE=cpu runs toy sizes on the CPU only to check the script logic (no kernels in the traces).
 """
 import argparse
@@ -47,10 +48,24 @@ SET2_OWN = {
     "compile_chain_small": {2048: 3072, 4096: 2048},      # d, rows
 }
 
+# set 3: the same, sizes of neither set 1 nor set 2
+SET3_OWN = {
+    "sync_wide": {2048: 1536, 1024: 768},                # d, batch
+    "sync_many_reads": {1024: 768},                       # d
+    "pageable_small": {4096: 6144, 2048: 1536},           # rows (a 36 MB input), d
+    "loader_big_batch": {256: 160},                       # batch (1.25x the calibration's loader cost a step)
+    "tf32_train": {2048: 2560, 8192: 6144},               # d, batch
+    "attention_s1024": {768: 512, 1024: 1536, 12: 8},     # d, seq 1536, 8 heads of 64
+    "optimizer_wide": {1536: 1280, 128: 192},             # d, batch
+    "graph_decode_deep": {256: 512},                      # d
+    "compile_chain_small": {2048: 1536, 4096: 6144},      # d, rows
+}
+
 
 def size(full, small):
-    if SET == 2:
-        full = SET2_OWN.get(_CURRENT[0], {}).get(full, full)
+    own = {2: SET2_OWN, 3: SET3_OWN}.get(SET)
+    if own:
+        full = own.get(_CURRENT[0], {}).get(full, full)
     return cp.size(full, small)
 
 
@@ -286,11 +301,23 @@ SIZES2 = {
     2048: 1024, 8192: 16384,                                 # _denoiser d; denoise_train rows
 }
 
+# set 3: the imported workloads' full-size tuples -> set 3's sizes (no key 32: the multi-scale side step stays)
+SIZES3 = {
+    (32000, 1024, 16, 4, 32): (32000, 640, 10, 5, 12),      # serve_compiled: vocab, d, heads, layers, batch
+    (160, 24): (112, 40),                                    # its padded lengths: base, stride
+    48: 40,                                                  # conv net width and batch
+    176: 208,                                                # multi-scale first side (208..336 px; fixed 224)
+    (2048, 8, 8192): (1280, 10, 3072),                       # train_mlp: d, depth, batch
+    (1024, 16, 4, 16, 512): (640, 10, 5, 8, 768),            # lm_train: d, heads, layers, batch, seq
+    (32000, 2048, 16, 8, 128, 128): (32000, 896, 14, 8, 48, 192),  # decode
+    2048: 1280, 8192: 10240,                                 # _denoiser d; denoise_train rows
+}
+
 
 def _sized(full, small):
     if not CUDA:
         return small
-    return (SIZES2 if SET == 2 else SIZES).get(full, full)
+    return {2: SIZES2, 3: SIZES3}.get(SET, SIZES).get(full, full)
 
 
 st.size = _sized
@@ -359,7 +386,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3))
     a = ap.parse_args()
     global SET, SEED
     SET, SEED = a.set, a.set - 1

@@ -1,6 +1,6 @@
 #!/bin/bash
-# usage: [HO_SET=2] bash tools/gen/run_heldout.sh [STEPS]   (from the repo root, on the GPU machine)
-# HO_SET=2: the second held-out set (calibration_heldout.py --set 2)
+# usage: [HO_SET=2|3] bash tools/gen/run_heldout.sh [STEPS]   (from the repo root, on the GPU machine)
+# HO_SET=2 or 3: the second or third held-out set (calibration_heldout.py --set 2|3)
 # The held-out calibration pairs (calibration_heldout.py): the calibrated mechanisms at other sizes in one
 # process, the torch.compile pair in its own (an empty Inductor/Triton cache: a cache hit would hide the
 # recompiles), the other imported mechanisms in a third. Traces gzipped, packed into $OUT/ho_*.txz.
@@ -18,7 +18,7 @@ OWN=sync_wide,sync_many_reads,pageable_small,loader_big_batch,tf32_train,attenti
 log own; timeout 200 bash -c "$(declare -f run); G=$G W=$W STEPS=$STEPS HO_SET=${HO_SET:-1}; run $OWN"
 log compile; export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d /tmp/ind.XXXXXX); export TRITON_CACHE_DIR=$TORCHINDUCTOR_CACHE_DIR/triton
 timeout 120 bash -c "$(declare -f run); G=$G W=$W STEPS=3 HO_SET=${HO_SET:-1}; run compile_recompile"
-log imported; timeout 160 bash -c "$(declare -f run); G=$G W=$W STEPS=3 HO_SET=${HO_SET:-1}; run cudnn_multiscale,gil_thread,anomaly,lmhead_unaligned,decode_no_cache"
+log imported; timeout 160 bash -c "$(declare -f run); G=$G W=$W STEPS=3 HO_SET=${HO_SET:-1}; run gil_thread,anomaly,lmhead_unaligned,decode_no_cache,cudnn_multiscale"
 log pack; for f in $W/ho/*.pt.trace.json; do gzip -6 $f; done; ls -la $W/ho | awk '{print $5, $9}'
 (cd $W && tar cJf $OUT/ho_own.txz $(cd $W && ls ho/ho_{sync,pageable,loader,tf32,attention,optimizer,graph,compile_chain}*.gz 2>/dev/null))
 (cd $W && tar cJf $OUT/ho_new.txz $(cd $W && ls ho/ho_{compile_recompile,cudnn,gil,anomaly,lmhead,decode}*.gz 2>/dev/null))
