@@ -22,8 +22,8 @@ PAIRS = [
     ("infer_sync_postprocess", "host_sync", "INFER005", 20.667, 10.744, 18.619, 14.023),
     ("pageable_input", "pageable_memcpy", "TRAIN007", 16.558, 3.854, 4.586, 3.968),
     ("dataloader_workers", "input_pipeline", "TRAIN001", 65.193, 7.395, 15.083, 10.288),
-    ("infer_attention", "unfused_attention", "INFER001", 21.717, 1.848, 2.603, 1.942),
-    ("train_attention", "unfused_attention", "TRAIN009", 26.06, 7.483, 9.851, 7.002),
+    ("infer_attention", "unfused_attention", "INFER001", 21.717, 1.383, 2.135, 1.942),
+    ("train_attention", "unfused_attention", "TRAIN009", 26.06, 4.647, 9.502, 7.002),
     ("fp32_to_bf16", "fp32_no_tensor_cores", "TRAIN008", 22.423, 2.230, 4.440, 3.468),
     ("fp32_to_tf32", "fp32_no_tensor_cores", "INFER007", 16.935, 1.235, 2.950, 2.201),
     ("optimizer_fused", "single_tensor_optimizer", "TRAIN010", 80.868, 38.322, 51.868, 49.412),
@@ -32,7 +32,7 @@ PAIRS = [
     ("empty_cache", "allocator_churn", "INFER011", 9.371, 8.058, 8.935, 7.842),
     ("compile_chain", "memory_bound_kernels", "INFER008", 5.101, 1.361, 1.706, 1.495),
 ]
-MISSES = {"train_attention", "empty_cache"}  # realized below the range (docs/calibration.md says why)
+MISSES = {"empty_cache"}  # realized below the range (docs/calibration.md says why)
 
 
 def _step(report) -> float:
@@ -60,7 +60,7 @@ def test_calibration_pair_prediction_against_the_realized_step(pair):
 def test_calibration_goal_ten_of_twelve_inside_and_median_error_under_15_pct():
     inside = [low <= real <= high for _, _, _, _, low, high, real in PAIRS]
     errors = [abs(real - (low + high) / 2) / real for _, _, _, _, low, high, real in PAIRS]
-    assert sum(inside) == 11 and len(PAIRS) == 13
+    assert sum(inside) == 12 and len(PAIRS) == 13
     assert statistics.median(errors) < 0.15
 
 
