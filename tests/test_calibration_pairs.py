@@ -88,3 +88,18 @@ def test_junit_failure_message_carries_the_prediction():
     path = str(T / "cal_graph_decode_before.pt.trace.json.gz")
     xml = CliRunner().invoke(cli, [path, "--format", "junit"]).stdout
     assert "launch-bound decode) (after the fix: 24.9 ms -&gt; 1.79-2.72 ms a step)" in xml
+
+
+def test_attention_prediction_says_the_host_pace_its_low_bound_assumes():
+    """After SDPA the step binds on the host: the low bound replays it at the host's unhindered pace per call
+    (docs/calibration.md), and the report says so on the prediction line; a host-sync range does not."""
+    path = str(T / "cal_train_attention_before.pt.trace.json.gz")
+    md = CliRunner().invoke(cli, [path, "--format", "md"]).stdout
+    assert ("Predicted after the fix: 26.1 ms -> 4.65-9.50 ms a step (assumes low: the host at its unhindered pace, "
+            "each op's calls at the faster quartile of those not held by a sync") in md
+    doc = json.loads(CliRunner().invoke(cli, [path, "--format", "json"]).stdout)
+    f = next(f for f in doc["findings"] if f["rule"] == "TRAIN009")
+    assert f["predicted_step_ms"] == [4.65, 9.5] and f["prediction_assumes"].startswith("low: the host at its unhindered pace")
+    sync = json.loads(CliRunner().invoke(cli, [str(T / "cal_sync_metrics_before.pt.trace.json.gz"), "--format", "json"]).stdout)
+    f = next(f for f in sync["findings"] if f["rule"] == "TRAIN002")
+    assert f["predicted_step_ms"] == [15.78, 28.22] and "prediction_assumes" not in f

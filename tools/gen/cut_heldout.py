@@ -5,7 +5,8 @@ each trace cut to 2 of its profiled steps (the 2nd and 3rd) with compare_pairs.p
   * with_stack traces: trim_python_frames.py (frames under 50 us go);
   * the recompile trace: trim_compile_internals.py (the ops inside the compile and config-benchmark ranges go).
 
-  python3 tools/gen/cut_heldout.py SRC_DIR DST_DIR     # SRC_DIR/ho_NAME_{before,after}.pt.trace.json.gz (set 2: ho2_NAME_...)
+  python3 tools/gen/cut_heldout.py SRC_DIR DST_DIR [--keep N]   # SRC_DIR/ho_NAME_{before,after}.pt.trace.json.gz (set 2: ho2_NAME_...)
+(--keep 1: one profiled step, the 2nd; set 3's fixtures)
 """
 import glob
 import gzip
@@ -48,14 +49,14 @@ def put_back_frames(src: str, dst: str) -> None:
             g.write(json.dumps(t, separators=(",", ":")).encode())
 
 
-def main(src_dir: str, dst_dir: str) -> None:
+def main(src_dir: str, dst_dir: str, keep: int = 2) -> None:
     os.makedirs(dst_dir, exist_ok=True)
     for src in sorted(glob.glob(os.path.join(src_dir, "ho*_*.pt.trace.json.gz"))):
         dst = os.path.join(dst_dir, "cal_" + os.path.basename(src))
         with gzip.open(src, "rt") as f:
             text = f.read()
         steps = sorted({int(k) for k in STEP.findall(text)})
-        run(os.path.join(G, "compare_pairs.py"), "--cut", src, dst, "--first-step", str(steps[1]), "--keep", "2")
+        run(os.path.join(G, "compare_pairs.py"), "--cut", src, dst, "--first-step", str(steps[1]), "--keep", str(keep))
         put_back_frames(src, dst)
         if '"python_function"' in text:
             run(os.path.join(G, "trim_python_frames.py"), dst, dst + ".tmp")
@@ -67,4 +68,4 @@ def main(src_dir: str, dst_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[sys.argv.index("--keep") + 1]) if "--keep" in sys.argv else 2)
