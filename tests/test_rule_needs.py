@@ -223,3 +223,26 @@ def test_kernel_rule_some_kernels_cannot_decide_is_listed_for_those():
     partial = {s.rule: s for s in skipped}[kern006.id]
     assert partial.subjects == "1 of 2 kernels" and partial.missing == ("local_memory_share_pct",)
     assert not partial.collect, "a kernel may lack it because it is undefined there, not unmeasured"
+
+
+def test_a_warm_start_of_diagnose_on_a_torch_trace_imports_no_yaml_parser_or_schema_validator(tmp_path):
+    """Start-up: with the rule files seen before, the command reads the rule pack and the settings' shared
+    conditions from the user cache; PyYAML and jsonschema (~0.05 and ~0.07 s to import, plus the parse) stay out."""
+    import os
+    import subprocess
+    import sys
+
+    trace = ROOT / "fixtures" / "torch" / "cal_fp32_to_tf32_before.pt.trace.json.gz"
+    probe = ("import sys\nfrom diagnoser.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+             "    sys.stderr.write('LOADED ' + ' '.join(m for m in ('yaml', 'jsonschema') if m in sys.modules) + '\\n')\n")
+    env = dict(os.environ, DIAGNOSER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    env.pop("DIAGNOSER_NO_CACHE", None)
+
+    def loaded():
+        out = subprocess.run([sys.executable, "-c", probe, str(trace), "--format", "md"], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.startswith("# diagnoser report"), out.stderr[-2000:]
+        return [line for line in out.stderr.splitlines() if line.startswith("LOADED")][-1].split()[1:]
+
+    assert "yaml" in loaded(), "a cold start parses the rule files"
+    assert loaded() == [], "a warm start parses nothing"
