@@ -17,7 +17,7 @@ from .facts import AnalysisResult, Fact
 from .input_family import Family
 from .findings import Finding, NotApplicable, NotEvaluated, arrange
 from .timeline import device_peaks
-from .timeline.replay import FIX_OF, PACE_ASSUMES, paced, predict
+from .timeline.replay import FIX_OF, PACE_ASSUMES, assumes, paced, predict
 from .memory.peak_after_fix import peak_after_fix
 from .ncu.kernel_after_fix import kernel_after_fix
 from .resources import rules_dir
@@ -219,6 +219,8 @@ def predict_steps(findings: list[Finding], graph, values: dict) -> dict | None:
             got = (step * (1.0 - f.estimated_gain), step * (1.0 - f.estimated_gain / 2))
         elif paced(graph, f.category):
             f.step_assumes = PACE_ASSUMES
+        elif assumes(graph, f.category):
+            f.step_assumes = assumes(graph, f.category)
         f.predicted_step_ms, f.step_ms = (min(got[0], step), min(got[1], step)), step
     serious = [f for f in timed if f.severity != "info"]
     if not serious:

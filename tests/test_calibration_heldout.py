@@ -31,17 +31,19 @@ SET1 = [
     ("cudnn_multiscale", "cudnn_autotune", "TRAIN021", 2187.149, 9.702, 21.746, 11.504),  # in-sample: host pace
     ("gil_thread", "gil_contention", "TRAIN022", 1664.137, 19.682, 34.932, 20.418),
     ("anomaly", "host_sync", "TRAIN031", 13.367, 6.670, 6.900, 6.803),  # in-sample since the NaN-check change
-    ("lmhead_unaligned", "gemm_below_roof", "KERN019", 28.501, 21.434, 24.967, 24.860),
+    ("lmhead_unaligned", "gemm_below_roof", "KERN019", 28.501, 18.965, 25.232, 24.860),  # in-sample: all unaligned GEMMs
+    # in-sample: INFER030 found it once its passes were counted from 2 (the token ids' growth); host pace misses
+    ("decode_no_cache", "decode_without_kv_cache", "INFER030", 26.275, 21.172, 26.275, 16.941),
 ]
 # the realized step outside the range (docs/calibration.md says why for each)
-MISSES1 = {"pageable_small", "loader_big_batch", "compile_chain_small", "compile_recompile"}
-# held-out pairs a model change was made from (no longer held out: docs/calibration.md); the host-pace change: both sets'
+MISSES1 = {"pageable_small", "loader_big_batch", "compile_chain_small", "compile_recompile", "decode_no_cache"}
+# held-out pairs a model change was made from (no longer held out: docs/calibration.md); the host-pace change: both sets';
+# the unaligned-GEMM and decoder changes (KERN019 over every GEMM of its cause, INFER030's passes): both sets' lmhead, set 1's decoder
 PACE = {"attention_s1024", "compile_recompile", "cudnn_multiscale"}
-INFORMED = {"anomaly", "tf32_train", "compile_chain_small"} | PACE
+INFORMED = {"anomaly", "tf32_train", "compile_chain_small", "lmhead_unaligned", "decode_no_cache"} | PACE
 # pairs whose BEFORE has no finding of the cause: (pair, category, BEFORE step, AFTER step)
 NO_FINDING1 = [
     ("sync_wide", "host_sync", 10.458, 9.843),             # GPU-bound: the 3 reads cost nothing, the fix gave nothing
-    ("decode_no_cache", "decode_without_kv_cache", 26.275, 16.941),  # missed: INFER030 measured no decode rows
 ]
 
 SET2 = [
@@ -56,14 +58,14 @@ SET2 = [
     ("cudnn_multiscale", "cudnn_autotune", "TRAIN021", 3121.501, 9.153, 23.410, 7.530),  # in-sample: host pace
     ("gil_thread", "gil_contention", "TRAIN022", 1143.129, 10.279, 18.492, 10.315),
     ("anomaly", "host_sync", "TRAIN031", 9.215, 4.319, 4.764, 4.379),
-    ("lmhead_unaligned", "gemm_below_roof", "KERN019", 33.695, 31.652, 32.673, 30.317),
+    ("lmhead_unaligned", "gemm_below_roof", "KERN019", 33.695, 26.835, 33.695, 30.317),  # in-sample: all unaligned GEMMs
 ]
-MISSES2 = {"tf32_train", "cudnn_multiscale", "lmhead_unaligned"}
+MISSES2 = {"tf32_train", "cudnn_multiscale"}
 NO_FINDING2 = [
     ("compile_chain_small", "memory_bound_kernels", 2.131, 1.082),
 ]
 # fixture prefix, pairs, misses, pairs without a finding, (inside, pairs) and median |error| % as published
-SETS = {"cal_ho": (SET1, MISSES1, NO_FINDING1, (9, 13), 24.8), "cal_ho2": (SET2, MISSES2, NO_FINDING2, (9, 12), 11.9)}
+SETS = {"cal_ho": (SET1, MISSES1, NO_FINDING1, (9, 14), 28.5), "cal_ho2": (SET2, MISSES2, NO_FINDING2, (10, 12), 11.9)}
 PAIRS = [(prefix, p) for prefix, s in SETS.items() for p in s[0]]
 WITHOUT = [(prefix, p) for prefix, s in SETS.items() for p in s[2]]
 
@@ -110,9 +112,9 @@ def test_heldout_hit_rate_and_median_error_as_published(prefix):
 
 def test_set1_pairs_no_model_change_was_made_from():
     still_held_out = [low <= real <= high for name, _, _, _, low, high, real in SET1 if name not in INFORMED]
-    assert (sum(still_held_out), len(still_held_out)) == (5, 7)
+    assert (sum(still_held_out), len(still_held_out)) == (4, 6)
 
 
 def test_set2_pairs_no_model_change_was_made_from():
-    still_held_out = [low <= real <= high for name, _, _, _, low, high, real in SET2 if name not in PACE]
-    assert (sum(still_held_out), len(still_held_out)) == (7, 9)
+    still_held_out = [low <= real <= high for name, _, _, _, low, high, real in SET2 if name not in PACE | {"lmhead_unaligned"}]
+    assert (sum(still_held_out), len(still_held_out)) == (7, 8)

@@ -64,6 +64,35 @@ def test_decode_with_kv_cache_twin_raises_no_kv_cache_finding():
     assert first_category(path) == "launch_overhead"
 
 
+def test_decode_without_kv_cache_from_two_profiled_tokens_when_the_ids_grow_by_one():
+    """The held-out decoder (calibration_heldout.py, d 1024, batch 64) cut to 2 profiled tokens: one steady step,
+    so the passes are counted from the warm-up step too; two are enough where torch.cat appends one token a
+    sequence ([64, 259] + [64, 1]) and the GEMM rows grow by that batch. Its KV-cache twin stays silent."""
+    path = TORCH / "cal_ho_decode_no_cache_before.pt.trace.json.gz"
+    f = finding("INFER030", path)
+    assert f.evidence["decode_gemm_rows_growth_per_step"]["value"] == 64
+    assert f.evidence["decode_recomputed_tokens_first"]["value"] == 259
+    assert facts_of(path)["decode_rows_steps_measured"] == 2
+    assert "INFER030" not in rules_of(TORCH / "cal_ho_decode_no_cache_after.pt.trace.json.gz")
+    assert facts_of(TORCH / "cal_ho_decode_no_cache_after.pt.trace.json.gz")["decode_gemm_rows_growth_per_step"] == 0
+
+
+def test_decode_without_kv_cache_prediction_is_replayed_and_says_the_host_binds():
+    """A small decoder (decode_kv_pairs.py hand_small: d 512, 8 layers, batch 16, ~100 tokens) is launch-bound:
+    0.8 ms of kernels in an 18.5 ms step. The cache cuts the GPU work, and the host's work per GEMM of a new
+    shape (cuBLAS choosing an algorithm for each new row count); the prediction says the host binds after it.
+    Its twin with the cache ran 13.67 ms: inside."""
+    before = TORCH / "cal_kv_decode_small_before.pt.trace.json.gz"
+    f = finding("INFER030", before)
+    low, high = f.predicted_step_ms
+    assert 12.0 < low < 13.67 < high < 16.5
+    assert "host's launches then bind" in f.step_assumes
+    assert f.to_json()["prediction_assumes"] == f.step_assumes
+    after = TORCH / "cal_kv_decode_small_after.pt.trace.json.gz"
+    assert "INFER030" not in rules_of(after)
+    assert facts_of(after)["step_time_ms_p50"] == __import__("pytest").approx(13.673, rel=1e-3)
+
+
 def test_decode_without_kv_cache_export_says_what_it_cannot_see():
     path = NSYS / "q_decode_no_cache.sqlite.gz"
     assert first_category(path) == "none"

@@ -342,7 +342,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
     v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
     v.update(op_facts(op_rows))
-    roofline_rows, roofline_facts, roofline_notes, roofline_kernels = op_roofline(tl, kt, steps)
+    roofline_rows, roofline_facts, roofline_notes, roofline_kernels, at_roof = op_roofline(tl, kt, steps)
     v.update(roofline_facts)
     notes.extend(roofline_notes)
     _work_facts(tl, tv, kt, steps, act, setup, v)
@@ -350,9 +350,12 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
                           {c: v[IDLE_FACT[c]] for c in IDLE_CLASSES})
+    graph = step_graph(tv, steps, at_roof)
+    if graph is not None and v.get("decode_recompute_work_ratio"):  # what a KV cache would spare each pass
+        graph.decode_tokens = float(v["decode_recompute_work_ratio"])
     return TimelineMetrics(v, _steps_chart(step_rows, steps), categories_chart, notes, summary, comm, kernel_rows,
                            op_rows, strip, roofline=roofline_rows, steps=step_rows, roofline_kernels=roofline_kernels,
-                           step_graph=step_graph(tv, steps), host_gaps=host_gaps(tv, steps))
+                           step_graph=graph, host_gaps=host_gaps(tv, steps))
 
 
 def _steps_chart(rows: list[StepRow], steps) -> list[dict]:

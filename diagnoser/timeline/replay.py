@@ -29,6 +29,16 @@ runs ahead of the GPU is seen; the period is the step time. A fix changes the gr
                      after its last sync (the chosen algorithm); the trials, their syncs and host work go, the
                      host runs as one that no longer spins in syncs (low: fixed shapes, cudaMalloc / cudaFree
                      for new sizes go too; high: benchmark off, they stay)
+  decode_without_kv_cache  each forward pass runs the new token alone, not the whole sequence: every GPU op of
+                     the step takes 1/T of its time (T: the tokens each pass re-ran, decode_recompute_work_ratio),
+                     down to DECODE_KERNEL_NS (a kernel on the batch's rows alone: a launch's worth of GPU
+                     time); GEMM ops of a shape new to the trace (cuBLAS choosing their algorithm on the host)
+                     cost the host what a GEMM of a known shape does; each attention op gains the cache's two
+                     concatenations (K and V: their kernels and their host ops, at the step's median host time
+                     per launch); the host's other work stays
+  gemm_below_roof    every GEMM kernel whose op shows the compute gap's cause (an unaligned vocabulary: the LM
+                     head's forward GEMM and both backward ones) runs at 80% .. 50% of its compute roof (the
+                     roofline's target .. KERN019's threshold), from its FLOPs (roofline.py)
   gil_contention     the host stretches (and the tail) in which the launching thread waited for the GIL (an
                      export: holding a GIL wait, OS calls; a PyTorch trace with stacks: over 1 ms, a Python
                      thread that launches nothing running through it) shrink to the step's median .. 90th-
@@ -60,7 +70,7 @@ from .autotune import CONV_OP
 from .debug_apis import BACKWARD_FUNCTION
 from .gil import GIL_WAIT, GIL_WAIT_MIN_NS, WAITING_FRAME
 from .intervals import IntervalSet
-from .kernels import (CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
+from .kernels import (ATTENTION, CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
                       _tensor_core)
 from .names import name_mask, optimizer_ranges
 from .recompiles import compile_intervals
@@ -85,7 +95,15 @@ FLASH_OF_GEMM = (0.2, 0.6)
 FUSED_OPTIMIZER_GPU = (0.1, 0.35)
 FUSED_OPTIMIZER_LAUNCHES = (0.02, 0.1)
 FUSED_OPTIMIZER_HOST = (0.1, 0.3)  # what is left of the host's work inside the optimizer step
-FUSED_CHAIN = (0.6, 1.3)  # one fused kernel: this many times the longest kernel of its run
+FUSED_CHAIN = (0.6, 1.3)
+# a kernel over the batch's rows alone (a decode pass with a KV cache): 2 us (about the shortest kernel an H100 /
+# H200 runs) .. 5 us (a GEMM reading its weights once at a fraction of the bandwidth); set before the held-out
+# decoders were re-diagnosed, not fitted on them
+DECODE_KERNEL_NS = (2_000, 5_000)
+# a GEMM whose dtype or shapes kept it off its roof, once fixed (aligned dims, tensor cores): at the roofline's
+# target share of its compute roof (roofline.target_efficiency_pct, KERN019's target_roof_pct: 80%) .. at KERN019's
+# threshold (max_roof_pct: 50%, the share below which it fires)
+GEMM_ROOF = (0.8, 0.5)  # one fused kernel: this many times the longest kernel of its run
 PINNED_GBPS = (55.0, 40.0)
 LOADER_WORKERS = (8, 4)
 GRAPH_NODE_NS = (300, 1_500)  # GPU time between two kernels of a replayed graph
@@ -146,7 +164,10 @@ class StepGraph:
     call_key: np.ndarray | None = None  # per call: (innermost op's name code, the call's place in that op), as one int
     call_free: np.ndarray | None = None  # the call is unhindered: not blocking, its work before it in none of the fixes' causes
     call_pace: np.ndarray | None = None  # the host time (work before + call) of its key's unhindered calls, at PACE_QUANTILE
+    call_new_shape: np.ndarray | None = None  # ns of the work before it inside a GEMM op of a shape new to the trace
+    op_roof_ns: np.ndarray | None = None  # per GPU op: its time at 100% of its compute roof where KERN019's fix reaches it, else 0
     tc_speedup: tuple = TENSOR_CORE_SPEEDUP  # (low, high) speed-up of an FP32 GEMM put on tensor cores
+    decode_tokens: float = 0.0  # tokens each forward pass re-runs without a KV cache (decode_prefix.py), 0: none
     replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
 
     @property
@@ -157,10 +178,11 @@ class StepGraph:
 CANDIDATES = 5
 
 
-def step_graph(tv, steps) -> StepGraph | None:
+def step_graph(tv, steps, at_roof=None) -> StepGraph | None:
     """The steady step whose replay comes closest to the median step time (of up to CANDIDATES steps
     around the median: a host that runs ahead of the GPU records step ranges that do not match the
-    GPU's), as a StepGraph; None without steps, calls or GPU work."""
+    GPU's), as a StepGraph; None without steps, calls or GPU work. at_roof: (gpu rows, ns) of the kernels
+    the compute gap's fix brings to their roof, at 100% of it (roofline.py)."""
     idx = steps.steady
     if not idx.size:
         return None
@@ -177,7 +199,8 @@ def step_graph(tv, steps) -> StepGraph | None:
               "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
               "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": _compiling(tl), "region": _regions(tl),
               "trials": _trials(tv), "holder": _holder(tl),
-              "gil_waits": _gil_waits(tl), "nan_checks": _nan_checks(tl)}
+              "gil_waits": _gil_waits(tl), "nan_checks": _nan_checks(tl), "new_shape": _new_shape_gemms(tl),
+              "at_roof": at_roof}
     best, err, built = None, None, []
     for i in order.tolist():
         g = _graph_of_step(tv, steps, int(i), shared)
@@ -338,6 +361,25 @@ def _gil_waits(tl) -> IntervalSet:
     return IntervalSet.of(s[ok], e[ok])
 
 
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def _new_shape_gemms(tl) -> IntervalSet:
+    """GEMM ops (torch trace with shapes) whose input shapes the trace had not seen before: cuBLAS picks their
+    algorithm on the host (its heuristics are cached per shape), 0.2-4 ms a shape on the H200 traces of a decoder
+    whose GEMM rows grow every pass (docs/calibration.md)."""
+    shapes = getattr(tl, "op_shapes", None)
+    if tl.source != "torch" or shapes is None or not len(shapes):
+        return IntervalSet.of([], [])
+    sel = shapes[np.isin(shapes["name"].to_numpy(object), GEMM_OPS)]
+    if not len(sel):
+        return IntervalSet.of([], [])
+    sel = sel.sort_values("start_ns", kind="stable")
+    key = sel["name"].astype(str) + "|" + sel["dims"].astype(str)
+    first = ~key.duplicated().to_numpy()
+    return IntervalSet.of(sel["start_ns"].to_numpy(np.int64)[first], sel["end_ns"].to_numpy(np.int64)[first])
+
+
 NAN_CHECK_OP = re.compile(r"^aten::(?:isnan|_is_any_true|item)$")
 
 
@@ -423,7 +465,8 @@ def _call_marks(shared: dict, cs: np.ndarray, ce: np.ndarray, hs: int, he: int) 
     m.update(call_gil=_before_calls(holder, prev_end, cs), tail_gil_ns=_in_tail(holder, he, tail),
              call_gil_wait=_before_calls(waits, prev_end, cs), tail_gil_wait_ns=_in_tail(waits, he, tail),
              call_nan_check=checks.contains(cs) if len(checks) else np.zeros(n, bool),
-             call_nan_gap=_before_calls(checks, prev_end, cs), call_region_gap=_before_calls(shared["region"], prev_end, cs))
+             call_nan_gap=_before_calls(checks, prev_end, cs), call_region_gap=_before_calls(shared["region"], prev_end, cs),
+             call_new_shape=_before_calls(shared["new_shape"], prev_end, cs))
     return m
 
 
@@ -508,6 +551,11 @@ def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
         cap = max(3 * float(np.percentile(cost[launches], 25)), 20_000.0)
         cost = np.where(launches, np.minimum(cost, cap), cost).astype(np.int64)
     tree = shared["tree"]
+    at_roof = shared.get("at_roof")
+    if at_roof is not None and at_roof[0].size:
+        j = np.searchsorted(at_roof[0], ops)
+        j = np.minimum(j, at_roof[0].size - 1)
+        o["op_roof_ns"] = np.where(at_roof[0][j] == ops, at_roof[1][j], 0.0)
     return StepGraph(step_ns=int(np.median(steps.end[steps.steady] - steps.start[steps.steady])), call_kind=ck,
                      call_dur=cost, call_blocks=blocks, op_call=op_call,
                      call_key=_call_keys(shared, shared["thread"][calls].astype(np.int64), cs),
@@ -737,13 +785,45 @@ def _fix_gil_contention(g: StepGraph, s: _Fixed, bound: int) -> None:
             s.tail = typical
 
 
+def _fix_gemm_below_roof(g: StepGraph, s: _Fixed, bound: int) -> None:
+    if g.op_roof_ns is None:
+        return
+    hit = g.op_roof_ns > 0
+    s.op_dur[hit] = np.minimum(s.op_dur[hit], g.op_roof_ns[hit] / GEMM_ROOF[bound])
+
+
+def _fix_decode_without_kv_cache(g: StepGraph, s: _Fixed, bound: int) -> None:
+    t = g.decode_tokens
+    if t <= 1 or not g.op_dur.size:
+        return
+    floor = DECODE_KERNEL_NS[bound]
+    s.op_dur = np.where(s.op_dur > 0, np.maximum(s.op_dur / t, floor), s.op_dur)
+    # every pass's GEMMs had new row counts, so cuBLAS chose their algorithms on the host each time; on the
+    # batch's rows the shapes repeat (chosen once): that host work takes what the other GEMM calls' takes
+    new = g.call_new_shape
+    if new is not None and new.any():
+        gemm_calls = np.unique(g.op_call[g.op_cat == GEMM])
+        seen = gemm_calls[new[gemm_calls] == 0]
+        typical = float(np.median(s.gap[seen])) if seen.size else 0.0
+        s.gap = np.where(new > 0, np.maximum(s.gap - new, 0.0) + np.minimum(new, typical), s.gap)
+    # the cache: torch.cat of the past K and V with the new token's, per attention op (kernels and host ops)
+    att = np.flatnonzero(g.op_cat == ATTENTION)
+    if not att.size:
+        return
+    s.op_dur[att] += 2 * floor
+    launch = g.call_kind == LAUNCH
+    per_launch = float(np.median(g.call_gap[launch] + g.call_dur[launch])) if launch.any() else 0.0
+    np.add.at(s.gap, g.op_call[att], 2 * per_launch)
+
+
 # each fix, in the order the replay applies them (a later one sees what an earlier one left)
 _FIXES = (("host_sync", _fix_host_sync), ("allocator_churn", _fix_allocator_churn),
           ("pageable_memcpy", _fix_pageable_memcpy), ("input_pipeline", _fix_input_pipeline),
           ("fp32_no_tensor_cores", _fix_fp32_no_tensor_cores), ("unfused_attention", _fix_unfused_attention),
           ("single_tensor_optimizer", _fix_single_tensor_optimizer), ("memory_bound_kernels", _fix_memory_bound_kernels),
           ("launch_overhead", _fix_launch_overhead), ("compile_recompile", _fix_compile_recompile),
-          ("cudnn_autotune", _fix_cudnn_autotune), ("gil_contention", _fix_gil_contention))
+          ("cudnn_autotune", _fix_cudnn_autotune), ("gil_contention", _fix_gil_contention),
+          ("decode_without_kv_cache", _fix_decode_without_kv_cache), ("gemm_below_roof", _fix_gemm_below_roof))
 
 
 def _fixed(g: StepGraph, kinds: frozenset, bound: int):
@@ -787,6 +867,16 @@ def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
     plain = not kinds and not bound  # the step as measured: replayed once per graph (each prediction starts from it)
     if plain and g.replayed_ns is not None:
         return g.replayed_ns
+    host, gpu, data_floor = periods(g, kinds, bound)
+    out = max(host, gpu, data_floor)
+    if plain:
+        g.replayed_ns = out
+    return out
+
+
+def periods(g: StepGraph, kinds=frozenset(), bound: int = 0) -> tuple[float, float, float]:
+    """The replayed step's host period, GPU period and data floor (ns): the step time is the largest, and
+    the largest is what binds it."""
     gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns, tail = _fixed(g, frozenset(kinds), bound)
     bounds = np.searchsorted(g.op_call, np.arange(gap.size + 1)).tolist()
     gap_l, dur_l, block_l, keep_l = gap.tolist(), dur.tolist(), blocks.tolist(), keep_call.tolist()
@@ -818,11 +908,27 @@ def replay(g: StepGraph, kinds=frozenset(), bound: int = 0) -> float:
         host_ends.append(t)
         gpu_ends.append(gpu_done)
     n = REPEATS - 1
-    period = max(host_ends[-1] - host_ends[0], gpu_ends[-1] - gpu_ends[0]) / n
-    out = max(period, data_floor)
-    if plain:
-        g.replayed_ns = out
-    return out
+    return (host_ends[-1] - host_ends[0]) / n, (gpu_ends[-1] - gpu_ends[0]) / n, data_floor
+
+
+def assumes(g: StepGraph, category: str) -> str:
+    """What the prediction of this category's fix assumes and what then binds the step, where the report says
+    it (a KV cache for a decoder re-running its prefix: the GPU work falls by the tokens re-run, the host's
+    launches stay); "" for the others."""
+    if category != "decode_without_kv_cache" or g.decode_tokens <= 1:
+        return ""
+    kinds = frozenset((category,))
+    gpu, host = [], []
+    for bound in (0, 1):
+        _, _, _, op_dur, keep_op, *_ = _fixed(g, kinds, bound)
+        gpu.append(float(op_dur[keep_op].sum()) / 1e6)
+        host.append(periods(g, kinds, bound)[0] / 1e6)
+    added = 2 * int((g.op_cat == ATTENTION).sum())
+    binds = ("the host's launches then bind the step" if min(host) >= max(gpu)
+             else "the GPU then binds the step" if min(gpu) >= max(host) else "host and GPU then take about as long")
+    return (f"a KV cache: each pass runs its new token instead of re-running {g.decode_tokens:.0f}; GPU work "
+            f"{g.gpu_ns / 1e6:.2f} -> {min(gpu):.2f}-{max(gpu):.2f} ms a step, host {min(host):.2f}-{max(host):.2f} ms "
+            f"with the cache's {added} concatenations; {binds}")
 
 
 # finding category -> the fix the replay applies (each category names its own fix)

@@ -43,14 +43,15 @@ SHAPES_HOW = ("record the ops' shapes: torch.profiler.profile(..., record_shapes
               "each op's input shapes and dtypes)")
 
 
-def op_roofline(tl, kt, steps) -> tuple[list[RooflineRow], dict, list[str], list[StepKernel]]:
-    """(rows, facts, notes, the first steady step's kernels of the rows: _step_kernels) of the per-op
-    roofline over the steady steps; no rows without shapes."""
+def op_roofline(tl, kt, steps) -> tuple[list[RooflineRow], dict, list[str], list[StepKernel], tuple | None]:
+    """(rows, facts, notes, the first steady step's kernels of the rows: _step_kernels, the compute gap's
+    kernels at their roof: _kernels_at_roof) of the per-op roofline over the steady steps; no rows without
+    shapes."""
     shapes = getattr(tl, "op_shapes", None)
     if tl.source != "torch" or not steps.steady.size:
-        return [], {}, [], []
+        return [], {}, [], [], None
     if shapes is None:
-        return [], {"roofline_shapes_recorded": False}, [f"no per-op roofline: the trace has no op shapes; {SHAPES_HOW}"], []
+        return [], {"roofline_shapes_recorded": False}, [f"no per-op roofline: the trace has no op shapes; {SHAPES_HOW}"], [], None
     n_steps = int(steps.steady.size)
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
     st = shapes["start_ns"].to_numpy(np.int64)
@@ -91,6 +92,7 @@ def op_roofline(tl, kt, steps) -> tuple[list[RooflineRow], dict, list[str], list
     sequence = _step_kernels(kt, known, k_t, k_op, op_gid, group_keys, rows[:ROWS], steps)
     facts = _facts(rows, kt, steps, peaks)
     facts.update(_gaps(rows, (hi - lo) / 1e6 / n_steps))
+    at_roof = _kernels_at_roof(kt, known, k_op, op_gid, group_keys, rows, facts.get("roofline_compute_gap_cause"))
     for r in rows:
         del r["cause"]  # the rules' fact, not a column of the table
     total = float(kt.dur_ns[kt.is_kernel].sum())
@@ -111,7 +113,31 @@ def op_roofline(tl, kt, steps) -> tuple[list[RooflineRow], dict, list[str], list
     if facts["roofline_graph_kernel_pct"] > 0:
         notes.append(f"{facts['roofline_graph_kernel_pct']:.0f}% of kernel time is replayed from CUDA graphs "
                      "(cudaGraphLaunch): no op is recorded around those kernels, so they are not in the per-op roofline")
-    return [RooflineRow(**r) for r in rows[:ROWS]], facts, notes, sequence
+    return [RooflineRow(**r) for r in rows[:ROWS]], facts, notes, sequence, at_roof
+
+
+def _kernels_at_roof(kt, known, k_op, op_gid, group_keys, rows, cause) -> tuple[np.ndarray, np.ndarray]:
+    """(gpu rows, ns) of the kernels of every compute-bound GEMM-class op whose dtype or shapes show the compute
+    gap's cause (its fix, e.g. padding the vocabulary, reaches all of them: the LM head's forward GEMM and both
+    of its backward GEMMs), each with its time at 100% of its compute roof (its share of its op group's FLOPs
+    at the roof): what KERN019's fix is replayed with (replay.py)."""
+    empty = (np.zeros(0, np.int64), np.zeros(0))
+    if not cause or cause == "none":
+        return empty
+    ideal = {}
+    for r in rows:
+        if (r.get("cause") == cause and r["bound"] == "compute" and r["family"] in GAP_FAMILIES["compute"]
+                and r["saved_ms_per_step"] and r["tflops"] and r["compute_roof_tflops"]):
+            ideal[(r["op"], r["shapes"], r["dtype"])] = r["tflops"] / r["compute_roof_tflops"]  # time at roof / time
+    if not ideal:
+        return empty
+    share = np.array([ideal.get((str(n), label, dtype), 0.0) for n, label, dtype in group_keys])
+    g = np.where(k_op >= 0, op_gid[np.maximum(k_op, 0)], -1)
+    hit = (g >= 0) & (share[np.maximum(g, 0)] > 0) if share.size else np.zeros(g.size, bool)
+    rows_of_kt = np.flatnonzero(known)[hit]
+    gpu_rows = np.arange(kt.tv.gpu_start.size)[kt.rows][rows_of_kt].astype(np.int64)
+    order = np.argsort(gpu_rows, kind="stable")
+    return gpu_rows[order], (kt.dur_ns[rows_of_kt] * share[g[hit]])[order]
 
 
 def _kernel_ops(kt, launch: np.ndarray, k_dur: np.ndarray, n_ops: int) -> tuple[np.ndarray, np.ndarray]:
