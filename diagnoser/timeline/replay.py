@@ -31,9 +31,9 @@ runs ahead of the GPU is seen; the period is the step time. A fix changes the gr
                      for new sizes go too; high: benchmark off, they stay)
   decode_without_kv_cache  each forward pass runs the new token alone, not the whole sequence: every GPU op of
                      the step takes 1/T of its time (T: the tokens each pass re-ran, decode_recompute_work_ratio),
-                     down to DECODE_KERNEL_NS (a kernel on the batch's rows alone: a launch's worth of GPU
-                     time); GEMM ops of a shape new to the trace (cuBLAS choosing their algorithm on the host)
-                     cost the host what a GEMM of a known shape does; each attention op gains the cache's two
+                     down to DECODE_KERNEL_NS (a kernel on the batch's rows alone) and never above its measured
+                     time; GEMM ops of a shape new to the trace (cuBLAS choosing their algorithm on the host) cost
+                     the host what a GEMM of a known shape does; each attention op gains the cache's two
                      concatenations (K and V: their kernels and their host ops, at the step's median host time
                      per launch); the host's other work stays
   gemm_below_roof    every GEMM kernel whose op shows the compute gap's cause (an unaligned vocabulary: the LM
@@ -797,7 +797,7 @@ def _fix_decode_without_kv_cache(g: StepGraph, s: _Fixed, bound: int) -> None:
     if t <= 1 or not g.op_dur.size:
         return
     floor = DECODE_KERNEL_NS[bound]
-    s.op_dur = np.where(s.op_dur > 0, np.maximum(s.op_dur / t, floor), s.op_dur)
+    s.op_dur = np.minimum(s.op_dur, np.maximum(s.op_dur / t, floor))  # a kernel already under the floor stays
     # every pass's GEMMs had new row counts, so cuBLAS chose their algorithms on the host each time; on the
     # batch's rows the shapes repeat (chosen once): that host work takes what the other GEMM calls' takes
     new = g.call_new_shape
