@@ -122,6 +122,9 @@ PACE_QUANTILE = 25
 # the fixes after which the BEFORE's host pace per call is not the AFTER's: the step waited on the GPU (the host ran
 # ahead behind a long queue), or the host ran cuDNN's trials or the first run of freshly compiled graphs
 PACED_FIXES = frozenset({"unfused_attention", "cudnn_autotune", "compile_recompile"})
+# a call's host time (work before it + the call) over this is host work of its own (input preprocessing, Python
+# compute), not a pace per call: the pace leaves it as it is
+PACE_MAX_NS = 1_000_000
 # what a prediction of those fixes assumes of the host (the report prints it after the range)
 PACE_ASSUMES = ("low: the host at its unhindered pace, each op's calls at the faster quartile of those not held by "
                 "a sync, a full launch queue, a compile or a trial")
@@ -844,11 +847,13 @@ def _fixed(g: StepGraph, kinds: frozenset, bound: int):
 
 def _unhindered_host(g: StepGraph, s: _Fixed) -> None:
     """The low bound where the fix unblocks the host: each call's host time (work before it + the call) at most
-    its key's unhindered pace (call_pace), the work before it shortened first."""
+    its key's unhindered pace (call_pace), the work before it shortened first; a host time over PACE_MAX_NS is
+    work of its own and stays."""
     if g.call_pace is None:
         return
-    pace = np.where(np.isnan(g.call_pace) | s.blocks, np.inf, g.call_pace)
-    over = np.maximum(s.gap + s.dur - pace, 0.0)
+    host = s.gap + s.dur
+    pace = np.where(np.isnan(g.call_pace) | s.blocks | (host > PACE_MAX_NS), np.inf, g.call_pace)
+    over = np.maximum(host - pace, 0.0)
     cut = np.minimum(over, s.gap)
     s.gap -= cut
     s.dur -= np.minimum(over - cut, s.dur)
