@@ -63,9 +63,10 @@ def _d(name, unit, meaning, type="number"):
 
 
 CATALOGUE += [
-    _d("decode_rows_steps_measured", "count", "steady steps whose GEMM-class ops' rows were followed step to step "
-       "(0: the trace records shapes but too few steady steps, or a step without a linear / mm op: no decode loop "
-       "re-running its prefix to see)"),
+    _d("decode_rows_steps_measured", "count", "forward passes whose GEMM-class ops' rows were followed pass to pass "
+       "(timeline/decode_prefix.py: a pass starts at the token-embedding lookup, else one per profiler step; 0: the "
+       "trace records shapes but too few passes, or a pass without a linear / mm op: no decode loop re-running its "
+       "prefix to see)"),
     _d("decode_gemm_rows_first", "count", "input rows of the step's GEMM-class ops (linear / mm / addmm / matmul: "
        "the most common row count of the step) in the first steady step (timeline/decode_prefix.py)"),
     _d("decode_gemm_rows_last", "count", "... in the last steady step"),

@@ -824,9 +824,10 @@ _FIXES = (("host_sync", _fix_host_sync), ("allocator_churn", _fix_allocator_chur
           ("pageable_memcpy", _fix_pageable_memcpy), ("input_pipeline", _fix_input_pipeline),
           ("fp32_no_tensor_cores", _fix_fp32_no_tensor_cores), ("unfused_attention", _fix_unfused_attention),
           ("single_tensor_optimizer", _fix_single_tensor_optimizer), ("memory_bound_kernels", _fix_memory_bound_kernels),
+          ("decode_without_kv_cache", _fix_decode_without_kv_cache),
           ("launch_overhead", _fix_launch_overhead), ("compile_recompile", _fix_compile_recompile),
           ("cudnn_autotune", _fix_cudnn_autotune), ("gil_contention", _fix_gil_contention),
-          ("decode_without_kv_cache", _fix_decode_without_kv_cache), ("gemm_below_roof", _fix_gemm_below_roof))
+          ("gemm_below_roof", _fix_gemm_below_roof))
 
 
 def _fixed(g: StepGraph, kinds: frozenset, bound: int):
