@@ -17,6 +17,7 @@ import pytest
 
 from diagnoser.timeline.measure import timeline_metrics
 from diagnoser.timeline.gaps import _cut
+from diagnoser.timeline import intervals
 from diagnoser.timeline.intervals import GapRange, IntervalSet, searchsorted
 from diagnoser.timeline.attention import ATTENTION_MAX_KERNELS, _unfused_blocks
 from diagnoser.timeline.view import Names, first_rows, lookup
@@ -183,6 +184,29 @@ def test_few_queries_into_a_big_set_match_the_cumulative_table(epoch):
         table = IntervalSet(iv.starts, iv.ends)
         table._cum  # noqa: B018 - build the table first: the dense path
         assert few.tolist() == table.overlap(a, b).tolist()
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_many_queries_answered_a_chunk_at_a_time_match_one_pass(monkeypatch, dense):
+    """Overlap over more queries than a chunk (a long trace's ops against the idle gaps) answers them a chunk
+    at a time: the same numbers as one pass over all, with the cumulative table or without (a few queries into
+    a big set), sorted or not, the last chunk partial."""
+    monkeypatch.setattr(intervals, "QUERY_CHUNK", 100)  # a chunk alone is sparse: the table comes from all
+    n = 20_000 if dense else 400_000
+    s = np.sort(RNG.integers(0, 10**9, n))
+    for trial in range(4):
+        iv = IntervalSet.of(s, s + RNG.integers(0, 900, n))
+        m = len(iv) // 5 if dense else len(iv) // 64 - 7  # dense: the cumulative table; sparse: without it
+        a = RNG.integers(-1_000, 10**9, m)
+        b = a + RNG.integers(-100, 10**6, m)  # some empty or negative queries
+        if trial % 2:
+            a, b = np.sort(a), np.sort(b)
+        one = IntervalSet(iv.starts, iv.ends)
+        want = np.clip(one._covered_before(b) - one._covered_before(a), 0, None)
+        got = iv.overlap(a, b)
+        assert ("_cum" in iv.__dict__) == dense
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
 
 @pytest.mark.parametrize("trial", range(5))
 def test_gap_cutting_matches_sorting_all_edges(trial):

@@ -85,17 +85,18 @@ def op_tree_spans(ranges, within: IntervalSet | None = None) -> tuple[IntervalSe
     """From a trace's op tree: the host spans of hand-written attention blocks per thread, and how many
     blocks (distinct matmul pairs) start `within` the given host windows (all, when None). None when the
     trace has no ops (then kernel order decides)."""
-    ops = ranges[(ranges["kind"] == "op").to_numpy()] if len(ranges) else ranges
-    if not len(ops):
+    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy()) if len(ranges) else np.zeros(0, np.int64)
+    if not op_rows.size:
         return None
-    soft = name_mask(ops["name"], SOFTMAX_OP)
-    mm = name_mask(ops["name"], BATCHED_MATMUL_OP)
-    delim = name_mask(ops["name"], DELIMITER_OP)
+    names = ranges["name"].iloc[op_rows]  # (the ops' names, not a copy of every op)
+    soft = name_mask(names, SOFTMAX_OP)
+    mm = name_mask(names, BATCHED_MATMUL_OP)
+    delim = name_mask(names, DELIMITER_OP)
     spans: dict = {}
     blocks = 0
     if not soft.any():
         return IntervalSet.of([], []), spans, 0
-    marked = ops[soft | mm | delim]
+    marked = ranges.iloc[op_rows[soft | mm | delim]]
     kind = np.where(name_mask(marked["name"], SOFTMAX_OP), 0, np.where(name_mask(marked["name"], BATCHED_MATMUL_OP), 1, 2))
     for thread in sorted(set(marked["thread"].tolist()), key=str):
         sel = (marked["thread"] == thread).to_numpy()

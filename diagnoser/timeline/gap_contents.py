@@ -65,8 +65,9 @@ def idle_contents(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, side=None, t
     if len(r):
         pick = r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP) \
             & ~name_mask(r["name"], NVTX_STEP)
-        sub = r[pick]
-        sub = sub[IntervalSet.of(gs, ge).overlap(sub["start_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64)) > 0]
+        rows = np.flatnonzero(pick)  # (no copy of every op: only of those inside the gaps)
+        sub = r.iloc[rows[IntervalSet.of(gs, ge).overlap(r["start_ns"].to_numpy(np.int64)[rows],
+                                                          r["end_ns"].to_numpy(np.int64)[rows]) > 0]]
         uniq, inv = np.unique(sub["name"].astype(str).to_numpy(), return_inverse=True)
         names = np.array([SUFFIX.sub("", n) for n in uniq.tolist()], dtype=object)[inv] if uniq.size else uniq
         ranges = _top_cover(names, sub["start_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64), gs, ge, 3)

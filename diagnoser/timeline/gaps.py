@@ -108,12 +108,13 @@ def host_activity(tv: TimelineView) -> HostActivity:
     hs, he = tv.host_start, tv.host_end
     is_copy_call = tv.host_is("copy_async", "copy_sync")
     sync_mask = tv.host_is("sync", "copy_sync") | _calls_with_corr(tv, is_copy_call, blocking_corr)
-    ops = ranges[(ranges["kind"] == "op").to_numpy()]
+    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy())
     sync = IntervalSet.of(hs[sync_mask], he[sync_mask])
 
     marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(ranges["name"], DATA_RANGE)]
     tree = tv.op_tree  # the operators not nested in an earlier one of their thread
-    top = ops.reset_index(drop=True).iloc[tree.rows[tree.top_level]] if len(ops) else ops
+    top = ranges.iloc[op_rows[tree.rows[tree.top_level]]]  # (no copy of every operator: most ranges are)
+    top = top.set_axis(pd.RangeIndex(len(top)))
     launches = calls_inside(top, tv) if len(top) else np.zeros(0, np.int64)
     cpu_only = top[launches == 0] if len(top) else top
     cpu_only = cpu_only[~name_mask(cpu_only["name"], SYNC_OPS)]
@@ -135,7 +136,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     # has an op tree, else the optimizer step ranges themselves (the gap must also be free of CUDA calls)
     opt = optimizer_ranges(tl)
     host = IntervalSet.of(opt["start_ns"], opt["end_ns"])
-    if len(ops) and len(host):
+    if op_rows.size and len(host):
         in_opt = host.contains(cpu_only["start_ns"].to_numpy(np.int64)) if len(cpu_only) else np.zeros(0, bool)
         host = IntervalSet.of(cpu_only["start_ns"][in_opt], cpu_only["end_ns"][in_opt])
         cpu_only = cpu_only[~in_opt]
@@ -611,17 +612,14 @@ def _covering_ranges(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: in
     """`name T ms, name T ms`: the two host ranges (NVTX, annotations, ops; not steps) that cover the
     gaps most, per steady step ("" when the first covers less than `min_top` ns in all)."""
     r = tv.tl.ranges
-    r = r[r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP)
-          & ~name_mask(r["name"], NVTX_STEP)]  # a step range covers every gap: it names nothing
-    if not len(r):
-        return ""
     rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
-    hit = (rs < ge.max()) & (re_ > gs.min())
-    names = r["name"].to_numpy()[hit]
-    rs, re_ = rs[hit], re_[hit]
-    cover = IntervalSet.of(gs, ge).overlap(rs, re_)
+    rows = np.flatnonzero(r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP)
+                          & ~name_mask(r["name"], NVTX_STEP)  # a step range covers every gap: it names nothing
+                          & (rs < ge.max()) & (re_ > gs.min()))
+    cover = IntervalSet.of(gs, ge).overlap(rs[rows], re_[rows])
+    rows, cover = rows[cover > 0], cover[cover > 0]
     by: dict[str, int] = {}
-    for n, c in zip(names[cover > 0].tolist(), cover[cover > 0].tolist()):
+    for n, c in zip(r["name"].iloc[rows].tolist(), cover.tolist()):
         n = EMIT_NVTX_SUFFIX.sub("", str(n))  # one name per op, not per call
         by[n] = by.get(n, 0) + int(c)
     top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]

@@ -21,6 +21,7 @@ def searchsorted(values: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
 
 
 SPARSE_QUERIES = 64  # fewer queries than 1/64 of a set's intervals: no cumulative table (_cum_at)
+QUERY_CHUNK = 1 << 16  # queries answered at a time (overlap)
 
 
 @dataclass(frozen=True)
@@ -102,16 +103,24 @@ class IntervalSet:
         return np.cumsum(seg)[np.searchsorted(pos, j)]
 
     def overlap(self, a, b) -> np.ndarray:
-        """Covered length inside each [a, b) query (vectorized)."""
+        """Covered length inside each [a, b) query (vectorized; many queries a chunk at a time, so that the
+        temporaries are a chunk's, not those of every op of a long trace)."""
         a = np.asarray(a, dtype=np.int64)
         b = np.asarray(b, dtype=np.int64)
         if self.starts.size == 0:
             return np.zeros(np.broadcast(a, b).shape, dtype=np.int64)
-        after, before = self._covered_before(b), self._covered_before(a)
-        if after.ndim != 1 or after.shape != before.shape:  # (broadcast: not in place)
-            return np.clip(after - before, 0, None)
-        after -= before
-        return np.maximum(after, 0, out=after)
+        if a.ndim != 1 or a.shape != b.shape or a.size <= QUERY_CHUNK:
+            after, before = self._covered_before(b), self._covered_before(a)
+            if after.ndim != 1 or after.shape != before.shape:  # (broadcast: not in place)
+                return np.clip(after - before, 0, None)
+            after -= before
+            return np.maximum(after, 0, out=after)
+        if a.size * SPARSE_QUERIES >= self.starts.size:
+            self._cum  # noqa: B018 (the table all the queries at once would use, built once for every chunk)
+        out = np.empty(a.size, dtype=np.int64)
+        for k in range(0, a.size, QUERY_CHUNK):
+            out[k:k + QUERY_CHUNK] = self._covered_before(b[k:k + QUERY_CHUNK]) - self._covered_before(a[k:k + QUERY_CHUNK])
+        return np.maximum(out, 0, out=out)
 
     def contains(self, t) -> np.ndarray:
         """Whether each time point t lies inside the set (start <= t < end)."""

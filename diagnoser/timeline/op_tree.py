@@ -22,12 +22,13 @@ class OpTree:
 
     `rows[i]` is op i's row in the table it was built from; `parent[i]` the op (tree index) innermost
     around it on its thread, -1 at the top; `top_level[i]` whether it ends after every earlier op of its
-    thread has ended (not within one: the ops the host's idle-gap classes judge)."""
+    thread has ended (not within one: the ops the host's idle-gap classes judge). Row and parent indices
+    are int32 below 2**31 ops and the threads are kept per thread, not per op: the tree lives on its
+    timeline's view through the idle-gap analysis, where a long trace's memory peaks."""
 
     rows: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    thread: np.ndarray
     parent: np.ndarray
     top_level: np.ndarray
     threads: np.ndarray  # the distinct threads, sorted
@@ -36,26 +37,37 @@ class OpTree:
     @classmethod
     def of(cls, start, end, thread) -> "OpTree":
         """The tree of ranges given as columns (any order; row i of the columns is `rows` value i)."""
-        start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
-        thread = np.asarray(thread, np.int64)
-        rows = np.lexsort((-end, start, thread))
-        s, e, th = start[rows], end[rows], thread[rows]
-        threads, first = np.unique(th, return_index=True)
-        bounds = np.r_[first, th.size].astype(np.int64)
-        parent = np.full(s.size, -1, np.int64)
+        return cls._of([np.asarray(start, np.int64), np.asarray(end, np.int64), np.asarray(thread, np.int64)])
+
+    @classmethod
+    def _of(cls, columns: list) -> "OpTree":
+        """The tree of [start, end, thread] int64 columns; the list is emptied, so that columns made for the
+        tree (some rows of a table) are freed as soon as their sorted copies are made."""
+        start, end, thread = columns
+        columns.clear()
+        index = np.int32 if start.size < 2 ** 31 else np.int64
+        rows = np.lexsort((-end, start, thread)).astype(index)
+        th = thread[rows]  # sorted: each thread's first op is where the thread changes
+        first = np.flatnonzero(np.r_[True, th[1:] != th[:-1]]) if th.size else np.zeros(0, np.int64)
+        threads, bounds = th[first], np.r_[first, th.size].astype(np.int64)
+        del th, thread
+        s, e = start[rows], end[rows]
+        del start, end
+        parent = np.full(s.size, -1, index)
         top = np.zeros(s.size, bool)
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             p = parents(s[a:b], e[a:b])
             parent[a:b] = np.where(p >= 0, p + a, -1)
             prev_max = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e[a:b])[:-1]))
             top[a:b] = e[a:b] > prev_max
-        return cls(rows, s, e, th, parent, top, threads, bounds)
+        return cls(rows, s, e, parent, top, threads, bounds)
 
     @classmethod
-    def of_table(cls, table) -> "OpTree":
-        """The tree of a frame's ranges (start_ns, end_ns, thread columns)."""
-        return cls.of(table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64),
-                      table["thread"].to_numpy(np.int64))
+    def of_table(cls, table, rows: np.ndarray | None = None) -> "OpTree":
+        """The tree of a frame's ranges (start_ns, end_ns, thread columns), or of some of its rows (a mask:
+        the tree's `rows` then count those rows only), without a copy of the frame."""
+        cols = [table[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "thread")]
+        return cls._of(cols if rows is None else [c[rows] for c in cols])
 
     def __len__(self) -> int:
         return int(self.rows.size)
@@ -89,11 +101,12 @@ def parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     before that one's start, so before this one's too). Real traces settle in a few rounds; a long chain
     of ranges closing one after another would take a round per range, so past PARENT_JUMP_ROUNDS the
     (linear) stack walk finishes the job."""
-    cand = np.arange(start.size, dtype=np.int64) - 1
+    index = np.int32 if start.size < 2 ** 31 else np.int64
+    cand = np.arange(-1, start.size - 1, dtype=index)
     # a range that starts after every earlier one has ended has no parent: settled at once (the top
     # level of a long trace would otherwise take log n rounds of jumping along its siblings)
     ended = np.maximum.accumulate(end) if end.size else end  # latest end among ranges 0..j
-    todo = np.flatnonzero(cand >= 0)
+    todo = np.flatnonzero(cand >= 0).astype(index)
     for _ in range(PARENT_JUMP_ROUNDS):
         if not todo.size:
             return cand

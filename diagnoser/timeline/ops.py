@@ -105,16 +105,16 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[OpRow]:
     time (the op ranges' total duration), per steady step; top `limit` by GPU time. [] without ops."""
     tl = kt.tv.tl
     ranges = tl.ranges
-    ops = ranges[ranges["kind"].to_numpy() == "op"]
-    if not len(ops) or not steps.steady.size:
+    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy())  # (columns of the ops, not a copy of each)
+    if not op_rows.size or not steps.steady.size:
         return []
     n_steps = int(steps.steady.size)
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
-    rs, re_ = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    rs, re_ = ranges["start_ns"].to_numpy(np.int64)[op_rows], ranges["end_ns"].to_numpy(np.int64)[op_rows]
     in_win = (rs >= lo) & (rs < hi)
     # per op name (codes into its distinct names): calls and CPU time in the window, GPU time of its
     # kernels; bincount adds in row order, so every sum is the one a loop over the rows gives
-    code, distinct = _name_codes(ops["name"])
+    code, distinct = _name_codes(ranges["name"].iloc[op_rows])
     n_names = len(distinct)
     calls = np.bincount(code[in_win], minlength=n_names)
     cpu_ms = np.bincount(code[in_win], weights=(re_ - rs)[in_win].astype(np.float64) / 1e6, minlength=n_names)

@@ -68,21 +68,23 @@ def host_gaps(tv, steps) -> dict:
     idx = steps.steady[:GAP_STEPS]
     if idx.size == 0 or not len(ranges):
         return {}
-    ops = ranges[(ranges["kind"] == "op").to_numpy()]
-    if not len(ops):
+    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy())  # (columns of the ops, not a copy of each)
+    if not op_rows.size:
         return {}
-    os_, hs = ops["start_ns"].to_numpy(np.int64), tv.host_start
+    os_, hs = ranges["start_ns"].to_numpy(np.int64)[op_rows], tv.host_start
     while True:  # the first steady steps, as many as hold GAP_EVENTS events at most (two at least)
         lo, hi = int(steps.host_start[idx].min()), int(steps.host_end[idx].max())
         in_ops, in_host = (os_ >= lo) & (os_ < hi), (hs >= lo) & (hs < hi)
         if idx.size <= 2 or int(in_ops.sum() + in_host.sum()) <= GAP_EVENTS:
             break
         idx = idx[: idx.size // 2]
+    op_rows = op_rows[in_ops]
     start = np.concatenate((os_[in_ops], hs[in_host]))
-    end = np.concatenate((ops["end_ns"].to_numpy(np.int64)[in_ops], tv.host_end[in_host]))
-    thread = pd.factorize(np.concatenate((ops["thread"].to_numpy()[in_ops].astype(object),
+    end = np.concatenate((ranges["end_ns"].to_numpy(np.int64)[op_rows], tv.host_end[in_host]))
+    thread = pd.factorize(np.concatenate((ranges["thread"].to_numpy()[op_rows].astype(object),
                                           tl.host["thread"].to_numpy()[in_host].astype(object))))[0]
-    names = np.concatenate((ops["name"].to_numpy()[in_ops].astype(object), tl.host["name"].to_numpy()[in_host].astype(object)))
+    names = np.concatenate((ranges["name"].iloc[op_rows].to_numpy().astype(object),
+                            tl.host["name"].to_numpy()[in_host].astype(object)))
     order = np.argsort(start, kind="stable")
     start, end, thread, names = start[order], end[order], thread[order], names[order]
     per_step: list[dict] = []

@@ -214,7 +214,7 @@ class TimelineView:
     def op_tree(self) -> OpTree:
         """The CPU operators' tree (ranges of kind op; its `rows` index those ranges in table order)."""
         ranges = self.tl.ranges
-        return OpTree.of_table(ranges[(ranges["kind"] == "op").to_numpy()])
+        return OpTree.of_table(ranges, (ranges["kind"] == "op").to_numpy())
 
     @cached_property
     def modelled_op_tree(self) -> OpTree | None:
