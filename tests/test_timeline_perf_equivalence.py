@@ -435,3 +435,20 @@ def test_unique_op_names_from_codes_are_numpys_unique_of_the_texts(kind):
     uniq, codes = np.unique(names.astype(str).to_numpy(), return_inverse=True)
     got_uniq, got_codes = _unique_text(names)
     assert list(got_uniq) == list(uniq) and np.array_equal(got_codes, codes.reshape(-1))
+
+
+def test_launching_threads_from_runs_are_numpys_unique_and_the_most_calls():
+    """The distinct threads and the thread with the most calls, found among the runs of one thread (not every
+    call), are np.unique's answer and its most frequent id (the lowest among equals)."""
+    from types import SimpleNamespace
+    from diagnoser.timeline.host_threads import launching_thread, launching_threads
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n = int(rng.integers(1, 500))
+        ids = rng.choice(np.array([3, 2662278912, -1, 1 << 40, 7]), int(rng.integers(1, 6)), replace=False)
+        th = np.repeat(rng.choice(ids, n), rng.integers(1, 4 if trial % 2 else 40, n))  # runs long and short
+        tl = SimpleNamespace(host=pd.DataFrame({"thread": th.astype(np.int64)}))
+        uniq, counts = np.unique(th, return_counts=True)
+        assert launching_threads(tl).tolist() == uniq.tolist()
+        assert launching_thread(tl) == int(uniq[np.argmax(counts)])
+    assert launching_thread(SimpleNamespace(host=pd.DataFrame({"thread": np.zeros(0, np.int64)}))) is None

@@ -69,6 +69,7 @@ from .attention import op_tree_spans
 from .autotune import CONV_OP
 from .debug_apis import BACKWARD_FUNCTION
 from .gil import GIL_WAIT, GIL_WAIT_MIN_NS, WAITING_FRAME
+from .host_threads import launching_threads
 from .intervals import IntervalSet
 from .kernels import (ATTENTION, CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
                       _tensor_core)
@@ -344,7 +345,7 @@ def _holder(tl) -> IntervalSet:
     py = r[(r["kind"] == "python").to_numpy()]
     if not len(py):
         return IntervalSet.of([], [])
-    other = py[~np.isin(py["thread"].to_numpy(), np.unique(tl.host["thread"].to_numpy()))]
+    other = py[~np.isin(py["thread"].to_numpy(), launching_threads(tl))]
     if not len(other):
         return IntervalSet.of([], [])
     other = other[~name_mask(other["name"], WAITING_FRAME).astype(bool)]
@@ -358,7 +359,7 @@ def _gil_waits(tl) -> IntervalSet:
     if h is None or "osrt" not in h.traced or not len(tl.host) or not len(h.os_calls):
         return IntervalSet.of([], [])
     c = h.os_calls
-    c = c[np.isin(c["thread"].to_numpy(), np.unique(tl.host["thread"].to_numpy()))]
+    c = c[np.isin(c["thread"].to_numpy(), launching_threads(tl))]
     s, e = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
     ok = (e - s >= GIL_WAIT_MIN_NS.value) & name_mask(c["name"].astype(str), GIL_WAIT).astype(bool)
     return IntervalSet.of(s[ok], e[ok])

@@ -32,7 +32,7 @@ from .. import settings
 from .api_kinds import API_KINDS
 from .intervals import IntervalSet
 from .names import name_mask
-from .view import TimelineView
+from .view import TimelineView, values_at
 
 SETUP_CALL_MIN_NS = settings.register("timeline.setup_call_min_ns", 1_000_000, "ns", "a host call this long with the GPU idle may be one-time start-up work")
 SETUP_OUTLIER_RATIO = settings.register("timeline.setup_outlier_ratio", 20, "x", "a long call is start-up work only when it takes this many times the median call of its name")
@@ -172,9 +172,9 @@ def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.Dat
                first: pd.DataFrame | None = None) -> list[tuple[str, int, int]]:
     """What the start-up time went to, by API name (plus compilation and first op calls), biggest first."""
     items: dict[str, list[int]] = {}
-    names = tv.tl.host["name"].to_numpy()
-    for i in rows.tolist():
-        it = items.setdefault(str(names[i]), [0, 0])
+    names = values_at(tv.tl.host["name"], rows)
+    for k, i in enumerate(rows.tolist()):
+        it = items.setdefault(str(names[k]), [0, 0])
         it[0] += 1
         it[1] += int(dur[i])
     if len(comp):

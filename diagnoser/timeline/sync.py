@@ -9,7 +9,7 @@ from .tables import Timeline
 from .gaps import HostActivity
 from .intervals import IntervalSet
 from .steps import Steps
-from .view import TimelineView
+from .view import TimelineView, values_at
 
 SAME_SYNC_NS = settings.register("timeline.same_sync_ns", 20_000, "ns", "synchronizing calls closer than this (a device-to-host copy and the stream sync after it) count as one synchronization")
 
@@ -76,7 +76,7 @@ def _calls_text(tv: TimelineView, steps: Steps, rows: np.ndarray) -> str:
     if rows.size == 0:
         return ""
     dur = tv.host_end[rows] - tv.host_start[rows]
-    names = tv.tl.host["name"].to_numpy()[rows].astype(str)
+    names = values_at(tv.tl.host["name"], rows).astype(str)
     uniq, inv = np.unique(names, return_inverse=True)
     ns = np.bincount(inv, weights=dur)
     calls = np.bincount(inv)
