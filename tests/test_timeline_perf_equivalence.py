@@ -329,14 +329,19 @@ def test_steady_cv_from_running_sums_is_the_direct_minimum():
         assert _steady_cv(d) == ref_steady_cv(d), (kind, n)
 
 
-def test_grouping_rows_matches_unique_rows():
+@pytest.mark.parametrize("chunk", [1 << 17, 64, 1])  # rows hashed at a time: one chunk, several, one row each
+def test_grouping_rows_matches_unique_rows(chunk, monkeypatch):
+    """The same groups whether the rows are hashed whole or a chunk at a time (few kernels repeated: most
+    chunks hold no new key; many: hashed whole)."""
+    from diagnoser.timeline import ops
     from diagnoser.timeline.ops import _group_rows
+    monkeypatch.setattr(ops, "GROUP_CHUNK", chunk)
     rng = np.random.default_rng(5)
-    for trial in range(60):
+    for trial in range(60 if chunk > 1 else 10):
         n = int(rng.integers(1, 3000))
-        code = rng.integers(-1, 30, n)  # -1: a kernel without a name
-        grid = rng.integers(0, 6, n) * (1 if trial % 3 else 1 << 40)  # wide spans take the sort path
-        block = rng.integers(0, 4, n) * (1 if trial % 4 else -(1 << 40))
+        code = rng.integers(-1, 30 if trial % 2 else 2, n)  # -1: a kernel without a name
+        grid = rng.integers(0, 6 if trial % 2 else 2, n) * (1 if trial % 3 else 1 << 40)  # wide spans: the sort path
+        block = rng.integers(0, 4 if trial % 2 else 1, n) * (1 if trial % 4 else -(1 << 40))
         uniq, inv = np.unique(np.stack([code, grid, block], axis=1), axis=0, return_inverse=True)
         got_uniq, got_inv = _group_rows(code, grid, block)
         assert np.array_equal(uniq, got_uniq) and np.array_equal(inv.reshape(-1), got_inv)

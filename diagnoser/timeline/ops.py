@@ -16,6 +16,7 @@ from ..result_tables import KernelRow, OpRow
 # rows kept in the kernels table (the report draws the first 10; run grouping matches ncu launches on all, compare
 # matches the two sides' kernels on them)
 TOP_KERNELS = 500
+GROUP_CHUNK = 1 << 17  # rows hashed at a time by _group_rows (its hash table is sized by them)
 
 
 def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[KernelRow]:
@@ -49,8 +50,9 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[Ker
 
 def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)` for int64 columns, in linear time:
-    the columns packed into one int64 key when their ranges fit, hashed (numpy's unique), and only the
-    distinct keys sorted. Groups in lexicographic order of the columns, the inverse in row order."""
+    the columns packed into one int64 key when their ranges fit, hashed (pandas.factorize, a chunk of rows
+    at a time), and only the distinct keys sorted. Groups in lexicographic order of the columns, the
+    inverse in row order."""
     if cols[0].size == 0:
         return np.zeros((0, len(cols)), np.int64), np.zeros(0, np.int64)
     lows = [int(c.min()) for c in cols]
@@ -67,11 +69,27 @@ def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         key *= span
         key += c  # (in place into int64: an int32 column's c - lo could overflow int32)
         key -= lo
-    # the distinct keys hashed (numpy's unique: a set as large as the distinct keys, not a table as large as
-    # the rows), then each row's rank among them by a search in that small sorted array
-    distinct = np.unique(key)
-    inv = np.searchsorted(distinct, key)
-    del key
+    # hashed a chunk of rows at a time (pandas.factorize sizes its table by the rows it is given: 32 MiB for
+    # 1M kernels), then each chunk's labels mapped to ranks among all the distinct keys, sorted; keys nearly
+    # all distinct (no few kernels repeated) are hashed whole: the chunks' ranks would cost more than the table
+    first_labels, first_distinct = pd.factorize(key[:GROUP_CHUNK], sort=False)
+    if key.size <= GROUP_CHUNK or first_distinct.size * 8 > GROUP_CHUNK:
+        labels, distinct = pd.factorize(key, sort=False) if key.size > GROUP_CHUNK else (first_labels, first_distinct)
+        order = np.argsort(distinct, kind="stable")
+        rank = np.empty(order.size, np.int64)
+        rank[order] = np.arange(order.size)
+        distinct, inv = distinct[order], rank[labels]
+    else:
+        inv, firsts = key, [first_distinct]  # each chunk's labels replace its keys
+        inv[:GROUP_CHUNK] = first_labels
+        for a in range(GROUP_CHUNK, key.size, GROUP_CHUNK):
+            chunk_labels, chunk_distinct = pd.factorize(key[a:a + GROUP_CHUNK], sort=False)
+            inv[a:a + GROUP_CHUNK] = chunk_labels
+            firsts.append(chunk_distinct)
+        distinct = np.unique(np.concatenate(firsts))
+        for a, chunk_distinct in zip(range(0, key.size, GROUP_CHUNK), firsts):
+            rank = np.searchsorted(distinct, chunk_distinct)
+            inv[a:a + GROUP_CHUNK] = rank[inv[a:a + GROUP_CHUNK]]
     uniq = np.empty((distinct.size, len(cols)), np.int64)
     rest = distinct.astype(np.int64)
     for j in range(len(cols) - 1, -1, -1):
