@@ -44,7 +44,7 @@ from .setup import find_setup, setup_text, with_warmup
 from .steps import find_steps, phase_ms
 from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
 from .strip import middle_step, step_strip
-from .view import TimelineView
+from .view import TimelineView, values_at
 
 
 # the one-time-setup condition (rules/shared.yaml) with enough steady steps: the rule stays silent, a note
@@ -111,7 +111,7 @@ def _collectives(tv: TimelineView, steps, device: int) -> CollectiveKernels:
     rows, k = rows[inside], k[inside]
     return CollectiveKernels(np.array([labels[j] for j in k.tolist()], dtype=object),
                              gpu["stream"].to_numpy()[rows], tv.gpu_start[rows], tv.gpu_end[rows], labels,
-                             np.asarray(gpu["name"].to_numpy()[rows], dtype=object))
+                             values_at(gpu["name"], rows))
 
 
 def _host_held(dev, gs: np.ndarray, ge: np.ndarray, act) -> np.ndarray:

@@ -76,6 +76,7 @@ from .kernels import (ATTENTION, CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, 
 from .names import name_mask, optimizer_ranges
 from .recompiles import compile_intervals
 from .steps import PHASE_PATTERNS
+from .view import values_at
 
 OTHER, LAUNCH, SYNC, COPY, ALLOC, GRAPH = range(6)
 _KIND = {"launch": LAUNCH, "graph_launch": GRAPH, "copy_async": COPY, "copy_sync": COPY, "memset": LAUNCH,
@@ -509,7 +510,7 @@ def _op_marks(tv, ops: np.ndarray, in_optimizer: np.ndarray) -> dict:
     cat[~is_kernel] = CATEGORY_CODE["copy"]
     cat[is_kernel & in_optimizer & (cat != COMMUNICATION)] = OPTIMIZER
     tc = names.per_unique("tensor_core", _tensor_core, _tensor_core(""))[names.codes]
-    pageable = (~is_kernel) & gpu["pageable"].to_numpy()[ops] & np.isin(gpu["copy_kind"].to_numpy()[ops], ["HtoD", "DtoH"])
+    pageable = (~is_kernel) & gpu["pageable"].to_numpy()[ops] & np.isin(values_at(gpu["copy_kind"], ops), ["HtoD", "DtoH"])
     # one queue: the work of side streams waits on events the trace does not link; collectives keep their
     # own streams (they overlap compute)
     stream = np.where(cat != COMMUNICATION, -1, gpu["stream"].to_numpy()[ops]).astype(np.int64)
