@@ -439,7 +439,7 @@ def queued_mask(dev: DeviceBusy, gs: np.ndarray, ge: np.ndarray, nxt: np.ndarray
     return (nxt < n) & (launched >= 0) & (launched <= gs)
 
 
-GAP_CHUNK = 1 << 18  # gaps classified at a time (bounds the temporaries: ~20 arrays of a chunk's size)
+GAP_CHUNK = 1 << 16  # gaps classified at a time (bounds the temporaries: ~20 arrays of a chunk's size)
 # with CPU samples, a chunk is the pool the sample-based classes are judged over (staging_copy,
 # _launch_side_host_time): those keep the larger chunk they were written for
 POOLED_GAP_CHUNK = 1 << 20
@@ -515,16 +515,25 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
     s, e = steps.start[idx], steps.end[idx]
     busy = dev.busy.overlap(s, e)
     compute = dev.compute.overlap(s, e)
-    # one pass: gap -> (its step, its class) as one bin; the same per-bin sums as one pass per class
-    key = np.searchsorted(s, gaps.start, side="right") - 1
-    inside = key >= 0
-    if idx.size < steps.steady.size:  # gaps from the first step left out on belong to the steps left out
-        inside &= gaps.start < steps.start[steps.steady[idx.size]]
-    key *= len(IDLE_CLASSES)
-    key += gaps.cls
-    sums = np.bincount(key[inside], weights=(gaps.end - gaps.start)[inside],
-                       minlength=idx.size * len(IDLE_CLASSES)).reshape(-1, len(IDLE_CLASSES))
-    del key, inside
+    gs, ge, cls = gaps.start, gaps.end, gaps.cls
+    if idx.size < steps.steady.size and is_sorted(gs):  # only the gaps before the first step left out (sorted)
+        n = int(np.searchsorted(gs, steps.start[steps.steady[idx.size]], side="left"))
+        gs, ge, cls = gs[:n], ge[:n], cls[:n]
+    # gap -> (its step, its class) as one bin; the same per-bin sums as one pass per class. A chunk of gaps
+    # at a time when the bins are few (each chunk's sums are whole nanoseconds: exact in float64)
+    bins = idx.size * len(IDLE_CLASSES)
+    chunk = GAP_CHUNK if bins <= GAP_CHUNK else max(gs.size, 1)
+    sums = np.zeros(bins)
+    for a in range(0, gs.size, chunk):
+        cs, ce = gs[a:a + chunk], ge[a:a + chunk]
+        key = np.searchsorted(s, cs, side="right") - 1
+        inside = key >= 0
+        if idx.size < steps.steady.size:  # gaps from the first step left out on belong to the steps left out
+            inside &= cs < steps.start[steps.steady[idx.size]]
+        key *= len(IDLE_CLASSES)
+        key += cls[a:a + chunk]
+        sums += np.bincount(key[inside], weights=(ce - cs)[inside], minlength=bins)
+    sums = sums.reshape(-1, len(IDLE_CLASSES))
     by_cls = {c: sums[:, i] for i, c in enumerate(IDLE_CLASSES)}
     return [{"index": int(i), "label": steps.labels[i], "start_ns": int(s[k]), "end_ns": int(e[k]),
              "busy_ns": int(busy[k]), "compute_ns": int(compute[k]),

@@ -193,9 +193,10 @@ def launch_stats(tv: TimelineView, kt: KernelTable) -> dict[str, float]:
     launch = kt.launch_row[k]
     called = np.zeros(tv.host_start.size, dtype=bool)
     called[launch[launch >= 0]] = True
-    calls = np.flatnonzero(called)
-    if calls.size:
-        out["launch_api_us_per_kernel"] = float((tv.host_end[calls] - tv.host_start[calls]).sum()) / calls.size / 1e3
+    calls = int(np.count_nonzero(called))
+    if calls:  # the sum of the durations: the sums of ends and of starts wrap alike in int64, their difference does not
+        ns = (int(tv.host_end.sum(where=called)) - int(tv.host_start.sum(where=called)) + (1 << 63)) % (1 << 64) - (1 << 63)
+        out["launch_api_us_per_kernel"] = float(ns) / calls / 1e3
     return out
 
 

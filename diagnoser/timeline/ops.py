@@ -26,11 +26,9 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[Ker
     mask = kt.is_kernel
     if not mask.any() or step_ms <= 0:
         return []
-    codes = kt.names.codes[mask]
-    grid = kt.column("grid")[mask].astype(np.int64)
-    block = kt.column("block")[mask].astype(np.int64)
     dur = kt.dur_ns[mask].astype(np.float64)
-    uniq, inv = _group_rows(codes.astype(np.int64), grid, block)
+    # (the columns as they are: the grouping packs them into one int64 key)
+    uniq, inv = _group_rows(kt.names.codes[mask], kt.column("grid")[mask], kt.column("block")[mask])
     tot = np.bincount(inv, weights=dur, minlength=len(uniq))
     cnt = np.bincount(inv, minlength=len(uniq))
     lo = np.full(len(uniq), np.inf)
@@ -49,7 +47,8 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[Ker
 
 
 def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)` for int64 columns, in linear time:
+    """`np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)` for integer columns (the groups as
+    int64), in linear time:
     the columns packed into one int64 key when their ranges fit, hashed (pandas.factorize, a chunk of rows
     at a time), and only the distinct keys sorted. Groups in lexicographic order of the columns, the
     inverse in row order."""

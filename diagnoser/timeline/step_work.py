@@ -38,7 +38,7 @@ def step_work(tv, steps) -> dict:
         out["gpu_work_spread_pct"] = _spread_pct(gpu)
     hs, he = tv.host_start, tv.host_end
     if hs.size:
-        dur = (he - hs).astype(float)
+        dur = he - hs  # (int64: np.percentile and the comparison with cap read it as float64 would)
         launch = tv.host_is(*LAUNCH_KINDS)
         cap = max(3.0 * float(np.percentile(dur[launch], 25)), 20_000.0) if launch.any() else 20_000.0
         waits = tv.host_is(*WAIT_KINDS) | (launch & (dur > cap))
