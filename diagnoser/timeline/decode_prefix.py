@@ -104,7 +104,14 @@ def _token_batches(names, st, dims, window) -> set:
     [B, H, T, D] + [B, H, 1, D])."""
     lo, hi = window
     out = set()
+    seen = set()
     for i in np.flatnonzero((names == "aten::cat") & (st >= lo) & (st < hi)):
+        try:  # one look per distinct argument value (the reader shares one bytes object per value)
+            if dims[i] in seen:
+                continue
+            seen.add(dims[i])
+        except TypeError:
+            pass
         d = _decoded(dims[i])
         parts = d[0] if isinstance(d, list) and d and isinstance(d[0], list) else None
         if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, list) for p in parts)):
@@ -138,17 +145,21 @@ def _passes(names, st, dims, steps, first_step: int):
     rows = _step_rows(dims[sel], np.searchsorted(ids, fwd), ids.size)
     if rows is None:
         return None
-    starts = np.array([st[sel][fwd == i].min() for i in ids], dtype=np.int64)
+    starts = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(starts, np.searchsorted(ids, fwd), st[sel])
     return rows, starts, window
 
 
 def _growth(rows: np.ndarray) -> tuple[int, float]:
     """The rows' median growth pass to pass and the % of passes that grew by exactly it (rows that drop start
-    a new request's sequence: not counted)."""
+    a new request's sequence: not counted; a growth that is no whole number of tokens a sequence, rows not a
+    multiple of it, is no decode: 0%)."""
     deltas = np.diff(rows)
     same_seq = deltas >= 0
     growth = int(np.median(deltas[same_seq])) if same_seq.any() else 0
-    return growth, (100.0 * float((deltas[same_seq] == growth).mean()) if growth > 0 else 0.0)
+    if growth <= 0 or rows[0] % growth:
+        return growth, 0.0
+    return growth, 100.0 * float((deltas[same_seq] == growth).mean())
 
 
 def _pass_gpu_ms(kt, steps, starts: np.ndarray, window) -> np.ndarray:
@@ -195,7 +206,8 @@ def decode_prefix_stats(tl, kt, steps) -> dict:
         # the ids grow by one token a sequence of batch B: the rows grow by B (no cache) or are B (a cache)
         batches = _token_batches(names, st, dims, got[2])
         by_tokens = (growth in batches) if growth > 0 else bool((got[0] == got[0][0]).all() and int(got[0][0]) in batches)
-        if got[0].size >= (MIN_FORWARDS_TOKENS.value if by_tokens else MIN_STEPS.value):
+        # enough passes of one sequence (pass-to-pass steps that do not start a new request)
+        if int((np.diff(got[0]) >= 0).sum()) + 1 >= (MIN_FORWARDS_TOKENS.value if by_tokens else MIN_STEPS.value):
             break
         got = None
     if got is None:

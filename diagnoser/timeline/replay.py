@@ -380,8 +380,11 @@ def _new_shape_gemms(tl) -> IntervalSet:
     if not len(sel):
         return IntervalSet.of([], [])
     sel = sel.sort_values("start_ns", kind="stable")
-    key = sel["name"].astype(str) + "|" + sel["dims"].astype(str)
-    first = ~key.duplicated().to_numpy()
+    try:  # codes of the distinct (name, dims) values: the reader shares one bytes object per value
+        name, dims = pd.factorize(sel["name"])[0], pd.factorize(sel["dims"])[0]
+        first = ~pd.Series(name.astype(np.int64) * (int(dims.max()) + 1) + dims).duplicated().to_numpy()
+    except TypeError:  # unhashable values (decoded lists)
+        first = ~(sel["name"].astype(str) + "|" + sel["dims"].astype(str)).duplicated().to_numpy()
     return IntervalSet.of(sel["start_ns"].to_numpy(np.int64)[first], sel["end_ns"].to_numpy(np.int64)[first])
 
 
