@@ -313,9 +313,9 @@ def is_training(tl: Timeline, kt: KernelTable) -> bool:
     r = tl.ranges
     if name_mask(r["name"], TRAINING_RANGE).any():
         return True
-    ops = r[(r["kind"] == "op").to_numpy()]
-    if len(ops):  # the op tree is the evidence where the trace has one: kernel names can mislead
-        return bool(name_mask(ops["name"], BACKWARD_OP).any())
+    ops = (r["kind"] == "op").to_numpy()
+    if ops.any():  # the op tree is the evidence where the trace has one: kernel names can mislead
+        return bool((name_mask(r["name"], BACKWARD_OP) & ops).any())
     k = kt.is_kernel
     if not k.any():
         return False

@@ -127,14 +127,15 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[OpRow]:
         return []
     n_steps = int(steps.steady.size)
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
-    rs, re_ = ranges["start_ns"].to_numpy(np.int64)[op_rows], ranges["end_ns"].to_numpy(np.int64)[op_rows]
-    in_win = (rs >= lo) & (rs < hi)
+    rs, re_ = ranges["start_ns"].to_numpy(np.int64), ranges["end_ns"].to_numpy(np.int64)
+    in_win = (rs[op_rows] >= lo) & (rs[op_rows] < hi)
+    win = op_rows[in_win]
     # per op name (codes into its distinct names): calls and CPU time in the window, GPU time of its
     # kernels; bincount adds in row order, so every sum is the one a loop over the rows gives
     code, distinct = _name_codes(ranges["name"].iloc[op_rows])
     n_names = len(distinct)
     calls = np.bincount(code[in_win], minlength=n_names)
-    cpu_ms = np.bincount(code[in_win], weights=(re_ - rs)[in_win].astype(np.float64) / 1e6, minlength=n_names)
+    cpu_ms = np.bincount(code[in_win], weights=(re_[win] - rs[win]).astype(np.float64) / 1e6, minlength=n_names)
     gpu_code, gpu_w = _kernel_op_codes(kt, code)
     gpu_ms, total = np.zeros(n_names), 0
     seen = calls > 0

@@ -130,27 +130,30 @@ def _first_call_ops(tv: TimelineView) -> pd.DataFrame:
     context created inside the first `.to('cuda')`. Only a name's first call counts: the same op slow
     in the steady state is steady-state work."""
     r = tv.tl.ranges
-    ops = r[(r["kind"] == "op").to_numpy()] if len(r) else r
-    if not len(ops):
-        return ops
-    s, e = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
-    d = e - s
-    uniq, codes = _unique_text(ops["name"])
+    op_rows = np.flatnonzero((r["kind"] == "op").to_numpy()) if len(r) else np.zeros(0, np.int64)
+    if not op_rows.size:
+        return r.iloc[op_rows]
+    # (columns of the ops, not a copy of each: a long trace's ranges are mostly ops)
+    s = r["start_ns"].to_numpy(np.int64)[op_rows]
+    d = r["end_ns"].to_numpy(np.int64)[op_rows] - s
+    uniq, codes = _unique_text(r["name"].iloc[op_rows])
     counts = np.bincount(codes, minlength=uniq.size)
-    median = _median_by_name(codes, d, uniq.size)
     order = np.lexsort((s, codes))
     firsts = order[np.concatenate(([True], codes[order][1:] != codes[order][:-1]))] if order.size else order
+    del order
     c = codes[firsts]
     long = d[firsts] >= SETUP_CALL_MIN_NS.value
+    median = _median_by_name(codes, d, uniq.size, wanted=np.unique(c[long]))  # (a short first call is never one)
     outlier = (counts[c] <= 2) | (d[firsts] >= SETUP_OUTLIER_RATIO.value * median[c])
     gpu = IntervalSet.of(tv.gpu_start, tv.gpu_end)
-    busy = gpu.overlap(s[firsts], e[firsts]) / np.maximum(d[firsts], 1)
+    e = s[firsts] + d[firsts]  # (the first calls' ends only)
+    busy = gpu.overlap(s[firsts], e) / np.maximum(d[firsts], 1)
     # an op that spends its time waiting for the device (a sync, a blocking copy, a collective inside
     # it) waits for work, however idle the GPU looks: never start-up work
     w = tv.host_is("sync", "copy_sync", "copy_async", "memset", "nccl")
-    waiting = IntervalSet.of(tv.host_start[w], tv.host_end[w]).overlap(s[firsts], e[firsts]) / np.maximum(d[firsts], 1)
+    waiting = IntervalSet.of(tv.host_start[w], tv.host_end[w]).overlap(s[firsts], e) / np.maximum(d[firsts], 1)
     hit = firsts[long & outlier & (busy <= SETUP_GPU_BUSY_MAX.value) & (waiting <= SETUP_GPU_BUSY_MAX.value)]
-    return ops.iloc[np.sort(hit)]
+    return r.iloc[op_rows[np.sort(hit)]]
 
 
 def _unique_text(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
