@@ -21,6 +21,7 @@ def searchsorted(values: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
 
 
 SPARSE_QUERIES = 64  # fewer queries than 1/64 of a set's intervals: no cumulative table (_cum_at)
+CUM_BLOCK = 4096  # intervals per entry of the coarse cumulative table the sparse queries start from
 QUERY_CHUNK = 1 << 16  # queries answered at a time (overlap)
 
 
@@ -92,15 +93,33 @@ class IntervalSet:
     def _cum_at(self, j: np.ndarray) -> np.ndarray:
         """`self._cum[j]` without the table: for a few queries into a big set, the lengths between the
         distinct j are summed in one pass (np.add.reduceat) rather than a cumulative table built and
-        kept. Sums of ends minus sums of starts wrap alike in int64, so each difference is exact."""
+        kept, from the first of them (what lies before it comes from `_cum_blocks`: queries a chunk at a
+        time in time order cost the span they cover, not the set up to them). Sums of ends minus sums of
+        starts wrap alike in int64, so each difference is exact."""
         pos = np.unique(j)  # sorted distinct interval indices; segment k is [pos[k - 1], pos[k])
-        lo = np.concatenate(([0], pos[:-1]))
+        first_pos = int(pos[0])
+        block = first_pos // CUM_BLOCK
+        before = self._cum_blocks[block] + (self.ends[block * CUM_BLOCK:first_pos]
+                                            - self.starts[block * CUM_BLOCK:first_pos]).sum()
+        lo = np.concatenate(([first_pos], pos[:-1]))
         seg = np.zeros(pos.size, dtype=np.int64)
-        some = pos > lo  # only the first segment can be empty
+        some = pos > lo  # the first segment is empty
         if some.any():
-            upto, first = int(pos[-1]), lo[some]
-            seg[some] = np.add.reduceat(self.ends[:upto], first) - np.add.reduceat(self.starts[:upto], first)
-        return np.cumsum(seg)[np.searchsorted(pos, j)]
+            upto, first = int(pos[-1]), lo[some] - first_pos
+            seg[some] = (np.add.reduceat(self.ends[first_pos:upto], first)
+                         - np.add.reduceat(self.starts[first_pos:upto], first))
+        cum = np.cumsum(seg)
+        cum += before
+        return cum[np.searchsorted(pos, j)]
+
+    @cached_property
+    def _cum_blocks(self) -> np.ndarray:
+        """Covered length before every CUM_BLOCK-th interval (the cumulative table, one entry per block)."""
+        edges = np.arange(0, self.starts.size, CUM_BLOCK)
+        if not edges.size:
+            return np.zeros(1, np.int64)
+        per_block = np.add.reduceat(self.ends, edges) - np.add.reduceat(self.starts, edges)
+        return np.concatenate(([0], np.cumsum(per_block)))
 
     def overlap(self, a, b) -> np.ndarray:
         """Covered length inside each [a, b) query (vectorized; many queries a chunk at a time, so that the
