@@ -97,6 +97,8 @@ class IntervalSet:
         time in time order cost the span they cover, not the set up to them). Sums of ends minus sums of
         starts wrap alike in int64, so each difference is exact."""
         pos = np.unique(j)  # sorted distinct interval indices; segment k is [pos[k - 1], pos[k])
+        if not pos.size:
+            return np.zeros(np.shape(j), dtype=np.int64)
         first_pos = int(pos[0])
         block = first_pos // CUM_BLOCK
         before = self._cum_blocks[block] + (self.ends[block * CUM_BLOCK:first_pos]
@@ -146,10 +148,15 @@ class IntervalSet:
         t = np.asarray(t, dtype=np.int64)
         if self.starts.size == 0:
             return np.zeros(t.shape, dtype=bool)
-        i = searchsorted(self.starts, t, "right") - 1
+        i = searchsorted(self.starts, t, "right")
+        if t.ndim != 1:  # (a point: not in place)
+            i = i - 1
+            return (i >= 0) & (t < self.ends[np.maximum(i, 0)])
+        i -= 1  # (in place: each temporary is as long as t)
         ok = i >= 0
-        ic = np.maximum(i, 0)
-        return ok & (t < self.ends[ic])
+        np.maximum(i, 0, out=i)
+        ok &= t < self.ends[i]
+        return ok
 
     def clip(self, lo: int, hi: int) -> "IntervalSet":
         """The part of the set inside [lo, hi)."""

@@ -128,7 +128,8 @@ class KernelTable:
         self.steady_ns, self.steady_steps = steady_ns, steady_steps
         self.names: Names = tv.gpu_names.subset(rows)
         self.is_kernel: np.ndarray = tv.is_kernel[rows]  # else a copy or memset
-        self.dur_ns: np.ndarray = np.maximum(tv.gpu_end[rows] - tv.gpu_start[rows], 0)
+        dur = tv.gpu_end[rows] - tv.gpu_start[rows]
+        self.dur_ns: np.ndarray = np.maximum(dur, 0, out=dur)
         per_name = self.names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)],
                                          CATEGORY_CODE[_category("")])
         cat = per_name.astype(np.int8)[self.names.codes]

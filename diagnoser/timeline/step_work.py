@@ -38,10 +38,18 @@ def step_work(tv, steps) -> dict:
         out["gpu_work_spread_pct"] = _spread_pct(gpu)
     hs, he = tv.host_start, tv.host_end
     if hs.size:
-        dur = he - hs  # (int64: np.percentile and the comparison with cap read it as float64 would)
         launch = tv.host_is(*LAUNCH_KINDS)
-        cap = max(3.0 * float(np.percentile(dur[launch], 25)), 20_000.0) if launch.any() else 20_000.0
-        waits = tv.host_is(*WAIT_KINDS) | (launch & (dur > cap))
+        if launch.any():  # (int64 durations: np.percentile reads them as float64 would; its copy is not needed)
+            ld = he[launch]
+            ld -= hs[launch]
+            cap = max(3.0 * float(np.percentile(ld, 25, overwrite_input=True)), 20_000.0)
+            del ld
+        else:
+            cap = 20_000.0
+        waits = tv.host_is(*WAIT_KINDS)
+        for a in range(0, hs.size, WAIT_CHUNK):  # the launches past the cap, a chunk of calls at a time
+            d = he[a:a + WAIT_CHUNK] - hs[a:a + WAIT_CHUNK]
+            waits[a:a + WAIT_CHUNK] |= launch[a:a + WAIT_CHUNK] & (d > cap)
         blocked = IntervalSet.of(hs[waits], he[waits])
         span = (steps.host_end[idx] - steps.host_start[idx]).astype(float)
         host = (span - blocked.overlap(steps.host_start[idx], steps.host_end[idx])) / 1e6
@@ -50,6 +58,7 @@ def step_work(tv, steps) -> dict:
     return out
 
 
+WAIT_CHUNK = 1 << 20  # host calls compared with the launch cap at a time (no duration column of every call)
 GAP_STEPS = 50  # steady steps read for the host gaps (the first ones)
 GAP_EVENTS = 400_000  # ... and no more ops and calls than this in them (halving the steps read)
 
