@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import operator
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -71,7 +72,7 @@ class TraceColumns:
         self.ranges: dict[str, list[np.ndarray]] = {}
         self.memory: list[tuple] = []  # per batch: (ts, bytes, total allocated, total reserved, device) of device events
         self.op_rows: list[tuple] = []  # per batch: (ts, dur, thread, argument code) of the ops the perf model covers
-        self.op_keys: dict[tuple, int] = _Codes()  # (name, dims, types, concrete, strides) raw JSON bytes -> code
+        self.op_keys: dict[tuple, int] = _Codes()  # (name, the four arguments' raw JSON joined by NUL) -> code
         self.shapes_recorded = False  # some op carried Input Dims (record_shapes=True)
         self._modeled = np.zeros(0, bool)  # per name code: whether the perf model covers the name
 
@@ -141,11 +142,10 @@ class TraceColumns:
             a = e.args
             if a is None or not a.input_dims:
                 continue
-            dims = bytes(a.input_dims)
-            if dims != b"null":
+            if a.input_dims != _NULL:  # one copy of the four raw values per op, joined (JSON holds no NUL byte)
                 rows.append(i)
-                codes.append(keys[(e.name, dims, bytes(a.input_type), bytes(a.concrete_inputs),
-                                   bytes(a.input_strides))])
+                codes.append(keys[(e.name, _NUL.join((a.input_dims, a.input_type, a.concrete_inputs,
+                                                      a.input_strides)))])
         if rows:
             self.op_rows.append((cols["ts"][rows], cols["dur"][rows], cols["thread"][rows], np.array(codes, np.int32)))
 
@@ -166,7 +166,7 @@ class TraceColumns:
             return pd.DataFrame({c: [] for c in cols})
         ts, dur, thread, codes = (np.concatenate(col) for col in zip(*self.op_rows))
         start, length = _checked_ns(path, ts, dur)
-        distinct = list(zip(*self.op_keys))  # per field, its value for each code
+        distinct = list(zip(*((name, *joined.split(_NUL)) for name, joined in self.op_keys)))  # per field, per code
         data = {"start_ns": start, "end_ns": start + length, "thread": thread}
         for c, values in zip(cols[3:], distinct):
             column = np.empty(len(values), object)
@@ -225,6 +225,7 @@ class TraceColumns:
 
 
 _NAME, _TS, _DUR, _TID = (operator.attrgetter(a) for a in ("name", "ts", "dur", "tid"))
+_NUL, _NULL = b"\0", msgspec.Raw(b"null")
 
 
 def _gpu_columns(bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
