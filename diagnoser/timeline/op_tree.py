@@ -81,9 +81,9 @@ class OpTree:
             if not sel.size:
                 continue
             a, b = int(self.bounds[k]), int(self.bounds[k + 1])
-            p = self.parent[a:b]
-            j = _innermost(self.start[a:b], self.end[a:b], np.where(p >= 0, p - a, -1), t[sel])
-            out[sel] = np.where(j >= 0, j + a, -1)
+            ts = t[sel]
+            j = np.searchsorted(self.start[a:b], ts, side="right") - 1  # the thread's last op starting by t
+            out[sel] = _innermost(self.end, self.parent, ts, np.where(j >= 0, j + a, -1))
         return out
 
     def at_launch(self, tv, launch: np.ndarray) -> np.ndarray:
@@ -134,9 +134,9 @@ def _parents_by_stack(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return parent
 
 
-def _innermost(start, end, parent, t: np.ndarray) -> np.ndarray:
-    """For each time t, the innermost range containing it, or -1 (one thread's ranges, sorted by start)."""
-    j = np.searchsorted(start, t, side="right") - 1
+def _innermost(end, parent, t: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """For each time t, the innermost range containing it, or -1, from j: the last range of its thread starting
+    at or before t (-1: none), whose enclosing ranges (`parent`, tree indices) are walked up."""
     for _ in range(NESTING_DEPTH):
         open_ = j >= 0
         out = open_ & (end[np.maximum(j, 0)] < t)

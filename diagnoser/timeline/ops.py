@@ -133,6 +133,7 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[OpRow]:
     # per op name (codes into its distinct names): calls and CPU time in the window, GPU time of its
     # kernels; bincount adds in row order, so every sum is the one a loop over the rows gives
     code, distinct = _name_codes(ranges["name"].iloc[op_rows])
+    del op_rows
     n_names = len(distinct)
     calls = np.bincount(code[in_win], minlength=n_names)
     cpu_ms = np.bincount(code[in_win], weights=(re_[win] - rs[win]).astype(np.float64) / 1e6, minlength=n_names)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .intervals import IntervalSet
+from .view import values_at
 
 WAIT_KINDS = ("sync", "copy_sync", "free")
 LAUNCH_KINDS = ("launch", "graph_launch", "copy_async", "memset")
@@ -89,11 +90,11 @@ def host_gaps(tv, steps) -> dict:
         idx = idx[: idx.size // 2]
     op_rows = op_rows[in_ops]
     start = np.concatenate((os_[in_ops], hs[in_host]))
+    del os_, in_ops
     end = np.concatenate((ranges["end_ns"].to_numpy(np.int64)[op_rows], tv.host_end[in_host]))
-    thread = pd.factorize(np.concatenate((ranges["thread"].to_numpy()[op_rows].astype(object),
-                                          tl.host["thread"].to_numpy()[in_host].astype(object))))[0]
-    names = np.concatenate((ranges["name"].iloc[op_rows].to_numpy().astype(object),
-                            tl.host["name"].to_numpy()[in_host].astype(object)))
+    thread = pd.factorize(np.concatenate((ranges["thread"].to_numpy(np.int64)[op_rows],  # (int64 both: the schema's;
+                                          tl.host["thread"].to_numpy(np.int64)[in_host])))[0]  # no Python int each)
+    names = np.concatenate((values_at(ranges["name"], op_rows), values_at(tl.host["name"], in_host)))
     order = np.argsort(start, kind="stable")
     start, end, thread, names = start[order], end[order], thread[order], names[order]
     per_step: list[dict] = []
