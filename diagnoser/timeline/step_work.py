@@ -78,26 +78,30 @@ def host_gaps(tv, steps) -> dict:
     idx = steps.steady[:GAP_STEPS]
     if idx.size == 0 or not len(ranges):
         return {}
-    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy())  # (columns of the ops, not a copy of each)
-    if not op_rows.size:
+    is_op = (ranges["kind"] == "op").to_numpy()  # (masks over the ranges: no column of every op is gathered)
+    if not is_op.any():
         return {}
-    os_, hs = ranges["start_ns"].to_numpy(np.int64)[op_rows], tv.host_start
+    rs, hs = ranges["start_ns"].to_numpy(np.int64), tv.host_start
     while True:  # the first steady steps, as many as hold GAP_EVENTS events at most (two at least)
         lo, hi = int(steps.host_start[idx].min()), int(steps.host_end[idx].max())
-        in_ops, in_host = (os_ >= lo) & (os_ < hi), (hs >= lo) & (hs < hi)
+        in_ops, in_host = is_op & (rs >= lo) & (rs < hi), (hs >= lo) & (hs < hi)
         if idx.size <= 2 or int(in_ops.sum() + in_host.sum()) <= GAP_EVENTS:
             break
         idx = idx[: idx.size // 2]
-    op_rows = op_rows[in_ops]
-    start = np.concatenate((os_[in_ops], hs[in_host]))
-    del os_, in_ops
+    op_rows = np.flatnonzero(in_ops)
+    del is_op, in_ops
+    start = np.concatenate((rs[op_rows], hs[in_host]))
     end = np.concatenate((ranges["end_ns"].to_numpy(np.int64)[op_rows], tv.host_end[in_host]))
     thread = pd.factorize(np.concatenate((ranges["thread"].to_numpy(np.int64)[op_rows],  # (int64 both: the schema's;
                                           tl.host["thread"].to_numpy(np.int64)[in_host])))[0]  # no Python int each)
     names = np.concatenate((values_at(ranges["name"], op_rows), values_at(tl.host["name"], in_host)))
     order = np.argsort(start, kind="stable")
-    start, end, thread, names = start[order], end[order], thread[order], names[order]
-    per_step: list[dict] = []
+    start = start[order]  # (one at a time: each unsorted column freed as its sorted copy replaces it)
+    end = end[order]
+    thread = thread[order]
+    names = names[order]
+    shortest: dict = {}
+    counted = 0
     for i in idx:
         lo, hi = int(steps.host_start[i]), int(steps.host_end[i])
         a, b = np.searchsorted(start, lo), np.searchsorted(start, hi)
@@ -117,10 +121,12 @@ def host_gaps(tv, steps) -> dict:
             n = seen[name] = seen.get(name, 0) + 1
             if pt == t:
                 gaps[f"{name}#{n}"] = max(st - p, 0)
-        per_step.append(gaps)
-    if not per_step:
+        # the keys every step so far has, each with its shortest gap (not every step's dict kept: on a long
+        # trace 50 steps of thousands of keys each)
+        shortest = gaps if not counted else {k: min(g, gaps[k]) for k, g in shortest.items() if k in gaps}
+        counted += 1
+    if not counted:
         return {}
-    keys = set(per_step[0]).intersection(*per_step[1:])
     span = (steps.host_end[idx] - steps.host_start[idx]).astype(float) / 1e6
-    return {"steps": len(per_step), "step_ms": float(np.median(span)),
-            "gaps_us": {k: min(g[k] for g in per_step) / 1e3 for k in sorted(keys)}}
+    return {"steps": counted, "step_ms": float(np.median(span)),
+            "gaps_us": {k: shortest[k] / 1e3 for k in sorted(shortest)}}
