@@ -108,12 +108,12 @@ def host_activity(tv: TimelineView) -> HostActivity:
     hs, he = tv.host_start, tv.host_end
     is_copy_call = tv.host_is("copy_async", "copy_sync")
     sync_mask = tv.host_is("sync", "copy_sync") | _calls_with_corr(tv, is_copy_call, blocking_corr)
-    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy())
     sync = IntervalSet.of(hs[sync_mask], he[sync_mask])
 
     marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(ranges["name"], DATA_RANGE)]
     tree = tv.op_tree  # the operators not nested in an earlier one of their thread
-    top = ranges.iloc[op_rows[tree.rows[tree.top_level]]]  # (no copy of every operator: most ranges are)
+    # (no copy of every operator: most ranges are; their rows found once the tree is built, not held through it)
+    top = ranges.iloc[np.flatnonzero((ranges["kind"] == "op").to_numpy())[tree.rows[tree.top_level]]]
     top = top.set_axis(pd.RangeIndex(len(top)))
     launches = calls_inside(top, tv) if len(top) else np.zeros(0, np.int64)
     cpu_only = top[launches == 0] if len(top) else top
@@ -136,7 +136,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     # has an op tree, else the optimizer step ranges themselves (the gap must also be free of CUDA calls)
     opt = optimizer_ranges(tl)
     host = IntervalSet.of(opt["start_ns"], opt["end_ns"])
-    if op_rows.size and len(host):
+    if len(tree) and len(host):
         in_opt = host.contains(cpu_only["start_ns"].to_numpy(np.int64)) if len(cpu_only) else np.zeros(0, bool)
         host = IntervalSet.of(cpu_only["start_ns"][in_opt], cpu_only["end_ns"][in_opt])
         cpu_only = cpu_only[~in_opt]
