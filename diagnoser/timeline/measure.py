@@ -38,7 +38,8 @@ from .kernels import (KERNEL_CATEGORIES, attention_stats, category_times, gemm_a
                                kernel_table,
                                launch_stats, memory_bound_stats, optimizer_stats, tensor_core_stats)
 from .ranks import CollectiveKernels, RankSummary
-from .replay import StepGraph, step_graph
+from .replay import step_graph
+from .step_graph import StepGraph
 from .step_work import host_gaps, step_work
 from .setup import find_setup, setup_text, with_warmup
 from .steps import find_steps, phase_ms

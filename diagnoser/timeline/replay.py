@@ -1,9 +1,9 @@
 """The step time after a fix: one steady step replayed on its dependency graph, with the cause's
 events removed or changed as the fix would.
 
-`step_graph()` (at measure time, from the tables) reduces the median steady step to a `StepGraph`:
-the host's CUDA calls in order (the host work between them kept as measured), the GPU work each
-call enqueued, and what each fix acts on. `predict()` replays it: the host walks its calls, each
+`step_graph()` (at measure time, from the tables) reduces the median steady step to a `StepGraph`
+(step_graph.py; where each fix acts: fix_marks.py): the host's CUDA calls in order (the host work
+between them kept as measured), the GPU work each call enqueued, and what each fix acts on. `predict()` replays it: the host walks its calls, each
 launch enqueues its GPU work, a GPU op starts when its stream is free and its launch has reached
 the GPU, a blocking call (a sync, a pageable or read-back copy, a cudaFree) holds the host until
 the GPU has finished what was enqueued. The step is replayed several times in a row so a host that
@@ -57,39 +57,17 @@ calls is what it is in the trace, less what the fix removes. Pure; renders nothi
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from . import device_peaks
-from .api_kinds import API_KINDS
-from .attention import op_tree_spans
-from .autotune import CONV_OP
-from .debug_apis import BACKWARD_FUNCTION
-from .gil import GIL_WAIT, GIL_WAIT_MIN_NS, WAITING_FRAME
-from .host_threads import launching_threads
-from .intervals import IntervalSet
-from .kernels import (ATTENTION, CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, SOFTMAX, BETWEEN_SCORE_AND_VALUE, _category,
-                      _tensor_core)
-from .names import name_mask, optimizer_ranges
-from .recompiles import compile_intervals
-from .steps import PHASE_PATTERNS
-from .view import values_at
+from .kernels import ATTENTION, GEMM, OPTIMIZER
+from .step_graph import (ALLOC, COPY, FIRST_RUN_NS, GRAPH, LAUNCH, SYNC, StepGraph, graph_of_step, shared_inputs,
+                         tensor_core_speedup, unhindered_pace)
 
-OTHER, LAUNCH, SYNC, COPY, ALLOC, GRAPH = range(6)
-_KIND = {"launch": LAUNCH, "graph_launch": GRAPH, "copy_async": COPY, "copy_sync": COPY, "memset": LAUNCH,
-         "sync": SYNC, "malloc": ALLOC, "free": ALLOC}
-ELEMENTWISE = CATEGORY_CODE["elementwise"]
-CHAIN = (CATEGORY_CODE["elementwise"], CATEGORY_CODE["copy"], CATEGORY_CODE["reduction"], CATEGORY_CODE["normalization"])
 REPEATS = 4
 RESUME_NS = 2_000  # a blocking call that finds the GPU done returns after about this long
 # what each fix does, as (low, high) of the factor it applies (module doc)
-TENSOR_CORE_SPEEDUP = (14.0, 7.0)  # a device not in the peaks table (device_peaks.py)
-# TF32 GEMMs of moderate size reach less of their datasheet peak than FP32 ones of theirs: 6.2x of the
-# H200's 7.4x ratio at d 2048 (held-out pair tf32_train, docs/calibration.md)
-TF32_OF_PEAK = 0.8
 # host time of one call of a torch.compile'd function (Dynamo's guards, Inductor's wrapper, its launches):
 # 144-214 us, median 173, in the calibration pair compile_chain's AFTER trace (docs/calibration.md)
 COMPILED_CALL_NS = 173_000
@@ -116,11 +94,6 @@ HOST_AFTER_SYNCS = (0.65, 0.85)
 # per step of 10 runs of one program spread 3.0-5.3 ms on the GPU machine: docs/compare.md)
 HOST_PACE = (0.8, 1.05)
 GIL_WAIT_NS = 1_000_000  # a host stretch this long that another Python thread ran through: a wait for the GIL
-FIRST_RUN_NS = 1_000_000  # a host stretch this long inside a compiled graph's run is one-time set-up (recompiles)
-# the host's pace per call where a fix unblocks it (low bound): this quantile of the host time (work before the call
-# and the call) of the same op's same call (the innermost op around it, the call's place in that op) over the
-# candidate steps' unhindered calls (module doc)
-PACE_QUANTILE = 25
 # the fixes after which the BEFORE's host pace per call is not the AFTER's: the step waited on the GPU (the host ran
 # ahead behind a long queue), or the host ran cuDNN's trials or the first run of freshly compiled graphs
 PACED_FIXES = frozenset({"unfused_attention", "cudnn_autotune", "compile_recompile"})
@@ -132,83 +105,23 @@ PACE_ASSUMES = ("low: the host at its unhindered pace, each op's calls at the fa
                 "a sync, a full launch queue, a compile or a trial")
 
 
-@dataclass
-class StepGraph:
-    """One steady step (times in ns from its host start)."""
-
-    step_ns: int              # the median steady step time (the GPU's windows)
-    call_kind: np.ndarray      # per host call: OTHER / LAUNCH / SYNC / COPY / ALLOC / GRAPH
-    call_gap: np.ndarray       # host work before the call (since the previous call ended)
-    call_dur: np.ndarray
-    call_blocks: np.ndarray    # the call waited for the GPU (it returned right after the GPU finished)
-    call_data: np.ndarray      # ns of the work before it that was the host loading data
-    call_attention: np.ndarray  # ns of the work before it inside a hand-written attention block (op tree)
-    call_opt: np.ndarray       # made inside an optimizer step
-    tail_ns: int               # host work after the last call
-    op_call: np.ndarray        # per GPU op: the call that enqueued it
-    op_stream: np.ndarray
-    op_dur: np.ndarray
-    op_cat: np.ndarray         # kernel category code (copies: copy)
-    op_fp32_gemm: np.ndarray
-    op_pageable_bytes: np.ndarray  # bytes of a pageable copy, else 0
-    op_attention_block: np.ndarray  # block id of a hand-written attention block (score GEMM .. value GEMM), -1
-    op_chain: np.ndarray       # id of a run of adjacent elementwise kernels (2+), -1
-    lag_ns: int                # launch call -> kernel start when the GPU is idle
-    call_compile: np.ndarray | None = None  # ns of the work before it inside torch.compile's compile ranges
-    call_in_compile: np.ndarray | None = None  # made inside a compile range (a compile's own CUDA calls)
-    tail_compile_ns: int = 0   # of the tail, inside compile ranges
-    call_in_region: np.ndarray | None = None  # made inside a compiled graph's run (Torch-Compiled Region)
-    call_trial: np.ndarray | None = None  # made inside a convolution's cuDNN trials (up to its last sync)
-    call_gil: np.ndarray | None = None  # ns of the work before it that another Python thread ran through
-    tail_gil_ns: int = 0       # of the tail, the same
-    call_gil_wait: np.ndarray | None = None  # ns of the work before it the launching thread waited for the GIL (OS calls)
-    tail_gil_wait_ns: int = 0
-    call_nan_check: np.ndarray | None = None  # made inside anomaly mode's NaN checks (isnan / any / item in backward)
-    call_nan_gap: np.ndarray | None = None  # ns of the work before it inside those checks
-    call_region_gap: np.ndarray | None = None  # ns of the work before it inside a compiled graph's run
-    call_key: np.ndarray | None = None  # per call: (innermost op's name code, the call's place in that op), as one int
-    call_free: np.ndarray | None = None  # the call is unhindered: not blocking, its work before it in none of the fixes' causes
-    call_pace: np.ndarray | None = None  # the host time (work before + call) of its key's unhindered calls, at PACE_QUANTILE
-    call_new_shape: np.ndarray | None = None  # ns of the work before it inside a GEMM op of a shape new to the trace
-    op_roof_ns: np.ndarray | None = None  # per GPU op: its time at 100% of its compute roof where KERN019's fix reaches it, else 0
-    tc_speedup: tuple = TENSOR_CORE_SPEEDUP  # (low, high) speed-up of an FP32 GEMM put on tensor cores
-    decode_tokens: float = 0.0  # tokens each forward pass re-runs without a KV cache (decode_prefix.py), 0: none
-    replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
-
-    @property
-    def gpu_ns(self) -> int:
-        return int(self.op_dur.sum())
-
-
-CANDIDATES = 5
+CANDIDATES = 5  # steps around the median built as graphs, the closest replay kept
 
 
 def step_graph(tv, steps, at_roof=None) -> StepGraph | None:
     """The steady step whose replay comes closest to the median step time (of up to CANDIDATES steps
     around the median: a host that runs ahead of the GPU records step ranges that do not match the
-    GPU's), as a StepGraph; None without steps, calls or GPU work. at_roof: (gpu rows, ns) of the kernels
-    the compute gap's fix brings to their roof, at 100% of it (roofline.py)."""
+    GPU's), as a StepGraph (step_graph.py); None without steps, calls or GPU work. at_roof: (gpu rows, ns)
+    of the kernels the compute gap's fix brings to their roof, at 100% of it (roofline.py)."""
     idx = steps.steady
     if not idx.size:
         return None
     dur = (steps.end[idx] - steps.start[idx]).astype(float)
     order = idx[np.argsort(np.abs(dur - np.median(dur)), kind="stable")][:CANDIDATES]
-    tl = tv.tl
-    r = tl.ranges
-    data_sel = name_mask(r["name"], PHASE_PATTERNS["data"]) & r["kind"].isin(["nvtx", "annotation"]).to_numpy()
-    opt = optimizer_ranges(tl)
-    tree = _whole_matmuls(op_tree_spans(r), tv, r)
-    op_names = r["name"][(r["kind"] == "op").to_numpy()] if len(r) else r["name"]
-    shared = {"data": IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel]),
-              "op_tree": tv.op_tree if len(op_names) else None, "op_name_code": pd.factorize(op_names)[0],
-              "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
-              "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": _compiling(tl), "region": _regions(tl),
-              "trials": _trials(tv), "holder": _holder(tl),
-              "gil_waits": _gil_waits(tl), "nan_checks": _nan_checks(tl), "new_shape": _new_shape_gemms(tl),
-              "at_roof": at_roof}
+    shared = shared_inputs(tv, at_roof)
     best, err, built = None, None, []
     for i in order.tolist():
-        g = _graph_of_step(tv, steps, int(i), shared)
+        g = graph_of_step(tv, steps, int(i), shared)
         if g is None:
             continue
         built.append(g)
@@ -216,423 +129,9 @@ def step_graph(tv, steps, at_roof=None) -> StepGraph | None:
         if err is None or e < err:
             best, err = g, e
     if best is not None:
-        best.tc_speedup = tensor_core_speedup(tl.devices)
-        best.call_pace = _unhindered_pace(best, built)
+        best.tc_speedup = tensor_core_speedup(tv.tl.devices)
+        best.call_pace = unhindered_pace(best, built)
     return best
-
-
-def _unhindered_pace(g: StepGraph, built: list) -> np.ndarray:
-    """Per call of g, the PACE_QUANTILE of the host time (work before it + the call) of the unhindered calls of its
-    key in the candidate steps built (NaN for a call outside any op, or whose key has no unhindered call)."""
-    keys = np.concatenate([b.call_key for b in built])
-    free = np.concatenate([b.call_free for b in built]) & (keys >= 0)
-    host = np.concatenate([(b.call_gap + b.call_dur).astype(float) for b in built])
-    out = np.full(g.call_key.size, np.nan)
-    if not free.any():
-        return out
-    k, h = keys[free], host[free]
-    order = np.lexsort((h, k))
-    k, h = k[order], h[order]
-    uniq, first, counts = np.unique(k, return_index=True, return_counts=True)
-    # the quantile by the nearest rank of each key's sorted host times
-    rank = first + np.floor((counts - 1) * PACE_QUANTILE / 100).astype(np.int64)
-    j = np.searchsorted(uniq, g.call_key)
-    hit = (g.call_key >= 0) & (j < uniq.size) & (uniq[np.minimum(j, uniq.size - 1)] == g.call_key)
-    out[hit] = h[rank[j[hit]]]
-    return out
-
-
-def tensor_core_speedup(devices) -> tuple:
-    """(low, high) of an FP32 GEMM's speed-up on tensor cores: the datasheet's dense bf16 / FP32 peak ratio (the
-    Fix's bf16 autocast) .. TF32_OF_PEAK of its TF32 / FP32 ratio (the Fix's TF32); TENSOR_CORE_SPEEDUP where the
-    device is not in the peaks table or lacks either figure."""
-    peaks = device_peaks.lookup(devices)
-    if not peaks or "bf16" not in peaks["tensor"] or "tf32" not in peaks["tensor"]:
-        return TENSOR_CORE_SPEEDUP
-    fp32 = peaks["fp32_tflops"]
-    return (peaks["tensor"]["bf16"] / fp32, TF32_OF_PEAK * peaks["tensor"]["tf32"] / fp32)
-
-
-MATMUL_OP = re.compile(r"^aten::matmul$")
-
-
-def _whole_matmuls(tree, tv, r):
-    """The attention blocks' spans (score bmm .. value bmm) widened to the aten::matmul ops around their two bmm:
-    the layout copies a hand-written q @ k.T and p @ v make before each bmm (matmul's contiguous operands) are the
-    block's work and go with it."""
-    if tree is None or not len(tree[0]):
-        return tree
-    ops = r[(r["kind"] == "op").to_numpy()]
-    mm = name_mask(ops["name"], MATMUL_OP).astype(bool)
-    if not mm.any():
-        return tree
-    ms, me = ops["start_ns"].to_numpy(np.int64)[mm], ops["end_ns"].to_numpy(np.int64)[mm]
-    mt = ops["thread"].to_numpy()[mm]
-    spans = {}
-    for thread, iv in tree[1].items():
-        sel = mt == thread
-        mmi = IntervalSet.of(ms[sel], me[sel])
-        st, en = iv.starts.copy(), iv.ends.copy()
-        if len(mmi):
-            j = np.searchsorted(mmi.starts, st, side="right") - 1
-            inside = (j >= 0) & (st < mmi.ends[np.maximum(j, 0)])
-            st[inside] = mmi.starts[j[inside]]
-            k = np.searchsorted(mmi.starts, en - 1, side="right") - 1
-            inside = (k >= 0) & (en - 1 < mmi.ends[np.maximum(k, 0)])
-            en[inside] = np.maximum(en[inside], mmi.ends[k[inside]])
-        spans[thread] = IntervalSet.of(st, en)
-    all_spans = IntervalSet.of(np.concatenate([v.starts for v in spans.values()]), np.concatenate([v.ends for v in spans.values()]))
-    return (all_spans, spans, *tree[2:])
-
-
-# Inductor benchmarking a freshly compiled graph's Triton configurations on its first run (a new shape's work)
-BENCHMARK_CONFIGS = re.compile(r"^CachingAutotuner\.benchmark_all_configs")
-
-
-def _compiling(tl) -> IntervalSet:
-    """torch.compile's compile ranges and the autotuning of what it compiled (one per new shape)."""
-    comp = compile_intervals(tl)
-    r = tl.ranges
-    if not len(r):
-        return comp
-    b = r[name_mask(r["name"], BENCHMARK_CONFIGS).astype(bool)]
-    if not len(b):
-        return comp
-    return IntervalSet.of(np.concatenate([comp.starts, b["start_ns"].to_numpy(np.int64)]),
-                          np.concatenate([comp.ends, b["end_ns"].to_numpy(np.int64)]))
-
-
-COMPILED_REGION = re.compile(r"^Torch-Compiled Region")
-
-
-def _regions(tl) -> IntervalSet:
-    r = tl.ranges
-    if not len(r):
-        return IntervalSet.of([], [])
-    e = r[name_mask(r["name"], COMPILED_REGION).astype(bool)]
-    return IntervalSet.of(e["start_ns"].to_numpy(np.int64), e["end_ns"].to_numpy(np.int64))
-
-
-def _trials(tv) -> IntervalSet:
-    """cuDNN timing its candidate algorithms: each convolution operator that synchronized, from its start to
-    the end of its last sync (what it launches after that is the chosen algorithm's work)."""
-    r = tv.tl.ranges
-    if not len(r):
-        return IntervalSet.of([], [])
-    conv = r[(r["kind"] == "op").to_numpy() & name_mask(r["name"], CONV_OP).astype(bool)]
-    sync = tv.host_is("sync")
-    if not len(conv) or not sync.any():
-        return IntervalSet.of([], [])
-    cs, ce = conv["start_ns"].to_numpy(np.int64), conv["end_ns"].to_numpy(np.int64)
-    order = np.argsort(cs, kind="stable")
-    cs, ce = cs[order], ce[order]
-    ss, se = tv.host_start[sync].astype(np.int64), tv.host_end[sync].astype(np.int64)
-    k = np.searchsorted(cs, ss, side="right") - 1
-    inside = (k >= 0) & (ss < ce[np.maximum(k, 0)])
-    if not inside.any():
-        return IntervalSet.of([], [])
-    last = np.full(cs.size, -1, dtype=np.int64)
-    np.maximum.at(last, k[inside], se[inside])
-    tuned = last >= 0
-    return IntervalSet.of(cs[tuned], last[tuned])
-
-
-def _holder(tl) -> IntervalSet:
-    """Where a Python thread that launches no GPU work runs Python (its frames, not inside a wait): while
-    it holds the GIL the launching thread cannot run (a PyTorch trace with stacks; gil.py)."""
-    r = tl.ranges
-    if not len(r) or not len(tl.host):
-        return IntervalSet.of([], [])
-    py = r[(r["kind"] == "python").to_numpy()]
-    if not len(py):
-        return IntervalSet.of([], [])
-    other = py[~np.isin(py["thread"].to_numpy(), launching_threads(tl))]
-    if not len(other):
-        return IntervalSet.of([], [])
-    other = other[~name_mask(other["name"], WAITING_FRAME).astype(bool)]
-    return IntervalSet.of(other["start_ns"].to_numpy(np.int64), other["end_ns"].to_numpy(np.int64))
-
-
-def _gil_waits(tl) -> IntervalSet:
-    """An export's waits of the launching threads for the GIL: condition-variable / futex waits of 1 ms or more
-    (OS calls, `-t osrt`; gil.py tells them from other waits for the step as a whole)."""
-    h = tl.host_threads
-    if h is None or "osrt" not in h.traced or not len(tl.host) or not len(h.os_calls):
-        return IntervalSet.of([], [])
-    c = h.os_calls
-    c = c[np.isin(c["thread"].to_numpy(), launching_threads(tl))]
-    s, e = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
-    ok = (e - s >= GIL_WAIT_MIN_NS.value) & name_mask(c["name"].astype(str), GIL_WAIT).astype(bool)
-    return IntervalSet.of(s[ok], e[ok])
-
-
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
-
-
-def _new_shape_gemms(tl) -> IntervalSet:
-    """GEMM ops (torch trace with shapes) whose input shapes the trace had not seen before: cuBLAS picks their
-    algorithm on the host (its heuristics are cached per shape), 0.2-4 ms a shape on the H200 traces of a decoder
-    whose GEMM rows grow every pass (docs/calibration.md)."""
-    shapes = getattr(tl, "op_shapes", None)
-    if tl.source != "torch" or shapes is None or not len(shapes):
-        return IntervalSet.of([], [])
-    sel = shapes[np.isin(shapes["name"].to_numpy(object), GEMM_OPS)]
-    if not len(sel):
-        return IntervalSet.of([], [])
-    sel = sel.sort_values("start_ns", kind="stable")
-    try:  # codes of the distinct (name, dims) values: the reader shares one bytes object per value
-        name, dims = pd.factorize(sel["name"])[0], pd.factorize(sel["dims"])[0]
-        first = ~pd.Series(name.astype(np.int64) * (int(dims.max()) + 1) + dims).duplicated().to_numpy()
-    except TypeError:  # unhashable values (decoded lists)
-        first = ~(sel["name"].astype(str) + "|" + sel["dims"].astype(str)).duplicated().to_numpy()
-    return IntervalSet.of(sel["start_ns"].to_numpy(np.int64)[first], sel["end_ns"].to_numpy(np.int64)[first])
-
-
-NAN_CHECK_OP = re.compile(r"^aten::(?:isnan|_is_any_true|item)$")
-
-
-def _nan_checks(tl) -> IntervalSet:
-    """Autograd anomaly mode's NaN checks: the isnan -> _is_any_true -> item ops inside backward functions
-    (debug_apis.py); their read-back is the sync a host_sync finding counts."""
-    r = tl.ranges
-    if tl.source != "torch" or not len(r):
-        return IntervalSet.of([], [])
-    ops = (r["kind"] == "op").to_numpy()
-    check = ops & name_mask(r["name"], NAN_CHECK_OP).astype(bool)
-    if not check.any():
-        return IntervalSet.of([], [])
-    bwd = ops & name_mask(r["name"], BACKWARD_FUNCTION).astype(bool)
-    start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
-    inside = IntervalSet.of(start[bwd], end[bwd]).contains(start[check])
-    return IntervalSet.of(start[check][inside], end[check][inside])
-
-
-def _call_kinds(tv) -> np.ndarray:
-    code = np.array([_KIND.get(k, OTHER) for k in API_KINDS], dtype=np.int8)
-    return code[tv.host_api] if tv.host_api.size else np.zeros(0, dtype=np.int8)
-
-
-def _step_calls(tv, steps, i: int, shared: dict):
-    """The step's host calls (on the threads that launched its GPU work, in time order) and its GPU ops
-    (launched by one of them, in call then start order) with the call of each; None without either."""
-    hs, he = int(steps.host_start[i]), int(steps.host_end[i])
-    host_start, kinds, gpu_launch = tv.host_start, shared["kinds"], tv.launch_row
-    # the step's GPU ops: launched by a call inside the step's host range
-    ops = np.flatnonzero((gpu_launch >= 0) & (tv.launch_ns >= hs) & (tv.launch_ns < he))
-    if ops.size == 0:
-        return None
-    thread = shared["thread"]
-    launching = np.unique(thread[gpu_launch[ops]])
-    lo, hi = np.searchsorted(host_start, hs), np.searchsorted(host_start, he)  # host rows are sorted by start
-    window = np.arange(lo, hi)
-    calls = window[np.isin(thread[window], launching) & (kinds[window] != OTHER)]
-    calls = calls[np.argsort(host_start[calls], kind="stable")]
-    if calls.size == 0:
-        return None
-    pos = {int(c): j for j, c in enumerate(calls.tolist())}
-    op_call = np.array([pos.get(int(r), -1) for r in gpu_launch[ops]], dtype=np.int64)
-    keep = op_call >= 0
-    ops, op_call = ops[keep], op_call[keep]
-    order = np.lexsort((tv.gpu_start[ops], op_call))
-    return hs, he, calls, ops[order], op_call[order]
-
-
-def _before_calls(iv, prev_end: np.ndarray, cs: np.ndarray) -> np.ndarray:
-    """ns of each call's preceding host work (previous call's end -> its start) inside the intervals iv."""
-    return iv.overlap(prev_end, np.maximum(cs, prev_end)) if iv is not None and len(iv) else np.zeros(cs.size)
-
-
-def _in_tail(iv, he: int, tail: int) -> int:
-    """ns of the step's tail (its last tail ns) inside the intervals iv."""
-    return int(iv.overlap(np.array([he - tail]), np.array([he]))[0]) if len(iv) and tail > 0 else 0
-
-
-def _call_marks(shared: dict, cs: np.ndarray, ce: np.ndarray, hs: int, he: int) -> dict:
-    """Per host call, what the fixes act on: the host work before it (gap) and how much of that was data
-    loading, attention blocks, compiling, another thread holding the GIL, NaN checks; which calls sit
-    inside an optimizer step, a compile, a compiled region, cuDNN trials, NaN checks; the step's tail."""
-    n = cs.size
-    prev_end = np.concatenate(([hs], np.maximum.accumulate(ce)[:-1]))
-    tree = shared["tree"]
-    tail = max(he - int(prev_end[-1] if ce.size == 0 else max(ce.max(), hs)), 0)
-    m = {"call_gap": np.maximum(cs - prev_end, 0), "tail_ns": int(tail),
-         "call_data": _before_calls(shared["data"], prev_end, cs),  # annotated data-loading ranges
-         "call_attention": _before_calls(tree[0] if tree is not None else None, prev_end, cs),
-         "call_opt": shared["opt"].contains(cs) if shared["opt"] is not None else np.zeros(n, bool),
-         "call_trial": shared["trials"].contains(cs)}
-    comp = shared["compile"]
-    if len(comp):
-        last_end = int(max(ce.max(), hs)) if ce.size else hs
-        m.update(call_compile=_before_calls(comp, prev_end, cs), call_in_compile=comp.contains(cs),
-                 tail_compile_ns=int(comp.overlap(np.array([last_end]), np.array([max(he, last_end)]))[0]),
-                 call_in_region=shared["region"].contains(cs) if len(shared["region"]) else np.zeros(n, bool))
-    else:
-        m.update(call_compile=np.zeros(n), call_in_compile=np.zeros(n, bool), tail_compile_ns=0,
-                 call_in_region=np.zeros(n, bool))
-    holder, waits, checks = shared["holder"], shared["gil_waits"], shared["nan_checks"]
-    m.update(call_gil=_before_calls(holder, prev_end, cs), tail_gil_ns=_in_tail(holder, he, tail),
-             call_gil_wait=_before_calls(waits, prev_end, cs), tail_gil_wait_ns=_in_tail(waits, he, tail),
-             call_nan_check=checks.contains(cs) if len(checks) else np.zeros(n, bool),
-             call_nan_gap=_before_calls(checks, prev_end, cs), call_region_gap=_before_calls(shared["region"], prev_end, cs),
-             call_new_shape=_before_calls(shared["new_shape"], prev_end, cs))
-    return m
-
-
-def _call_keys(shared: dict, thread: np.ndarray, cs: np.ndarray) -> np.ndarray:
-    """Per call, its op and place: the innermost op around it (its name's code) and how many calls of the same op
-    instance came before it in the step, as one int; -1 outside any op (or without an op tree)."""
-    tree = shared["op_tree"]
-    if tree is None:
-        return np.full(cs.size, -1, dtype=np.int64)
-    inner = tree.innermost(cs, thread)
-    order = np.argsort(inner, kind="stable")
-    srt = inner[order]
-    start = np.r_[0, np.flatnonzero(srt[1:] != srt[:-1]) + 1]
-    place = np.empty(cs.size, dtype=np.int64)
-    place[order] = np.arange(cs.size) - np.repeat(start, np.diff(np.r_[start, cs.size]))
-    code = shared["op_name_code"][tree.rows[np.maximum(inner, 0)]]
-    return np.where(inner >= 0, code.astype(np.int64) * 1024 + np.minimum(place, 1023), -1)
-
-
-def _unhindered(marks: dict, blocks: np.ndarray, cost: np.ndarray, cap: float) -> np.ndarray:
-    """Calls whose host time is the host's own pace: not blocking nor held by a full launch queue, and the work
-    before them not loading data, compiling, trying cuDNN algorithms, waiting for the GIL, checking NaNs, nor a
-    compiled graph's first-run set-up."""
-    return (~blocks & (cost < cap) & (marks["call_data"] == 0) & (marks["call_compile"] == 0) & ~marks["call_in_compile"]
-            & ~marks["call_trial"] & (marks["call_gil"] == 0) & (marks["call_gil_wait"] == 0) & ~marks["call_nan_check"]
-            & (marks["call_nan_gap"] == 0) & ~((marks["call_region_gap"] > 0) & (marks["call_gap"] > FIRST_RUN_NS)))
-
-
-def _op_marks(tv, ops: np.ndarray, in_optimizer: np.ndarray) -> dict:
-    """Per GPU op: duration, queue, category, and what the fixes act on (FP32 GEMMs, pageable copies)."""
-    gstart, gend = tv.gpu_start[ops].astype(np.int64), tv.gpu_end[ops].astype(np.int64)
-    gpu = tv.tl.gpu
-    names = tv.gpu_names.subset(ops)
-    cat = names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)], CATEGORY_CODE[_category("")]).astype(np.int8)[names.codes]
-    is_kernel = tv.is_kernel[ops]
-    cat[~is_kernel] = CATEGORY_CODE["copy"]
-    cat[is_kernel & in_optimizer & (cat != COMMUNICATION)] = OPTIMIZER
-    tc = names.per_unique("tensor_core", _tensor_core, _tensor_core(""))[names.codes]
-    pageable = (~is_kernel) & gpu["pageable"].to_numpy()[ops] & np.isin(values_at(gpu["copy_kind"], ops), ["HtoD", "DtoH"])
-    # one queue: the work of side streams waits on events the trace does not link; collectives keep their
-    # own streams (they overlap compute)
-    stream = np.where(cat != COMMUNICATION, -1, gpu["stream"].to_numpy()[ops]).astype(np.int64)
-    return {"gstart": gstart, "gend": gend, "op_dur": np.maximum(gend - gstart, 0), "op_cat": cat, "op_stream": stream,
-            "op_fp32_gemm": is_kernel & (cat == GEMM) & (tc == "no"),
-            "op_pageable_bytes": np.where(pageable, gpu["bytes"].to_numpy()[ops], 0).astype(np.int64)}
-
-
-def _lag_ns(gstart: np.ndarray, gend: np.ndarray, stream: np.ndarray, launch_start: np.ndarray) -> int:
-    """Launch call start -> op start, where the op did not queue behind another on its stream (25th pct)."""
-    lag = gstart - launch_start
-    free = np.ones(gstart.size, dtype=bool)
-    for s in np.unique(stream):
-        sel = np.flatnonzero(stream == s)
-        prev = np.concatenate(([-1], gend[sel][:-1]))
-        free[sel] = gstart[sel] > prev + 2_000
-    seen = lag[free & (lag > 0)]
-    lag_ns = int(np.percentile(seen, 25)) if seen.size >= 5 else 5_000
-    return min(max(lag_ns, 1_000), 20_000)
-
-
-def _graph_of_step(tv, steps, i: int, shared: dict) -> StepGraph | None:
-    got = _step_calls(tv, steps, i, shared)
-    if got is None:
-        return None
-    hs, he, calls, ops, op_call = got
-    cs, ce = tv.host_start[calls].astype(np.int64), tv.host_end[calls].astype(np.int64)
-    marks = _call_marks(shared, cs, ce, hs, he)
-    o = _op_marks(tv, ops, marks["call_opt"][op_call])
-    gstart, gend, stream, cat = o.pop("gstart"), o.pop("gend"), o["op_stream"], o["op_cat"]
-    # blocking calls: syncs, copies and frees that returned right after the GPU finished what they wait for
-    last = np.full(calls.size, -1, dtype=np.int64)
-    np.maximum.at(last, op_call, gend)
-    done = np.maximum.accumulate(last)  # measured end of the GPU work enqueued up to each call
-    ck = shared["kinds"][calls]
-    waited = (ce >= done - 1_000) & (done >= cs) & (ce - cs > 5_000)
-    blocks = np.isin(ck, [SYNC, COPY, ALLOC]) & waited
-    # a launch that waited for a free slot in a full launch queue: the GPU held it, not the host's own cost
-    cost = ce - cs
-    launches = np.isin(ck, [LAUNCH, GRAPH])
-    cap = np.inf
-    if launches.any():
-        cap = max(3 * float(np.percentile(cost[launches], 25)), 20_000.0)
-        cost = np.where(launches, np.minimum(cost, cap), cost).astype(np.int64)
-    tree = shared["tree"]
-    at_roof = shared.get("at_roof")
-    if at_roof is not None and at_roof[0].size:
-        j = np.searchsorted(at_roof[0], ops)
-        j = np.minimum(j, at_roof[0].size - 1)
-        o["op_roof_ns"] = np.where(at_roof[0][j] == ops, at_roof[1][j], 0.0)
-    return StepGraph(step_ns=int(np.median(steps.end[steps.steady] - steps.start[steps.steady])), call_kind=ck,
-                     call_dur=cost, call_blocks=blocks, op_call=op_call,
-                     call_key=_call_keys(shared, shared["thread"][calls].astype(np.int64), cs),
-                     call_free=_unhindered(marks, blocks, cost, cap),
-                     op_attention_block=_attention(tree, shared["thread"][calls][op_call], cs[op_call], cat, stream),
-                     op_chain=_chains(cat, stream, op_call), lag_ns=_lag_ns(gstart, gend, stream, cs[op_call]),
-                     **marks, **o)
-
-
-def _attention(tree, op_thread: np.ndarray, op_launch: np.ndarray, cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """Hand-written attention blocks: from the op tree where the trace has one (attention.py: a matmul,
-    softmax, matmul on one thread; every kernel launched inside the span), else from kernel order."""
-    if tree is None:
-        return _attention_blocks(cat, stream)
-    out = np.full(cat.size, -1, dtype=np.int64)
-    base = 0
-    for thread, iv in tree[1].items():
-        sel = np.flatnonzero(op_thread == thread)
-        if sel.size and len(iv):
-            j = np.searchsorted(iv.starts, op_launch[sel], side="right") - 1
-            hit = (j >= 0) & (op_launch[sel] < iv.ends[np.maximum(j, 0)])
-            out[sel[hit]] = base + j[hit]
-        base += len(iv)
-    return out
-
-
-def _attention_blocks(cat: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """Hand-written attention in kernel order: a GEMM, kernels between (elementwise, copy, softmax) that
-    hold a softmax, a GEMM; each such block gets an id."""
-    out = np.full(cat.size, -1, dtype=np.int64)
-    between = np.isin(cat, BETWEEN_SCORE_AND_VALUE)
-    block = 0
-    for s in np.unique(stream):
-        rows = np.flatnonzero(stream == s)
-        for j, r in enumerate(rows):
-            if cat[r] != SOFTMAX or out[r] >= 0:
-                continue
-            lo = j
-            while lo > 0 and between[rows[lo - 1]]:
-                lo -= 1
-            hi = j
-            while hi + 1 < rows.size and between[rows[hi + 1]]:
-                hi += 1
-            if lo > 0 and hi + 1 < rows.size and cat[rows[lo - 1]] == GEMM and cat[rows[hi + 1]] == GEMM:
-                out[rows[lo - 1:hi + 2]] = block
-                block += 1
-    return out
-
-
-def _chains(cat: np.ndarray, stream: np.ndarray, op_call: np.ndarray) -> np.ndarray:
-    """Runs of 2+ adjacent elementwise-like kernels on one stream (what torch.compile fuses), by id."""
-    out = np.full(cat.size, -1, dtype=np.int64)
-    chain = np.isin(cat, CHAIN)
-    run = 0
-    for s in np.unique(stream):
-        rows = np.flatnonzero(stream == s)
-        j = 0
-        while j < rows.size:
-            if not chain[rows[j]]:
-                j += 1
-                continue
-            k = j
-            while k + 1 < rows.size and chain[rows[k + 1]]:
-                k += 1
-            if k > j and (cat[rows[j:k + 1]] == ELEMENTWISE).any():
-                out[rows[j:k + 1]] = run
-                run += 1
-            j = k + 1
-    return out
 
 
 @dataclass
