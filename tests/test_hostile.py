@@ -276,8 +276,11 @@ def test_signal_while_unpacking_leaves_no_temp_file(tmp_path, fixtures_dir, sig)
     path = tmp_path / "big.sqlite.gz"
     _bomb(path, _no_declared_size(head), 1 << 30, level=1)  # a valid header, then zeros: unpacked for a while (bound raised)
     env = {**os.environ, "TMPDIR": str(scratch), "DIAGNOSER_GZIP_MAX_RATIO": "100000"}
+    # the child as a terminal's Ctrl-C finds it: a shell without job control starts background jobs (a CI
+    # script's `pytest &`) with SIGINT ignored, and the child would inherit that
     proc = subprocess.Popen([*DIAGNOSE, str(path)], env=env, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not any(p.is_file() for p in scratch.glob("diagnoser-nsys-*/*")) and time.monotonic() < deadline \
             and proc.poll() is None:  # the gunzipped copy is being written
