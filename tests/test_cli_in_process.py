@@ -78,3 +78,32 @@ def test_the_command_run_outside_main_freezes_nothing(fixtures_dir):
     assert result.exit_code == 0, result.output
     assert gc.get_freeze_count() == 0
     assert gc.isenabled()
+
+
+def test_the_command_starts_no_blas_worker_threads_unless_the_user_chose_a_count(fixtures_dir):
+    """numpy's OpenBLAS starts a spinning worker per core at import (start-up CPU): the command, which does
+    no linear algebra worth splitting, has it start none; a count the user set stays theirs; an
+    in-process caller gets its environment back."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("counts threads through Linux's /proc")
+    code = ("import os, sys\nfrom diagnoser import cli\n"
+            "try:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('numpy' in sys.modules, len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'), "
+            "file=sys.stderr)\n")
+    trace = str(fixtures_dir / "torch" / "host_sync.pt.trace.json.gz")
+
+    def run(**env):
+        base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        got = subprocess.run([sys.executable, "-c", code, trace, "--format", "json"], capture_output=True, text=True,
+                             env=dict(base, **env), timeout=300)
+        assert got.stdout.count('"findings"') == 1, got.stderr[-2000:]
+        return got.stderr.strip().splitlines()[-1]
+
+    assert run() == "True 1 None"  # numpy loaded, one thread (the main one), the variable unset again
+    if (os.cpu_count() or 1) >= 2:
+        assert run(OPENBLAS_NUM_THREADS="2") == "True 2 2"

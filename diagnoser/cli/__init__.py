@@ -125,7 +125,23 @@ def _skip_exit_collection() -> None:
     gc.freeze()
 
 
+_BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+
+
+def _no_blas_workers() -> bool:
+    """numpy's OpenBLAS starts a worker thread per core when numpy is imported, and they spin while they
+    wait for work (~0.05 s of CPU per process on 2 cores, a tenth of `import pandas`); a diagnosis does no
+    linear algebra large enough to be split among threads, so unless the user chose a count, numpy
+    (imported later, here and in the rank workers, which inherit the setting) starts none. Returns
+    whether it set the count, so that main() takes it back for an in-process caller."""
+    if _BLAS_THREADS in os.environ or "numpy" in sys.modules:
+        return False
+    os.environ[_BLAS_THREADS] = "1"
+    return True
+
+
 def main(argv=None):
+    blas_set = _no_blas_workers()
     atexit.unregister(_skip_exit_collection)  # once, however often an in-process caller calls main
     atexit.register(_skip_exit_collection)  # runs at exit only: an in-process caller's collector is untouched until then
     frozen = gc.get_freeze_count()
@@ -138,6 +154,8 @@ def main(argv=None):
     except limits.Terminated as e:  # a signal that lands while an error is being reported
         sys.exit(128 + e.signum)
     finally:  # an in-process caller gets its process back as it was
+        if blas_set:
+            os.environ.pop(_BLAS_THREADS, None)
         if not frozen:
             gc.unfreeze()  # what _no_collection froze goes back to the collector's oldest generation
         limits.restore_memory_limit(previous_limit)
