@@ -4,7 +4,6 @@ HTML or JUnit. The `diagnose` command is a thin layer over the same calls; the e
 command's errors (DiagnoserError and its subclasses, the one line the command prints)."""
 from __future__ import annotations
 
-import html as html_mod
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -67,7 +66,8 @@ def _absent_text_as_none(frame: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def _iframe(page: str) -> str:
-    return (f'<iframe srcdoc="{html_mod.escape(page, quote=True)}" style="width:100%;height:{IFRAME_HEIGHT_PX}px;'
+    import html  # (its entity table: only a notebook shows a report inline)
+    return (f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:{IFRAME_HEIGHT_PX}px;'
             'border:1px solid #ccc;resize:vertical" sandbox="allow-scripts"></iframe>')
 
 

@@ -35,7 +35,7 @@ from .ingest.expansion import is_url
 from .text_safety import visible_line
 
 SCHEDULER_ENV = "DIAGNOSER_SCHEDULER"
-SCHEDULER_ADDRESS = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
+SCHEDULER_ADDRESS = r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$"  # compiled where a scheduler is named
 # with --jobs 0 (auto), local rank traces smaller than this in all are measured in-process: starting
 # the workers would cost more than they save
 AUTO_POOL_MIN_BYTES = 64 << 20
@@ -274,7 +274,7 @@ def _on_dask(items, scheduler: str, bar: RankProgress) -> list[RankOutcome]:
         from dask.distributed import Client, as_completed
     except ImportError:
         raise DiagnoserError("a Dask scheduler was named but Dask is not installed: pip install \"diagnoser[dask]\"") from None
-    if not SCHEDULER_ADDRESS.match(scheduler):
+    if not re.match(SCHEDULER_ADDRESS, scheduler):
         raise DiagnoserError(f"scheduler address {scheduler!r}: expected tcp://HOST:PORT (as `dask scheduler` prints it)")
     try:
         retries = int(os.environ.get("DIAGNOSER_DASK_RETRIES", "1"))

@@ -4,6 +4,7 @@ kernel is (cuBLAS, cuDNN, ..., user code), the GPU generation and the program's 
 tells (the timeline, the Nsight Compute report, runs, findings and reports use them)."""
 from __future__ import annotations
 
+import functools
 import re
 
 from .program_kinds import GPU_ARCHS
@@ -235,13 +236,19 @@ ORIGIN_PATTERNS = (
                 r"|^(void )?native::|indexing_backward_kernel|index(Func|Add)(Small|Large)Index|kernelHistogram1D"),
 )
 NOT_LIBRARIES = {"Triton", "PyTorch"}
-ORIGIN_RES = tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)
+
+
+@functools.cache
+def _origin_res() -> tuple:
+    """ORIGIN_PATTERNS compiled, once, where a kernel's origin is first asked (an Nsight Compute report;
+    a trace's start-up compiles none of them)."""
+    return tuple((name, re.compile(p, re.IGNORECASE)) for name, p in ORIGIN_PATTERNS)
 
 
 def kernel_origin(*names: str) -> str:
     """cuBLAS | cuDNN | flash-attention | CUTLASS | NCCL | CUB | Triton | PyTorch | user code."""
     for name in names:
-        for origin, pattern in ORIGIN_RES:
+        for origin, pattern in _origin_res():
             if name and pattern.search(name):
                 return origin
     return "user code"

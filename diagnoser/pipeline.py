@@ -136,7 +136,6 @@ def diagnose(paths: Iterable[str], user_rules: Iterable[str] = (), params: Itera
 def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResult]]:
     """Every run among the inputs (diagnoser.runs.grouping decides which inputs are one run) as
     (its groups, its merged AnalysisResult)."""
-    from .runs.merge import merge_run
     from .ingest.expansion import expand_inputs
     from .runs.grouping import group_runs, unique_inputs
     paths, dup_notes = unique_inputs(expand_inputs(paths))
@@ -148,6 +147,7 @@ def analyse_runs(paths, progress: bool = False) -> list[tuple[list, AnalysisResu
             result.notes = result.notes + run.evidence
             out.append(([g], result))
         else:
+            from .runs.merge import merge_run  # (several inputs of one run)
             out.append(([g for g, _ in run.members], merge_run(run)))
     if out:
         out[0][1].notes[:0] = dup_notes

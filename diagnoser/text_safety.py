@@ -61,15 +61,20 @@ def visible_text(text) -> str:
 
 # JSON: what visible_line escapes, as a `\\uXXXX` escape (json.dumps already escapes C0 itself)
 _JSON = {cp: f"\\u{cp:04x}" for cp in _LINE if cp >= 0x20}
-_JSON_ANY = re.compile("[" + "".join(re.escape(chr(cp)) for cp in sorted(_JSON) if not 0xD800 <= cp < 0xE000)
-                       + "\ud800-\udfff]")
+
+
+@functools.cache
+def _json_any() -> re.Pattern:
+    """A character json_text escapes (compiled for the first JSON text: a Markdown report needs none)."""
+    return re.compile("[" + "".join(re.escape(chr(cp)) for cp in sorted(_JSON) if not 0xD800 <= cp < 0xE000)
+                      + "\ud800-\udfff]")
 
 
 def json_text(dumped: str) -> str:
     """JSON text (json.dumps with ensure_ascii=False) with every character visible_line escapes
     written as a `\\uXXXX` escape: parsed, every value is as read; shown, nothing acts on a terminal.
     Outside its strings JSON text is ASCII, so the whole text is translated at once."""
-    return dumped.translate(_JSON) if _JSON_ANY.search(dumped) else dumped  # (searching is 10x faster)
+    return dumped.translate(_JSON) if _json_any().search(dumped) else dumped  # (searching is 10x faster)
 
 
 def md_code(text) -> str:

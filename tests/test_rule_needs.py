@@ -246,3 +246,34 @@ def test_a_warm_start_of_diagnose_on_a_torch_trace_imports_no_yaml_parser_or_sch
 
     assert "yaml" in loaded(), "a cold start parses the rule files"
     assert loaded() == [], "a warm start parses nothing"
+
+
+def test_a_markdown_report_of_a_torch_trace_leaves_out_what_other_inputs_and_formats_need(tmp_path):
+    """Start-up: a torch trace's Markdown report imports no reader, analysis or renderer of another input
+    or format (the Nsight Systems reader's sqlite3, the Nsight Compute analysis, comparisons, the HTML page,
+    a notebook's iframe escaping), nor difflib (only a misspelt name asks for a suggestion), and compiles
+    no pattern only those use (whose code a kernel is: Nsight Compute; the JSON escapes)."""
+    import os
+    import subprocess
+    import sys
+
+    trace = ROOT / "fixtures" / "torch" / "host_sync.pt.trace.json.gz"
+    absent = ("sqlite3", "diagnoser.ingest.nsys_sqlite", "diagnoser.ncu.analysis", "diagnoser.comparison",
+              "diagnoser.report.html", "html", "difflib", "yaml", "jsonschema", "diagnoser.runs.merge")
+    probe = ("import sys\nfrom diagnoser.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+             "    from diagnoser import kernel_names, text_safety\n"
+             f"    got = [m for m in {absent!r} if m in sys.modules]\n"
+             "    got += ['origin-patterns'] * kernel_names._origin_res.cache_info().currsize\n"
+             "    got += ['json-escapes'] * text_safety._json_any.cache_info().currsize\n"
+             "    sys.stderr.write('LOADED ' + ' '.join(got) + '\\n')\n")
+    env = dict(os.environ, DIAGNOSER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    env.pop("DIAGNOSER_NO_CACHE", None)
+
+    def loaded(fmt):
+        out = subprocess.run([sys.executable, "-c", probe, str(trace), "--format", fmt], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return [line for line in out.stderr.splitlines() if line.startswith("LOADED")][-1].split()[1:]
+
+    assert "json-escapes" in loaded("json"), "the JSON report compiles its escapes"  # (and fills the rule cache)
+    assert loaded("md") == []

@@ -3,7 +3,6 @@ facts and template names exist, regexes and gain expressions compile. Errors are
 RuleError("file:line: rule ID: what is wrong; what to add")."""
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Iterable
@@ -63,15 +62,15 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
             fail(where, f"param `{cond.param}` is not defined; add it under `params:` with its default")
         if known_facts is not None and cond.fact not in known_facts:
             fail(where, f"unknown fact `{cond.fact}` in verify_check; `diagnose facts --catalogue` lists the facts")
-    names = set(rule.params) | {"subject", "gain_of"}
+    names = set(rule.params) | {"subject", "gain_of"}  # and, with a catalogue, every fact in it (read in place)
     if known_facts is not None:
         na_facts = rule.not_applicable[0].facts() if rule.not_applicable else set()
         for fact in sorted(rule.when.facts() | set(rule.requires) | set(rule.evidence) | na_facts):
             if fact not in known_facts:
+                import difflib
                 close = difflib.get_close_matches(fact, list(known_facts), n=1)
                 hint = f" (did you mean `{close[0]}`?)" if close else ""
                 fail(("when",), f"unknown fact `{fact}`{hint}; `diagnose facts --catalogue` lists the facts")
-        names |= set(known_facts)
     else:
         names |= rule.when.facts() | set(rule.requires) | set(rule.evidence)
     texts = [((key,), key, getattr(rule, key)) for key in ("message", "verify", "fix")]
@@ -82,7 +81,7 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
             fields = template_fields(text)
         except ValueError as e:
             fail(where, f"bad {label} template: {e}")
-        unknown = sorted(f for f in fields if f not in names)
+        unknown = sorted(f for f in fields if f not in names and f not in (known_facts or ()))
         if unknown:
             fail(where, f"{label} uses unknown name(s) {', '.join(unknown)}; use facts, params, `subject` or `gain_of`")
     if rule.estimated_gain is not None:
@@ -90,6 +89,6 @@ def check_rule(rule: Rule, path: Path, lines, index: int, known_facts: dict | No
             used = parse_expr(rule.estimated_gain)
         except ExprError as e:
             fail(("estimated_gain",), f"bad estimated_gain: {e}")
-        unknown = sorted(n for n in used if n not in names)
+        unknown = sorted(n for n in used if n not in names and n not in (known_facts or ()))
         if unknown:
             fail(("estimated_gain",), f"estimated_gain uses unknown name(s) {', '.join(unknown)}")

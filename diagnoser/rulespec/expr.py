@@ -103,15 +103,21 @@ def eval_expr(text: str, env: dict) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def template_fields(template: str) -> set[str]:
+def template_fields(template: str) -> frozenset[str]:
+    """The names a message template reads (`{name:.1f}` -> name); ValueError for a field that is no name."""
+    return _template_fields(template or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _template_fields(template: str) -> frozenset[str]:  # (a pack's load asks twice per text: its names, its checks)
     fields = set()
-    for _, field, spec, _ in string.Formatter().parse(template or ""):
+    for _, field, spec, _ in string.Formatter().parse(template):
         if field:
             root = field.split(".")[0].split("[")[0]
             if not root.isidentifier():
                 raise ValueError(f"field `{field}` is not a name")
             fields.add(root)
-    return fields
+    return frozenset(fields)
 
 
 _ABSENT = "\x00"  # what an absent fact formats as, before the n/a clean-up below
