@@ -1,6 +1,7 @@
 """The user cache directory and its JSON entries: what start-up would otherwise recompute from files
 that did not change (the checked rule files: rulespec/cache.py; the shared rule conditions settings
-take their defaults from: settings.py; compiled templates: report/template_env.py).
+take their defaults from: settings.py; compiled templates: report/template_env.py; the compiled methods of
+dataclasses: dataclass_code.py, code like the templates', for the command's own process only).
 
 An entry is JSON (never a pickle: nothing in the cache can run code), one file per key in the user
 cache directory (`$DIAGNOSER_CACHE_DIR`, else `$XDG_CACHE_HOME/diagnoser`, else `~/.cache/diagnoser`),

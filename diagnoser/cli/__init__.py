@@ -15,6 +15,7 @@ import click
 from .. import limits
 from .._version import __version__
 from ..api import DEFAULT_TOP
+from ..dataclass_code import cached_dataclass_code
 from ..errors import DiagnoserError
 from ..text_safety import visible_line
 from .compare import compare_cmd
@@ -149,7 +150,7 @@ def main(argv=None):
     signals = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
     previous_handlers = {s: signal.getsignal(s) for s in signals}
     try:
-        with limits.owning_process():
+        with limits.owning_process(), cached_dataclass_code():  # the run's dataclasses: their methods' code cached
             _main(argv)
     except limits.Terminated as e:  # a signal that lands while an error is being reported
         sys.exit(128 + e.signum)
