@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .errors import DiagnoserError
+from .report import DEFAULT_TOP
 from .diagnosis import Report
 
 if TYPE_CHECKING:  # (only for the annotations: the command line imports this module at start-up)
@@ -24,7 +25,6 @@ Params = Union[Mapping[str, Any], Iterable[str], None]
 # analysis settings: {"findings.warning_min_gain_pct": 2} or ["findings.warning_min_gain_pct=2"] (as --set)
 Settings = Union[Mapping[str, Any], Iterable[str], None]
 Format = Literal["md", "json", "html", "terminal", "junit"]
-DEFAULT_TOP = 10  # findings shown in full in Markdown and terminal text; the rest in one table
 IFRAME_HEIGHT_PX = 720  # a report shown in a notebook cell: its own page in a frame, scrolled inside
 
 

@@ -14,9 +14,9 @@ import click
 
 from .. import limits
 from .._version import __version__
-from ..api import DEFAULT_TOP
 from ..dataclass_code import cached_dataclass_code
 from ..errors import DiagnoserError
+from ..report import DEFAULT_TOP
 from ..text_safety import visible_line
 from .compare import compare_cmd
 from .facts import facts_cmd
