@@ -161,15 +161,20 @@ def arch_of_device(name: str, cc: str) -> str | None:
 
 # kernel names that are built for (and picked by the library for) one generation: the newest one a trace
 # names is a lower bound of its GPU (a kernel built for sm_75 also runs on sm_90; the reverse never)
-ARCH_NAME_PATTERNS = (
-    ("volta", re.compile(r"(^|[^a-z0-9])volta_|(^|_)sm_?70_|cutlass_70_", re.I)),
-    ("turing", re.compile(r"(^|[^a-z0-9])turing_|(^|_)sm_?75_|cutlass_75_", re.I)),
-    ("ampere", re.compile(r"(^|[^a-z0-9])ampere_|(^|_)sm_?8[06]_|cutlass_8[06]_", re.I)),
-    ("ada", re.compile(r"(^|_)sm_?89_|cutlass_89_", re.I)),
-    ("hopper", re.compile(r"(^|_)sm_?90a?_|nvjet_sm90|cutlass_90_|cutlass3x_sm90", re.I)),
-    ("blackwell", re.compile(r"(^|_)sm_?1[02]0a?_|nvjet_sm1[02]0|cutlass3x_sm1[02]0", re.I)),
-    ("cdna", re.compile(r"^Cijk_|gfx9\d[\da-z]|_MFMA_|(^|_)mfma_|igemm_\w*gtcx", re.I)),
+ARCH_NAME_PATTERNS = (  # (compiled where first asked: a trace with device properties never asks)
+    ("volta", r"(^|[^a-z0-9])volta_|(^|_)sm_?70_|cutlass_70_"),
+    ("turing", r"(^|[^a-z0-9])turing_|(^|_)sm_?75_|cutlass_75_"),
+    ("ampere", r"(^|[^a-z0-9])ampere_|(^|_)sm_?8[06]_|cutlass_8[06]_"),
+    ("ada", r"(^|_)sm_?89_|cutlass_89_"),
+    ("hopper", r"(^|_)sm_?90a?_|nvjet_sm90|cutlass_90_|cutlass3x_sm90"),
+    ("blackwell", r"(^|_)sm_?1[02]0a?_|nvjet_sm1[02]0|cutlass3x_sm1[02]0"),
+    ("cdna", r"^Cijk_|gfx9\d[\da-z]|_MFMA_|(^|_)mfma_|igemm_\w*gtcx"),
 )
+
+
+@functools.cache
+def _arch_res() -> tuple:
+    return tuple((arch, re.compile(p, re.I)) for arch, p in ARCH_NAME_PATTERNS)
 
 
 def arch_from_kernel_names(names) -> tuple[str, str] | None:
@@ -179,7 +184,7 @@ def arch_from_kernel_names(names) -> tuple[str, str] | None:
     rank = {a: i for i, a in enumerate(GPU_ARCHS)}
     for name in names:
         s = str(name)
-        for arch, pattern in ARCH_NAME_PATTERNS:
+        for arch, pattern in _arch_res():
             if pattern.search(s) and (best is None or rank[arch] > rank[best]):
                 best, example = arch, s
     if best is None:
@@ -188,31 +193,40 @@ def arch_from_kernel_names(names) -> tuple[str, str] | None:
     return best, f"kernel names built for {best} (e.g. {example}); the GPU is that generation or newer"
 
 
-# who wrote a kernel, by its name: the program facts' kernel-side evidence
+# who wrote a kernel, by its name: the program facts' kernel-side evidence (compiled where first asked: a
+# trace with PyTorch operators never asks)
 FRAMEWORK_KERNEL_PATTERNS = (
-    ("vllm", re.compile(r"\bvllm::|reshape_and_cache|paged_attention_v\d", re.I)),
-    ("sglang", re.compile(r"sgl_kernel|sglang", re.I)),
-    ("tensorrt-llm", re.compile(r"tensorrt_llm|trtllm|\bmmha\b", re.I)),
-    ("jax-xla", re.compile(r"^(\w+_)?fusion(_\d+)*$|^wrapped_\w+$|^(loop|input)_\w+_fusion")),
-    ("openacc-openmp", re.compile(r"^\w+_\d+_gpu(__red\w*)?$|__omp_offloading_|^nvkernel_\w+_F\d+L\d+")),
+    ("vllm", r"\bvllm::|reshape_and_cache|paged_attention_v\d", re.I),
+    ("sglang", r"sgl_kernel|sglang", re.I),
+    ("tensorrt-llm", r"tensorrt_llm|trtllm|\bmmha\b", re.I),
+    ("jax-xla", r"^(\w+_)?fusion(_\d+)*$|^wrapped_\w+$|^(loop|input)_\w+_fusion", 0),
+    ("openacc-openmp", r"^\w+_\d+_gpu(__red\w*)?$|__omp_offloading_|^nvkernel_\w+_F\d+L\d+", 0),
     # at:: / c10:: kernels are PyTorch's own; triton_poi/red/per/tem_ kernels are torch.compile's (Inductor)
-    ("pytorch", re.compile(r"\bat::|\bat_cuda_detail::|\bc10::|^(void )?native::|^triton_(poi|red|per|tem)_")),
+    ("pytorch", r"\bat::|\bat_cuda_detail::|\bc10::|^(void )?native::|^triton_(poi|red|per|tem)_", 0),
 )
-_LIBRARY = re.compile(r"cublas|cudnn|cutlass|nvjet|xmma|sgemm|hgemm|gemm|gemv|cub::|nccl|flash|fmha|cask|"
-                      r"^(volta|turing|ampere|sm\d+)_|^Cijk_|splitKreduce|scal_kernel|fft|curand|thrust", re.I)
+_LIBRARY = (r"cublas|cudnn|cutlass|nvjet|xmma|sgemm|hgemm|gemm|gemv|cub::|nccl|flash|fmha|cask|"
+            r"^(volta|turing|ampere|sm\d+)_|^Cijk_|splitKreduce|scal_kernel|fft|curand|thrust")
+
+
+@functools.cache
+def _framework_res() -> tuple:
+    """FRAMEWORK_KERNEL_PATTERNS compiled, then the library kernels' pattern."""
+    return (tuple((name, re.compile(p, flags)) for name, p, flags in FRAMEWORK_KERNEL_PATTERNS),
+            re.compile(_LIBRARY, re.I))
 
 
 def framework_from_kernel_names(names) -> tuple[str, str] | None:
     """(framework, evidence) from kernel names alone; None when they say nothing (library kernels only).
     A program whose own kernels match no framework's naming is plain CUDA (or HIP) code."""
     names = list(dict.fromkeys(str(n) for n in names))
-    for framework, pattern in FRAMEWORK_KERNEL_PATTERNS:
+    patterns, library = _framework_res()
+    for framework, pattern in patterns:
         hits = [n for n in names if pattern.search(n)]
         if hits:
             note = (" (NVHPC's <function>_<line>_gpu naming of OpenACC/OpenMP compute regions)"
                     if framework == "openacc-openmp" else "")
             return framework, f"{len(hits)} kernel name(s) like {short_name(hits[0], EVIDENCE)}{note}"
-    own = [n for n in names if not _LIBRARY.search(n) and kernel_origin(n) == "user code"]
+    own = [n for n in names if not library.search(n) and kernel_origin(n) == "user code"]
     if own:
         return "cuda", (f"{len(own)} kernel(s) of the program's own (e.g. {short_name(own[0], EVIDENCE)}) "
                         "and no framework's")

@@ -252,7 +252,8 @@ def test_a_markdown_report_of_a_torch_trace_leaves_out_what_other_inputs_and_for
     """Start-up: a torch trace's Markdown report imports no reader, analysis or renderer of another input
     or format (the Nsight Systems reader's sqlite3, the Nsight Compute analysis, comparisons, the HTML page,
     a notebook's iframe escaping), nor difflib (only a misspelt name asks for a suggestion), and compiles
-    no pattern only those use (whose code a kernel is: Nsight Compute; the JSON escapes)."""
+    no pattern only those use (whose code a kernel is: Nsight Compute; the JSON escapes), nor the kernel-name
+    patterns of the GPU generation and the framework (its device properties and operators say them)."""
     import os
     import subprocess
     import sys
@@ -265,6 +266,8 @@ def test_a_markdown_report_of_a_torch_trace_leaves_out_what_other_inputs_and_for
              f"    got = [m for m in {absent!r} if m in sys.modules]\n"
              "    got += ['origin-patterns'] * kernel_names._origin_res.cache_info().currsize\n"
              "    got += ['json-escapes'] * text_safety._json_any.cache_info().currsize\n"
+             "    got += ['arch-patterns'] * kernel_names._arch_res.cache_info().currsize\n"
+             "    got += ['framework-patterns'] * kernel_names._framework_res.cache_info().currsize\n"
              "    sys.stderr.write('LOADED ' + ' '.join(got) + '\\n')\n")
     env = dict(os.environ, DIAGNOSER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     env.pop("DIAGNOSER_NO_CACHE", None)
