@@ -26,7 +26,7 @@ import numpy as np
 from .. import settings
 from .intervals import IntervalSet
 from .names import name_mask
-from .view import is_sorted
+from .view import Names, is_sorted
 
 ATTENTION_MAX_KERNELS = settings.register(
     "timeline.attention_max_kernels", 64, "kernels",
@@ -85,18 +85,16 @@ def op_tree_spans(ranges, within: IntervalSet | None = None) -> tuple[IntervalSe
     """From a trace's op tree: the host spans of hand-written attention blocks per thread, and how many
     blocks (distinct matmul pairs) start `within` the given host windows (all, when None). None when the
     trace has no ops (then kernel order decides)."""
-    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy()) if len(ranges) else np.zeros(0, np.int64)
-    if not op_rows.size:
+    is_op = (ranges["kind"] == "op").to_numpy() if len(ranges) else np.zeros(0, bool)
+    if not is_op.any():
         return None
-    names = ranges["name"].iloc[op_rows]  # (the ops' names, not a copy of every op)
-    soft = name_mask(names, SOFTMAX_OP)
-    mm = name_mask(names, BATCHED_MATMUL_OP)
-    delim = name_mask(names, DELIMITER_OP)
+    names = Names.of(ranges["name"])  # masks over every range (no index or row list of the ops)
+    soft = names.mask(SOFTMAX_OP) & is_op
     spans: dict = {}
     blocks = 0
     if not soft.any():
         return IntervalSet.of([], []), spans, 0
-    marked = ranges.iloc[op_rows[soft | mm | delim]]
+    marked = ranges.iloc[np.flatnonzero(soft | (is_op & (names.mask(BATCHED_MATMUL_OP) | names.mask(DELIMITER_OP))))]
     kind = np.where(name_mask(marked["name"], SOFTMAX_OP), 0, np.where(name_mask(marked["name"], BATCHED_MATMUL_OP), 1, 2))
     for thread in sorted(set(marked["thread"].tolist()), key=str):
         sel = (marked["thread"] == thread).to_numpy()

@@ -29,12 +29,11 @@ def whole_matmuls(tree, tv, r):
     block's work and go with it."""
     if tree is None or not len(tree[0]):
         return tree
-    ops = r[(r["kind"] == "op").to_numpy()]
-    mm = name_mask(ops["name"], MATMUL_OP).astype(bool)
-    if not mm.any():
+    mm = np.flatnonzero((r["kind"] == "op").to_numpy() & name_mask(r["name"], MATMUL_OP).astype(bool))  # (no copy of every op)
+    if not mm.size:
         return tree
-    ms, me = ops["start_ns"].to_numpy(np.int64)[mm], ops["end_ns"].to_numpy(np.int64)[mm]
-    mt = ops["thread"].to_numpy()[mm]
+    ms, me = r["start_ns"].to_numpy(np.int64)[mm], r["end_ns"].to_numpy(np.int64)[mm]
+    mt = r["thread"].to_numpy()[mm]
     spans = {}
     for thread, iv in tree[1].items():
         sel = mt == thread

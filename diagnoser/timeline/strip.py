@@ -18,7 +18,7 @@ import numpy as np
 from .gaps import IDLE_CLASSES
 from .kernels import KERNEL_CATEGORIES, KernelTable
 from .steps import PROFILER_STEP, Steps
-from .view import TimelineView
+from .view import TimelineView, values_at
 
 STRIP_MAX_RECTS = 400     # per stream
 STRIP_MAX_LANES = 6       # the busiest streams
@@ -97,13 +97,13 @@ def _explain(tv: TimelineView, s: int, e: int, gaps: list) -> list:
     r = tv.tl.ranges
     rs = r["start_ns"].to_numpy(np.int64) if len(r) else np.zeros(0, np.int64)
     re_ = r["end_ns"].to_numpy(np.int64) if len(r) else np.zeros(0, np.int64)
-    rnames = r["name"].to_numpy() if len(r) else np.zeros(0, object)
-    rkind = r["kind"].to_numpy() if len(r) else np.zeros(0, object)
-    in_step = (re_ > s) & (rs < e)
     # a range that spans the whole step (the step's own annotation, a loop around it) explains nothing
-    whole = (rs <= s) & (re_ >= e)
-    cand = np.flatnonzero(in_step & ~whole)
-    cand = cand[[not PROFILER_STEP.search(str(rnames[i])) for i in cand]] if cand.size else cand
+    cand = np.flatnonzero((re_ > s) & (rs < e) & ~((rs <= s) & (re_ >= e)))
+    # the names and kinds of the step's ranges only (not an object per range of the trace)
+    rnames = values_at(r["name"], cand) if cand.size else np.zeros(0, object)
+    keep = np.array([not PROFILER_STEP.search(str(n)) for n in rnames.tolist()], bool)
+    cand, rnames = cand[keep], rnames[keep]
+    rkind = values_at(r["kind"], cand) if cand.size else np.zeros(0, object)
     hs, he = tv.host_start, tv.host_end
     api = np.flatnonzero((he > s) & (hs < e))
     out = []
@@ -123,9 +123,10 @@ def _explain(tv: TimelineView, s: int, e: int, gaps: list) -> list:
             # innermost of the ranges covering most of the gap: the shortest among the best overlaps
             good = ov >= 0.3 * (b - a)
             if good.any():
-                j = cand[good][np.argmin((re_ - rs)[cand[good]])]
-                best = j
-                label, kind = str(rnames[j]), _HOST_KIND.get(str(rkind[j]), str(rkind[j]))
+                g = np.flatnonzero(good)
+                at = int(g[np.argmin(re_[cand[g]] - rs[cand[g]])])
+                j = best = int(cand[at])
+                label, kind = str(rnames[at]), _HOST_KIND.get(str(rkind[at]), str(rkind[at]))
                 if kind == "python":  # `dir/file.py(235): fn` -> `file.py(235): fn`
                     label = label.split("(", 1)[0].rsplit("/", 1)[-1] + ("(" + label.split("(", 1)[1] if "(" in label else "")
                 lo, hi = int(rs[j]), int(re_[j])
