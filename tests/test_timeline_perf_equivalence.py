@@ -440,10 +440,12 @@ def test_per_step_breakdown_of_the_first_steps_is_the_head_of_every_step(tmp_pat
 
 
 @pytest.mark.parametrize("kind", ["categorical", "unsorted categories", "unused categories", "object"])
-def test_unique_op_names_from_codes_are_numpys_unique_of_the_texts(kind):
-    """find_setup's per-name grouping sorts the distinct names, not every row's string: the same result."""
-    from diagnoser.timeline.setup import _unique_text
+def test_op_name_codes_from_categories_are_numpys_unique_of_the_ops_texts(kind):
+    """find_setup's per-name grouping of the ops sorts the distinct names, not every row's string: per op the
+    code np.unique of the ops' texts gives (other rows past the last code)."""
+    from diagnoser.timeline.setup import _op_codes
     rows = [f"aten::op{RNG.integers(40)}" for _ in range(2000)]
+    is_op = RNG.random(2000) < 0.8
     if kind == "object":
         names = pd.Series(rows, dtype=object)
     else:
@@ -451,9 +453,27 @@ def test_unique_op_names_from_codes_are_numpys_unique_of_the_texts(kind):
         if kind == "unsorted categories":
             cats = cats[::-1]
         names = pd.Series(pd.Categorical(rows, categories=cats))
-    uniq, codes = np.unique(names.astype(str).to_numpy(), return_inverse=True)
-    got_uniq, got_codes = _unique_text(names)
-    assert list(got_uniq) == list(uniq) and np.array_equal(got_codes, codes.reshape(-1))
+    uniq, inverse = np.unique(names[is_op].astype(str).to_numpy(), return_inverse=True)
+    codes, n = _op_codes(names, is_op)
+    # the same groups in the same order (an unused category may take a code: the ops' codes need not be 0..k-1)
+    assert np.array_equal(np.unique(codes[is_op], return_inverse=True)[1].reshape(-1), inverse.reshape(-1))
+    assert (codes[~is_op] == n).all() and codes[is_op].max() < n
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_first_calls_found_a_chunk_at_a_time_match_one_sort_by_name_and_start(ordered, monkeypatch):
+    """Each op name's first call (earliest start, then table order) and the calls per name, scanned 100 rows at a
+    time over rows sorted by start, are what one lexsort of every row by (name, start) gives."""
+    import diagnoser.timeline.setup as setup
+    monkeypatch.setattr(setup, "_FIRST_CHUNK", 100)
+    n = 30
+    codes = RNG.integers(0, n + 1, 5000).astype(np.int32)  # n: a range that is no op
+    start = np.sort(RNG.integers(0, 2000, 5000)) if ordered else RNG.integers(0, 2000, 5000)  # ties within and across chunks
+    order = np.lexsort((start, codes))
+    head = np.concatenate(([True], codes[order][1:] != codes[order][:-1]))
+    want = order[head & (codes[order] < n)]
+    firsts, counts = setup._first_rows(codes, n, start)
+    assert np.array_equal(firsts, want) and np.array_equal(counts, np.bincount(codes, minlength=n + 1))
 
 
 def test_launching_threads_from_runs_are_numpys_unique_and_the_most_calls():

@@ -32,7 +32,7 @@ from .. import settings
 from .api_kinds import API_KINDS
 from .intervals import IntervalSet
 from .names import name_mask
-from .view import TimelineView, values_at
+from .view import TimelineView, is_sorted, take, values_at
 
 SETUP_CALL_MIN_NS = settings.register("timeline.setup_call_min_ns", 1_000_000, "ns", "a host call this long with the GPU idle may be one-time start-up work")
 SETUP_OUTLIER_RATIO = settings.register("timeline.setup_outlier_ratio", 20, "x", "a long call is start-up work only when it takes this many times the median call of its name")
@@ -130,45 +130,76 @@ def _first_call_ops(tv: TimelineView) -> pd.DataFrame:
     context created inside the first `.to('cuda')`. Only a name's first call counts: the same op slow
     in the steady state is steady-state work."""
     r = tv.tl.ranges
-    op_rows = np.flatnonzero((r["kind"] == "op").to_numpy()) if len(r) else np.zeros(0, np.int64)
-    if not op_rows.size:
-        return r.iloc[op_rows]
-    # (columns of the ops, not a copy of each: a long trace's ranges are mostly ops)
-    s = r["start_ns"].to_numpy(np.int64)[op_rows]
-    d = r["end_ns"].to_numpy(np.int64)[op_rows] - s
-    uniq, codes = _unique_text(r["name"].iloc[op_rows])
-    counts = np.bincount(codes, minlength=uniq.size)
-    order = np.lexsort((s, codes))
-    firsts = order[np.concatenate(([True], codes[order][1:] != codes[order][:-1]))] if order.size else order
-    del order
+    is_op = (r["kind"] == "op").to_numpy() if len(r) else np.zeros(0, bool)
+    if not is_op.any():
+        return r.iloc[np.zeros(0, np.int64)]
+    # (columns over every range, the ops' name codes in one int32 column: no row list or copy of the ops)
+    start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    codes, n = _op_codes(r["name"], is_op)
+    del is_op
+    firsts, counts = _first_rows(codes, n, start)
     c = codes[firsts]
-    long = d[firsts] >= SETUP_CALL_MIN_NS.value
-    median = _median_by_name(codes, d, uniq.size, wanted=np.unique(c[long]))  # (a short first call is never one)
-    outlier = (counts[c] <= 2) | (d[firsts] >= SETUP_OUTLIER_RATIO.value * median[c])
+    s, d = start[firsts], end[firsts] - start[firsts]
+    long = d >= SETUP_CALL_MIN_NS.value
+    wanted = np.zeros(n + 1, dtype=bool)
+    wanted[np.unique(c[long])] = True  # (a short first call is never one: only these names' medians are taken)
+    rows = np.flatnonzero(take(wanted, codes))
+    median = _median_by_name(codes[rows], end[rows] - start[rows], n)
+    del rows
+    outlier = (counts[c] <= 2) | (d >= SETUP_OUTLIER_RATIO.value * median[c])
     gpu = IntervalSet.of(tv.gpu_start, tv.gpu_end)
-    e = s[firsts] + d[firsts]  # (the first calls' ends only)
-    busy = gpu.overlap(s[firsts], e) / np.maximum(d[firsts], 1)
+    e = s + d  # (the first calls' ends only)
+    busy = gpu.overlap(s, e) / np.maximum(d, 1)
     # an op that spends its time waiting for the device (a sync, a blocking copy, a collective inside
     # it) waits for work, however idle the GPU looks: never start-up work
     w = tv.host_is("sync", "copy_sync", "copy_async", "memset", "nccl")
-    waiting = IntervalSet.of(tv.host_start[w], tv.host_end[w]).overlap(s[firsts], e) / np.maximum(d[firsts], 1)
+    waiting = IntervalSet.of(tv.host_start[w], tv.host_end[w]).overlap(s, e) / np.maximum(d, 1)
     hit = firsts[long & outlier & (busy <= SETUP_GPU_BUSY_MAX.value) & (waiting <= SETUP_GPU_BUSY_MAX.value)]
-    return r.iloc[op_rows[np.sort(hit)]]
+    return r.iloc[np.sort(hit)]
 
 
-def _unique_text(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(names.astype(str), return_inverse=True)`; for a Categorical from its codes, sorting only
-    the distinct texts (sorting every row's string was n log n string comparisons: 1.1 s at 1.78M events)."""
+def _op_codes(names: pd.Series, is_op: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per range, the code of its name's text (0..n-1, numbered as `np.unique` of the ops' texts would: equal
+    texts one code) for an op, n for a range that is no op; and n. A Categorical's codes map through its
+    categories' texts (sorting every row's string was n log n string comparisons: 1.1 s at 1.78M events)."""
     if isinstance(names.dtype, pd.CategoricalDtype):
-        codes = names.cat.codes.to_numpy()
-        if codes.size and codes.min() >= 0:
+        cat = names.array.codes
+        if cat.size and int(cat[is_op].min()) >= 0:
             texts = np.empty(len(names.cat.categories), dtype=object)
             texts[:] = [str(c) for c in names.cat.categories]
             uniq, rank = np.unique(texts, return_inverse=True)
-            row_rank = rank.reshape(-1)[codes]
-            used = np.bincount(row_rank, minlength=uniq.size) > 0
-            return uniq[used], (np.cumsum(used) - 1)[row_rank]
-    return np.unique(names.astype(str).to_numpy(), return_inverse=True)
+            codes = take(rank.reshape(-1).astype(np.int32), cat)
+            codes[~is_op] = uniq.size
+            return codes, int(uniq.size)
+    op_rows = np.flatnonzero(is_op)
+    uniq, inverse = np.unique(names.iloc[op_rows].astype(str).to_numpy(), return_inverse=True)
+    codes = np.full(is_op.size, uniq.size, dtype=np.int32)
+    codes[op_rows] = inverse.reshape(-1)
+    return codes, int(uniq.size)
+
+
+_FIRST_CHUNK = 1 << 16
+
+
+def _first_rows(codes: np.ndarray, n: int, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per code 0..n-1 present: the row of its first call (earliest start, then table order), sorted by code;
+    and the rows per code (n + 1 counts). Rows sorted by start (the schema's order) are scanned a chunk at a
+    time; else one sort of every row by (code, start)."""
+    if not is_sorted(start):
+        order = np.lexsort((start, codes))
+        sc = codes[order]
+        head = np.concatenate(([True], sc[1:] != sc[:-1]))
+        firsts = order[head & (sc < n)]
+        return firsts, np.bincount(codes, minlength=n + 1)
+    first = np.full(n + 1, -1, dtype=np.int64)
+    counts = np.zeros(n + 1, dtype=np.int64)
+    for i in range(0, codes.size, _FIRST_CHUNK):
+        u, at, k = np.unique(codes[i:i + _FIRST_CHUNK], return_index=True, return_counts=True)
+        counts[u] += k
+        new = first[u] < 0
+        first[u[new]] = i + at[new]
+    first = first[:n]
+    return first[first >= 0], counts
 
 
 def _top_items(tv: TimelineView, rows: np.ndarray, dur: np.ndarray, comp: pd.DataFrame,

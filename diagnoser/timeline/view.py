@@ -25,6 +25,20 @@ def codes_of(values: pd.Series) -> tuple[np.ndarray, object]:
     return pd.factorize(values.astype(object), use_na_sentinel=True)
 
 
+_TAKE_CHUNK = 1 << 16
+
+
+def take(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """`np.take(table, index)` a chunk of rows at a time: np.take first converts a narrow index (int8 name
+    codes, int32 ids) to an intp copy of every row, 8 bytes a row beside a result of 1."""
+    if index.size <= _TAKE_CHUNK or index.dtype == np.intp:
+        return np.take(table, index)
+    out = np.empty(index.size, table.dtype)
+    for i in range(0, index.size, _TAKE_CHUNK):
+        out[i:i + _TAKE_CHUNK] = np.take(table, index[i:i + _TAKE_CHUNK])
+    return out
+
+
 class Names:
     """A name column as codes into its distinct values; a pattern is matched once per distinct name."""
 
@@ -65,7 +79,7 @@ class Names:
         """Boolean mask: `pattern.search(name)` for each row (never for a missing name)."""
         if self.codes.size == 0:
             return np.zeros(0, dtype=bool)
-        return np.take(self.hits(pattern), self.codes)  # (code -1, missing, takes the trailing False)
+        return take(self.hits(pattern), self.codes)  # (code -1, missing, takes the trailing False)
 
     def equals(self, value: str) -> np.ndarray:
         """Rows whose name is exactly `value`."""
@@ -185,7 +199,7 @@ class TimelineView:
         of 21M int8 kinds costs 4x as much)."""
         table = np.zeros(len(API_KINDS), dtype=bool)
         table[[API_KINDS.index(k) for k in kinds]] = True
-        return np.take(table, self.host_api)
+        return take(table, self.host_api)
 
     @cached_property
     def gpu_kind(self) -> Names:
