@@ -46,3 +46,40 @@ def test_a_real_traces_kernel_and_op_tables_are_the_rows_the_report_draws():
     # every op with GPU time got it from kernels the tree put inside it: their sum is the kernels' launched time
     assert sum(r.gpu_share_pct for r in result.tables.ops) <= 100.0 + 1e-9
     assert "host_gaps" not in result.charts and result.tables.host_gaps
+
+
+def _nested(rng, n: int, thread: int) -> list[tuple[int, int, int]]:
+    """n properly nested ranges on one thread, opened and closed at random (ties in start: a range opened
+    at the instant its parent was, longer than it)."""
+    out, stack, t = [], [], 0
+    while len(out) < n or stack:
+        if len(out) + len(stack) < n and (not stack or rng.random() < 0.55):
+            stack.append(t)
+        else:
+            out.append((stack.pop(), t + 1, thread))
+        t += int(rng.integers(0, 3))
+    return out
+
+
+def test_tree_order_and_parents_from_rows_sorted_by_start_match_one_lexsort_and_a_stack_walk(monkeypatch):
+    """Rows sorted by start (a table's order: no sort of three keys, ties reordered longest first, threads
+    gathered) and rows in any order build the same tree as one lexsort by (thread, start, -end) and a stack
+    walk per thread; the first round of pointer jumping 7 ranges at a time finds the same parents."""
+    import diagnoser.timeline.op_tree as op_tree
+    monkeypatch.setattr(op_tree, "_ROUND_CHUNK", 7)
+    rng = np.random.default_rng(3)
+    ranges = np.array(_nested(rng, 300, 11) + _nested(rng, 200, 4) + _nested(rng, 5, 2 ** 40), dtype=np.int64)
+    for order in (np.argsort(ranges[:, 0], kind="stable"), rng.permutation(len(ranges))):
+        start, end, thread = (np.ascontiguousarray(ranges[order, k]) for k in range(3))
+        tree = OpTree.of(start, end, thread)
+        rows = np.lexsort((-end, start, thread))
+        s, e, th = start[rows], end[rows], thread[rows]
+        parent, top = np.full(s.size, -1), np.zeros(s.size, bool)
+        for t in np.unique(th):
+            k = np.flatnonzero(th == t)
+            p = op_tree._parents_by_stack(s[k], e[k])
+            parent[k] = np.where(p >= 0, p + k[0], -1)
+            top[k] = e[k] > np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e[k])[:-1]))
+        assert np.array_equal(tree.rows, rows) and np.array_equal(tree.start, s) and np.array_equal(tree.end, e)
+        assert np.array_equal(tree.parent, parent) and np.array_equal(tree.top_level, top)
+        assert (start[1:] == start[:-1]).any() and parent.max() >= 0  # ties and nesting were exercised

@@ -11,6 +11,10 @@ from functools import cached_property
 import numpy as np
 
 
+def is_sorted(a: np.ndarray) -> bool:
+    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
+
+
 def searchsorted(values: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
     """`np.searchsorted(values, t, side)`; for many sorted t and few values, by one pass over t."""
     if t.ndim == 1 and t.size > max(8 * values.size, 4096) and (t[1:] >= t[:-1]).all():

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .intervals import is_sorted
+
 PARENT_JUMP_ROUNDS = 40  # pointer-jumping rounds before the stack walk takes over (a chain of ranges closing one by one)
 NESTING_DEPTH = 256  # deepest nesting an innermost-op search walks up
 
@@ -46,20 +48,25 @@ class OpTree:
         start, end, thread = columns
         columns.clear()
         index = np.int32 if start.size < 2 ** 31 else np.int64
-        rows = np.lexsort((-end, start, thread)).astype(index)
-        th = thread[rows]  # sorted: each thread's first op is where the thread changes
+        rows = _tree_order(start, end, thread, index)
+        th = thread if rows is None else thread[rows]  # sorted: each thread's first op is where the thread changes
         first = np.flatnonzero(np.r_[True, th[1:] != th[:-1]]) if th.size else np.zeros(0, np.int64)
         threads, bounds = th[first], np.r_[first, th.size].astype(np.int64)
         del th, thread
-        s, e = start[rows], end[rows]
+        if rows is None:  # the rows were in tree order already: the columns are the tree's
+            rows, s, e = np.arange(start.size, dtype=index), start, end
+        else:
+            s, e = start[rows], end[rows]
         del start, end
         parent = np.full(s.size, -1, index)
         top = np.zeros(s.size, bool)
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             p = parents(s[a:b], e[a:b])
             parent[a:b] = np.where(p >= 0, p + a, -1)
-            prev_max = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e[a:b])[:-1]))
-            top[a:b] = e[a:b] > prev_max
+            del p
+            # ends after every earlier op of its thread has ended (the first op of a thread always)
+            top[a] = True
+            np.greater(e[a + 1:b], np.maximum.accumulate(e[a:b - 1]), out=top[a + 1:b])
         return cls(rows, s, e, parent, top, threads, bounds)
 
     @classmethod
@@ -92,6 +99,28 @@ class OpTree:
         return self.innermost(tv.host_start[launch], thread)
 
 
+def _tree_order(start: np.ndarray, end: np.ndarray, thread: np.ndarray, index) -> np.ndarray | None:
+    """The rows by thread, then start, the longer first on a tie (`np.lexsort((-end, start, thread))`, as
+    `index`); None when that is the rows' own order. Rows sorted by start (a table's order) are only
+    reordered where starts tie and across threads: no sort of every row by three keys."""
+    if not is_sorted(start):
+        return np.lexsort((-end, start, thread)).astype(index)
+    rows = None
+    tie = np.flatnonzero(start[1:] == start[:-1])
+    if tie.size:  # every row of a run of equal starts, sorted longest first within its run
+        at = np.union1d(tie, tie + 1)
+        rows = np.arange(start.size, dtype=index)
+        rows[at] = at[np.lexsort((-end[at], start[at]))]
+    th = thread if rows is None else thread[rows]
+    if th.size and not (th == th[0]).all():  # several threads: each thread's rows together, in that order
+        order = np.argsort(th, kind="stable")
+        rows = order.astype(index) if rows is None else rows[order]
+    return rows
+
+
+_ROUND_CHUNK = 1 << 16
+
+
 def parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Index of each range's innermost enclosing range (ranges sorted by start, properly nested), -1 at top.
 
@@ -106,8 +135,18 @@ def parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     # a range that starts after every earlier one has ended has no parent: settled at once (the top
     # level of a long trace would otherwise take log n rounds of jumping along its siblings)
     ended = np.maximum.accumulate(end) if end.size else end  # latest end among ranges 0..j
-    todo = np.flatnonzero(cand >= 0).astype(index)
-    for _ in range(PARENT_JUMP_ROUNDS):
+    # the first round (every range's candidate the one before it) a chunk of ranges at a time, on views of
+    # the columns: what it reads of cand is still the initial i - 1, so the chunks are independent
+    todo = []
+    for lo in range(1, start.size, _ROUND_CHUNK):
+        hi = min(lo + _ROUND_CHUNK, start.size)
+        t = (np.flatnonzero(end[lo - 1:hi - 1] < start[lo:hi]) + lo).astype(index)  # candidate i - 1 ended early
+        nxt = t - 2  # its own candidate
+        nxt[ended[t - 1] < start[t]] = -1  # every range up to i - 1 ended before this one starts
+        cand[t] = nxt
+        todo.append(t[nxt >= 0])
+    todo = np.concatenate(todo) if todo else np.zeros(0, index)
+    for _ in range(PARENT_JUMP_ROUNDS - 1):
         if not todo.size:
             return cand
         c = cand[todo]

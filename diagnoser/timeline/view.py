@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .api_kinds import API_KINDS, api_kind
+from .intervals import is_sorted
 from .op_tree import OpTree
 from .tables import Timeline
 
@@ -110,10 +111,6 @@ def values_at(column: pd.Series, rows) -> np.ndarray:
     """`column.to_numpy()[rows]` (an index array or a mask) without every row's value made first: a
     Categorical of 21M CUDA calls would become 21M object pointers for the few rows wanted."""
     return np.asarray(column.array[rows], dtype=object)
-
-
-def is_sorted(a: np.ndarray) -> bool:
-    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
 
 
 def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
