@@ -9,11 +9,9 @@ import re
 
 import numpy as np
 
-from .gaps import python_frames_without_calls
+from .gaps import python_frames_without_calls, ranges_over
 from .intervals import IntervalSet
 from .host_threads import function_text, wait_text
-from .names import name_mask
-from .steps import NVTX_STEP, PROFILER_STEP
 from .view import TimelineView
 
 PY_FILE = re.compile(r"^(.+?\.py)\(\d+\): ")
@@ -63,11 +61,7 @@ def idle_contents(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, side=None, t
     parts = []
     r = tv.tl.ranges
     if len(r):
-        pick = r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP) \
-            & ~name_mask(r["name"], NVTX_STEP)
-        rows = np.flatnonzero(pick)  # (no copy of every op: only of those inside the gaps)
-        sub = r.iloc[rows[IntervalSet.of(gs, ge).overlap(r["start_ns"].to_numpy(np.int64)[rows],
-                                                          r["end_ns"].to_numpy(np.int64)[rows]) > 0]]
+        sub = r.iloc[ranges_over(r, gs, ge)[0]]  # (no copy of every op: only of those inside the gaps)
         uniq, inv = np.unique(sub["name"].astype(str).to_numpy(), return_inverse=True)
         names = np.array([SUFFIX.sub("", n) for n in uniq.tolist()], dtype=object)[inv] if uniq.size else uniq
         ranges = _top_cover(names, sub["start_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64), gs, ge, 3)

@@ -617,16 +617,32 @@ def _python_frame(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: int) 
     return f"{py['name'].iloc[inner]} {cover[inner] / 1e6 / steps:.1f} ms"
 
 
+RANGE_CHUNK = 1 << 16  # ranges measured against the gaps at a time
+
+
+def ranges_over(r: pd.DataFrame, gs: np.ndarray, ge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows (ascending) of the host ranges that can name a gap (NVTX, annotations, ops; not steps: a step
+    range covers every gap, it names nothing) and overlap the gaps [gs, ge), with that overlap (ns). A chunk of
+    rows at a time: no row list or column of every op, only of those inside the gaps."""
+    pick = r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP) \
+        & ~name_mask(r["name"], NVTX_STEP)
+    rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    gaps = IntervalSet.of(gs, ge)
+    rows, cover = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for lo in range(0, pick.size, RANGE_CHUNK):
+        at = np.flatnonzero(pick[lo:lo + RANGE_CHUNK]) + lo
+        c = gaps.overlap(rs[at], re_[at])
+        hit = c > 0
+        rows.append(at[hit])
+        cover.append(c[hit])
+    return np.concatenate(rows), np.concatenate(cover)
+
+
 def _covering_ranges(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, steps: int, min_top: float = 0.0) -> str:
     """`name T ms, name T ms`: the two host ranges (NVTX, annotations, ops; not steps) that cover the
     gaps most, per steady step ("" when the first covers less than `min_top` ns in all)."""
     r = tv.tl.ranges
-    rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
-    rows = np.flatnonzero(r["kind"].isin(["nvtx", "annotation", "op"]).to_numpy() & ~name_mask(r["name"], PROFILER_STEP)
-                          & ~name_mask(r["name"], NVTX_STEP)  # a step range covers every gap: it names nothing
-                          & (rs < ge.max()) & (re_ > gs.min()))
-    cover = IntervalSet.of(gs, ge).overlap(rs[rows], re_[rows])
-    rows, cover = rows[cover > 0], cover[cover > 0]
+    rows, cover = ranges_over(r, gs, ge)
     by: dict[str, int] = {}
     for n, c in zip(r["name"].iloc[rows].tolist(), cover.tolist()):
         n = EMIT_NVTX_SUFFIX.sub("", str(n))  # one name per op, not per call
