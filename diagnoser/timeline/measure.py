@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import settings
+from ..heap import heap_release_for
 from ..identity import program_identity
 from ..idle_classes import IDLE_FACT
 from ..kernel_names import NCU_FILTER, short_name
@@ -320,10 +321,14 @@ def _work_facts(tl: Timeline, tv: TimelineView, kt, steps, act, setup, v: dict) 
 
 def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     """All single-timeline metrics (see the catalogue for their meaning)."""
+    # a long timeline's analyses each leave their temporaries' pages in the C heap: they go back before the next
+    release = heap_release_for(len(tl.gpu) + len(tl.host) + len(tl.ranges))
+    release()  # (and the reader's)
     tv = TimelineView(tl)
     setup, steps, v, notes = _steps_measured(tl, tv)
-
+    release()
     act = host_activity(tv)
+    release()
     if len(setup.intervals) and len(act.alloc):  # start-up allocations (context creation) are not churn
         act = replace(act, alloc=subtract(act.alloc, setup.intervals))
     util = _utilization(tv, steps, act, v, notes)
@@ -334,19 +339,24 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
         return TimelineMetrics(v, [], [], notes, None)
     step_rows, comm, strip_gaps = util
     act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
+    release()
 
     kt = kernel_table(tv, steps)
     categories_chart = _kernel_mix(kt, steps, v)
     strip = step_strip(tv, kt, steps, *strip_gaps, tl.rank) if strip_gaps is not None else None
     kernel_rows = top_kernels(kt, steps, v["step_time_ms_mean"])
+    release()
     op_rows = op_distribution(kt, steps)
+    release()
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
     v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
     v.update(op_facts(op_rows))
     roofline_rows, roofline_facts, roofline_notes, roofline_kernels, at_roof = op_roofline(tl, kt, steps)
     v.update(roofline_facts)
     notes.extend(roofline_notes)
+    release()
     _work_facts(tl, tv, kt, steps, act, setup, v)
+    release()
 
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
@@ -354,9 +364,11 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     graph = step_graph(tv, steps, at_roof)
     if graph is not None and v.get("decode_recompute_work_ratio"):  # what a KV cache would spare each pass
         graph.decode_tokens = float(v["decode_recompute_work_ratio"])
+    release()
+    gaps_between_ops = host_gaps(tv, steps)
     return TimelineMetrics(v, _steps_chart(step_rows, steps), categories_chart, notes, summary, comm, kernel_rows,
                            op_rows, strip, roofline=roofline_rows, steps=step_rows, roofline_kernels=roofline_kernels,
-                           step_graph=graph, host_gaps=host_gaps(tv, steps))
+                           step_graph=graph, host_gaps=gaps_between_ops)
 
 
 def _steps_chart(rows: list[StepRow], steps) -> list[dict]:
