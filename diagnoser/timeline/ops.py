@@ -122,21 +122,24 @@ def op_distribution(kt, steps, limit: int = TOP_OPS) -> list[OpRow]:
     time (the op ranges' total duration), per steady step; top `limit` by GPU time. [] without ops."""
     tl = kt.tv.tl
     ranges = tl.ranges
-    op_rows = np.flatnonzero((ranges["kind"] == "op").to_numpy())  # (columns of the ops, not a copy of each)
-    if not op_rows.size or not steps.steady.size:
+    is_op = (ranges["kind"] == "op").to_numpy()  # (masks over the ranges: no row list or copy of the ops)
+    if not is_op.any() or not steps.steady.size:
         return []
     n_steps = int(steps.steady.size)
     lo, hi = int(steps.host_start[steps.steady[0]]), int(steps.host_end[steps.steady[-1]])
     rs, re_ = ranges["start_ns"].to_numpy(np.int64), ranges["end_ns"].to_numpy(np.int64)
-    in_win = (rs[op_rows] >= lo) & (rs[op_rows] < hi)
-    win = op_rows[in_win]
-    # per op name (codes into its distinct names): calls and CPU time in the window, GPU time of its
-    # kernels; bincount adds in row order, so every sum is the one a loop over the rows gives
-    code, distinct = _name_codes(ranges["name"].iloc[op_rows])
-    del op_rows
+    in_win = is_op & (rs >= lo) & (rs < hi)
+    # per op name (codes into its distinct names, as narrow as the Categorical's): calls and CPU time in the
+    # window, GPU time of its kernels; bincount adds in row order, so every sum is the one a loop over the rows gives
+    code, distinct, win_code = _name_codes(ranges["name"], is_op, in_win)
+    del is_op
     n_names = len(distinct)
-    calls = np.bincount(code[in_win], minlength=n_names)
-    cpu_ms = np.bincount(code[in_win], weights=(re_[win] - rs[win]).astype(np.float64) / 1e6, minlength=n_names)
+    calls = np.bincount(win_code, minlength=n_names)
+    cpu = re_[in_win] - rs[in_win]
+    cpu = cpu.astype(np.float64)
+    cpu /= 1e6
+    cpu_ms = np.bincount(win_code, weights=cpu, minlength=n_names)
+    del cpu, win_code, in_win
     gpu_code, gpu_w = _kernel_op_codes(kt, code)
     gpu_ms, total = np.zeros(n_names), 0
     seen = calls > 0
@@ -172,11 +175,17 @@ def _kernel_op_codes(kt, code: np.ndarray) -> tuple[list, list]:
     return [code[tree.rows[op[order]]]], [kt.dur_ns[known[order]].astype(np.float64) / 1e6]
 
 
-def _name_codes(names) -> tuple[np.ndarray, np.ndarray]:
-    """Codes per row and the distinct names (a Categorical's own codes; else hashed, NaN a name too)."""
-    if isinstance(names.dtype, pd.CategoricalDtype) and not (names.cat.codes.to_numpy() < 0).any():
-        return names.cat.codes.to_numpy().astype(np.int64), np.asarray(names.cat.categories, dtype=object)
-    return pd.factorize(names.to_numpy(object), sort=False, use_na_sentinel=False)
+def _name_codes(names, is_op: np.ndarray, in_win: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ops' name codes (one per op, in row order), the distinct names they index and the codes of the ops
+    `in_win` (a mask over every range): a Categorical's own codes (no copy wider than they are); else hashed,
+    NaN a name too."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        every = names.array.codes
+        code = every[is_op]
+        if not (code < 0).any():
+            return code, np.asarray(names.cat.categories, dtype=object), every[in_win]
+    code, distinct = pd.factorize(names[is_op].to_numpy(object), sort=False, use_na_sentinel=False)
+    return code, distinct, code[in_win[is_op]]
 
 
 def op_facts(rows: list[OpRow]) -> dict:
