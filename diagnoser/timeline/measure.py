@@ -321,12 +321,12 @@ def _work_facts(tl: Timeline, tv: TimelineView, kt, steps, act, setup, v: dict) 
 
 def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     """All single-timeline metrics (see the catalogue for their meaning)."""
-    # a long timeline's analyses each leave their temporaries' pages in the C heap: they go back before the next
+    # a long timeline's analyses each leave their temporaries' pages in the C heap: they go back before the ones
+    # whose temporaries set the peak (each trim's pages are faulted in again: one before every stage cost more)
     release = heap_release_for(len(tl.gpu) + len(tl.host) + len(tl.ranges))
     release()  # (and the reader's)
     tv = TimelineView(tl)
     setup, steps, v, notes = _steps_measured(tl, tv)
-    release()
     act = host_activity(tv)
     release()
     if len(setup.intervals) and len(act.alloc):  # start-up allocations (context creation) are not churn
@@ -339,7 +339,6 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
         return TimelineMetrics(v, [], [], notes, None)
     step_rows, comm, strip_gaps = util
     act = replace(act, launch=IntervalSet.of([], []), cuda=IntervalSet.of([], []))  # only idle gaps need them (large)
-    release()
 
     kt = kernel_table(tv, steps)
     categories_chart = _kernel_mix(kt, steps, v)
@@ -347,7 +346,6 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     kernel_rows = top_kernels(kt, steps, v["step_time_ms_mean"])
     release()
     op_rows = op_distribution(kt, steps)
-    release()
     att = dict(CATEGORY_PATTERNS)["attention"]  # where `ncu -k regex:` on the attention kernels lands
     v.update({f"ncu_attention_{k[4:]}": x for k, x in ncu_window(kt, steps, att).items()})
     v.update(op_facts(op_rows))
@@ -356,7 +354,6 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     notes.extend(roofline_notes)
     release()
     _work_facts(tl, tv, kt, steps, act, setup, v)
-    release()
 
     summary = RankSummary(tl.rank if tl.rank is not None else -1, v["step_time_ms_mean"],
                           v["comm_kernel_ms_per_step"], v["gpu_busy_pct"],
