@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..heap import heap_release_for
 from ..timeline.perf_model import is_modeled
 from ..timeline.tables import (GPU_COLUMNS, GPU_KINDS, HOST_COLUMNS, MEMORY_COLUMNS, RANGE_COLUMNS, RANGE_KINDS, as_int32,
                                empty_table)
@@ -180,6 +181,8 @@ class TraceColumns:
         reader gives them): a few thousand strings, not one per row, and codes the analyses group on."""
         uniques = np.empty(len(self.names), dtype=object)
         uniques[:] = list(self.names)
+        # each table's joined batches are freed in the middle of the C heap: their pages go back before the next
+        release = heap_release_for(sum(a.size for parts in (self.gpu, self.host, self.ranges) for a in parts.get("code", ())))
         out = []
         for parts, columns, kinds in ((self.gpu, GPU_COLUMNS, GPU_KINDS), (self.host, HOST_COLUMNS, None),
                                       (self.ranges, RANGE_COLUMNS, RANGE_KINDS)):
@@ -213,6 +216,7 @@ class TraceColumns:
                 categories["copy_kind"] = copy_names
             del codes, bucket, length
             out.append(_frame(columns, start, cols, categories))
+            release()
         return out[0], out[1], out[2]
 
     def memory_table(self, path) -> pd.DataFrame:
