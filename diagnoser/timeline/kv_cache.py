@@ -37,9 +37,10 @@ def kv_cache_stats(tl, steps) -> dict:
     if not total and tl.devices:
         total = tl.devices[0].get("total_memory")
     sel = dev_ids == dev
-    t = m["start_ns"].to_numpy()[sel]
-    alloc = m["total_allocated"].to_numpy()[sel].astype(np.float64)
-    reserved = m["total_reserved"].to_numpy()[sel].astype(np.float64)
+    every = bool(sel.all())  # one device: its columns as they are (the steps' rows only are copied, below)
+    t, alloc, reserved = (m[c].to_numpy() if every else m[c].to_numpy()[sel]
+                          for c in ("start_ns", "total_allocated", "total_reserved"))
+    del sel
     idx = steps.steady
     if idx.size:
         lo, hi = int(steps.host_start[idx[0]]), int(steps.host_end[idx[-1]])
@@ -47,8 +48,8 @@ def kv_cache_stats(tl, steps) -> dict:
         lo, hi = int(t[0]), int(t[-1]) + 1
     inside = (t >= lo) & (t < hi)
     start_alloc, start_res = _state_before(t, alloc, lo), _state_before(t, reserved, lo)
-    a = np.concatenate([alloc[inside], [start_alloc] if start_alloc is not None else []])
-    r = np.concatenate([reserved[inside], [start_res] if start_res is not None else []])
+    a = np.concatenate([alloc[inside].astype(np.float64), [start_alloc] if start_alloc is not None else []])
+    r = np.concatenate([reserved[inside].astype(np.float64), [start_res] if start_res is not None else []])
     if not r.size:
         return {}
     known = bool((a >= 0).all())  # Nsight Systems' memory usage knows what is reserved, not what is allocated

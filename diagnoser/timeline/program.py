@@ -49,15 +49,15 @@ _ENCODER_MODELS = re.compile(
 def _distinct(table, column: str = "name", where=None) -> list[str]:
     """The distinct values of a column, in the order they first appear (a Categorical's from its codes: the
     first code of each run of equal codes, so 21M CUDA calls are not hashed one by one)."""
-    col = table[column] if where is None else table[column][where]
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        codes = col.cat.codes.to_numpy()
+    col = table[column]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # (the codes of the rows `where` picks: no Series of them)
+        codes = col.array.codes if where is None else col.array.codes[np.asarray(where, dtype=bool)]
         head = np.ones(codes.size, dtype=bool)
         np.not_equal(codes[1:], codes[:-1], out=head[1:])
         seen = pd.unique(codes[head])
         cats = col.cat.categories
         return [str(cats[c]) for c in seen.tolist() if c >= 0]
-    return [str(n) for n in col.dropna().unique()]
+    return [str(n) for n in (col if where is None else col[where]).dropna().unique()]
 
 
 def _module(name: str) -> str:
@@ -67,10 +67,10 @@ def _module(name: str) -> str:
 def program_facts(tl: Timeline, values: dict) -> dict:
     """framework, attention_kind (where attention is found) and gpu_arch, each with its evidence."""
     r = tl.ranges
-    kinds = r["kind"].to_numpy() if len(r) else []
-    ops = _distinct(r, where=kinds == "op") if len(r) else []
-    frames = _distinct(r, where=kinds == "python") if len(r) else []
-    marks = _distinct(r, where=(kinds == "annotation") | (kinds == "nvtx")) if len(r) else []
+    kind = r["kind"]  # (compared as the Categorical it is: no object per range)
+    ops = _distinct(r, where=(kind == "op").to_numpy()) if len(r) else []
+    frames = _distinct(r, where=(kind == "python").to_numpy()) if len(r) else []
+    marks = _distinct(r, where=((kind == "annotation") | (kind == "nvtx")).to_numpy()) if len(r) else []
     kernels = _distinct(tl.gpu, where=tl.gpu["kind"] == "kernel") if len(tl.gpu) else []
     api = _distinct(tl.host) if len(tl.host) else []
     out = dict(zip(("framework", "framework_evidence"), _framework(tl, ops, frames, marks, kernels, api)))
