@@ -491,3 +491,16 @@ def test_launching_threads_from_runs_are_numpys_unique_and_the_most_calls():
         assert launching_threads(tl).tolist() == uniq.tolist()
         assert launching_thread(tl) == int(uniq[np.argmax(counts)])
     assert launching_thread(SimpleNamespace(host=pd.DataFrame({"thread": np.zeros(0, np.int64)}))) is None
+
+
+def test_step_graph_op_name_codes_from_categories_are_pandas_factorize_of_the_ops():
+    """The step graph's call keys number the ops' names by first appearance (pd.factorize, -1 for a missing name):
+    from the Categorical's codes the same numbers, unused categories and other kinds of range left out."""
+    from diagnoser.timeline.step_graph import _op_name_codes
+    names = [f"aten::op{RNG.integers(30)}" if RNG.random() > 0.05 else None for _ in range(3000)]
+    kind = np.where(RNG.random(3000) < 0.7, "op", "annotation")
+    cats = sorted({n for n in names if n}, reverse=True) + ["aten::never"]
+    r = pd.DataFrame({"name": pd.Categorical(names, categories=cats), "kind": pd.Categorical(kind)})
+    want = pd.factorize(r["name"][(r["kind"] == "op").to_numpy()])[0]
+    got = _op_name_codes(r)
+    assert np.array_equal(got, want) and (want == -1).any()

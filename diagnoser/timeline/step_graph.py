@@ -21,7 +21,7 @@ from .intervals import IntervalSet
 from .kernels import CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, _category, _tensor_core
 from .names import name_mask, optimizer_ranges
 from .steps import PHASE_PATTERNS
-from .view import values_at
+from .view import take, values_at
 
 OTHER, LAUNCH, SYNC, COPY, ALLOC, GRAPH = range(6)
 _KIND = {"launch": LAUNCH, "graph_launch": GRAPH, "copy_async": COPY, "copy_sync": COPY, "memset": LAUNCH,
@@ -86,6 +86,23 @@ class StepGraph:
         return int(self.op_dur.sum())
 
 
+def _op_name_codes(r) -> np.ndarray:
+    """`pd.factorize` of the ops' names (codes numbered by first appearance, -1 for a missing name), as int32
+    from a Categorical's codes (no Series, int64 codes or hash table of every op)."""
+    if not len(r):
+        return np.zeros(0, np.int64)
+    is_op = (r["kind"] == "op").to_numpy()
+    names = r["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return pd.factorize(names[is_op])[0]
+    cat = names.array.codes[is_op]
+    first = pd.unique(cat[cat >= 0])  # the categories in the order the ops first name them
+    number = np.full(len(names.cat.categories) + 1, -1, np.int32)  # (the last: a missing name's code -1)
+    number[first] = np.arange(first.size, dtype=np.int32)
+    return take(number, cat)
+
+
+
 def shared_inputs(tv, at_roof=None) -> dict:
     """What every candidate step's graph reads from the whole trace (found once): the data-loading, optimizer,
     attention, compile, trial, GIL and NaN-check intervals, the op tree and its names' codes, each host call's
@@ -95,9 +112,9 @@ def shared_inputs(tv, at_roof=None) -> dict:
     data_sel = name_mask(r["name"], PHASE_PATTERNS["data"]) & r["kind"].isin(["nvtx", "annotation"]).to_numpy()
     opt = optimizer_ranges(tl)
     tree = whole_matmuls(op_tree_spans(r), tv, r)
-    op_names = r["name"][(r["kind"] == "op").to_numpy()] if len(r) else r["name"]
+    op_name_code = _op_name_codes(r)
     return {"data": IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel]),
-            "op_tree": tv.op_tree if len(op_names) else None, "op_name_code": pd.factorize(op_names)[0],
+            "op_tree": tv.op_tree if len(op_name_code) else None, "op_name_code": op_name_code,
             "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
             "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": compiling(tl),
             "region": compiled_regions(tl), "trials": cudnn_trials(tv), "holder": gil_holders(tl),
