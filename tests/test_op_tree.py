@@ -83,3 +83,31 @@ def test_tree_order_and_parents_from_rows_sorted_by_start_match_one_lexsort_and_
         assert np.array_equal(tree.rows, rows) and np.array_equal(tree.start, s) and np.array_equal(tree.end, e)
         assert np.array_equal(tree.parent, parent) and np.array_equal(tree.top_level, top)
         assert (start[1:] == start[:-1]).any() and parent.max() >= 0  # ties and nesting were exercised
+
+
+def test_rows_of_the_tree_and_calls_inside_match_a_row_list_and_groupby():
+    """The ops' table rows from the tree's indices (`true_rows`, from the few rows that are not ops) are
+    `np.flatnonzero(mask)[idx]`; the calls counted inside ranges thread by thread (a mask per thread, no groups)
+    are what a groupby by thread counts."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from diagnoser.timeline.op_tree import calls_inside
+    from diagnoser.timeline.view import true_rows
+    rng = np.random.default_rng(5)
+    for p_false in (0.01, 0.3, 0.9):
+        mask = rng.random(5000) >= p_false
+        idx = rng.integers(0, int(mask.sum()), 700)
+        assert np.array_equal(true_rows(mask, idx), np.flatnonzero(mask)[idx])
+    host = pd.DataFrame({"thread": rng.choice([3, 9, 2 ** 40], 4000), "start": np.sort(rng.integers(0, 10 ** 6, 4000))})
+    tv = SimpleNamespace(tl=SimpleNamespace(host=host), host_start=host["start"].to_numpy())
+    for threads in ([3, 9, 2 ** 40, 17], [9]):
+        s = rng.integers(0, 10 ** 6, 900)
+        ranges = pd.DataFrame({"thread": rng.choice(threads, 900), "start_ns": s, "end_ns": s + rng.integers(0, 5000, 900)})
+        want = np.zeros(len(ranges), np.int64)
+        for t, g in ranges.groupby("thread", sort=False):
+            calls = np.sort(tv.host_start[host["thread"].to_numpy() == t])
+            want[g.index] = (np.searchsorted(calls, g["end_ns"], side="right") - np.searchsorted(calls, g["start_ns"]))
+        got = calls_inside(ranges, tv)
+        assert np.array_equal(got, want) and got.max() > 0

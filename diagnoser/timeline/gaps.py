@@ -42,7 +42,7 @@ from .op_tree import calls_inside
 from .names import COMM_KERNEL, name_mask, optimizer_ranges
 from .recompiles import compile_intervals
 from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
-from .view import Names, TimelineView, is_sorted
+from .view import Names, TimelineView, is_sorted, true_rows
 
 # ops that read a value back to the host; they sync only when they copy (the API calls say so),
 # so they are never counted as CPU-side data work
@@ -113,7 +113,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     marked_data = ranges[ranges["kind"].isin(["nvtx", "annotation"]).to_numpy() & name_mask(ranges["name"], DATA_RANGE)]
     tree = tv.op_tree  # the operators not nested in an earlier one of their thread
     # (no copy of every operator: most ranges are; their rows found once the tree is built, not held through it)
-    top = ranges.iloc[np.flatnonzero((ranges["kind"] == "op").to_numpy())[tree.rows[tree.top_level]]]
+    top = ranges.iloc[true_rows((ranges["kind"] == "op").to_numpy(), tree.rows[tree.top_level])]
     top = top.set_axis(pd.RangeIndex(len(top)))
     launches = calls_inside(top, tv) if len(top) else np.zeros(0, np.int64)
     cpu_only = top[launches == 0] if len(top) else top

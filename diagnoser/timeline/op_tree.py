@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .intervals import is_sorted
 
@@ -189,10 +190,14 @@ def calls_inside(ranges, tv) -> np.ndarray:
     """How many host API calls start inside each range of a frame, on the range's own thread (0: the host
     computed there without a CUDA call)."""
     host_thread = tv.tl.host["thread"].to_numpy()
+    thread = ranges["thread"].to_numpy()
+    start, end = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
     counts = np.zeros(len(ranges), dtype=np.int64)
-    for thread, g in ranges.groupby("thread", sort=False):
-        calls = np.sort(tv.host_start[host_thread == thread])
-        lo = np.searchsorted(calls, g["start_ns"].to_numpy(), side="left")
-        hi = np.searchsorted(calls, g["end_ns"].to_numpy(), side="right")
-        counts[ranges.index.get_indexer(g.index)] = hi - lo
+    one = thread.size > 0 and bool((thread == thread[0]).all())
+    for t in (thread[:1] if one else pd.unique(thread)).tolist():  # (the rows of each thread by a mask: no groups)
+        if t != t:  # a missing thread: no calls counted (as groupby leaves it out)
+            continue
+        rows = slice(None) if one else np.flatnonzero(thread == t)
+        calls = np.sort(tv.host_start[host_thread == t])
+        counts[rows] = np.searchsorted(calls, end[rows], side="right") - np.searchsorted(calls, start[rows], side="left")
     return counts

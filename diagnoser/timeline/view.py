@@ -40,6 +40,17 @@ def take(table: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+def true_rows(mask: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """`np.flatnonzero(mask)[idx]` (the rows of the idx-th True values, e.g. of a tree over the op rows) without
+    the row list of every True when the False rows are fewer: True number i lies past the False rows that have
+    at most i Trues before them."""
+    false = np.flatnonzero(~mask)
+    if false.size * 2 > mask.size:
+        return np.flatnonzero(mask)[idx]
+    trues_before = false - np.arange(false.size)
+    return idx + np.searchsorted(trues_before, idx, side="right")
+
+
 class Names:
     """A name column as codes into its distinct values; a pattern is matched once per distinct name."""
 
