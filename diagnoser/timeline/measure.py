@@ -327,6 +327,8 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     release()  # (and the reader's)
     tv = TimelineView(tl)
     setup, steps, v, notes = _steps_measured(tl, tv)
+    if len(tv.op_tree):  # (built for host_activity and kept on the view: its build's temporaries go back first)
+        release()
     act = host_activity(tv)
     release()
     if len(setup.intervals) and len(act.alloc):  # start-up allocations (context creation) are not churn
