@@ -64,6 +64,18 @@ GAP_STEPS = 50  # steady steps read for the host gaps (the first ones)
 GAP_EVENTS = 400_000  # ... and no more ops and calls than this in them (halving the steps read)
 
 
+def _name_codes(op_names: pd.Series, op_rows: np.ndarray, call_names: pd.Series, calls: np.ndarray) -> tuple:
+    """The names of the ops then the calls picked: int32 codes into one array of both Categoricals' names (and
+    that array), or the names themselves (and None) where a column is no Categorical or a picked name is missing."""
+    if isinstance(op_names.dtype, pd.CategoricalDtype) and isinstance(call_names.dtype, pd.CategoricalDtype):
+        a, b = op_names.array.codes[op_rows], call_names.array.codes[calls]
+        if not ((a < 0).any() or (b < 0).any()):
+            texts = np.concatenate((np.asarray(op_names.cat.categories, dtype=object),
+                                    np.asarray(call_names.cat.categories, dtype=object)))
+            return np.concatenate((a.astype(np.int32), b.astype(np.int32) + len(op_names.cat.categories))), texts
+    return np.concatenate((values_at(op_names, op_rows), values_at(call_names, calls))), None
+
+
 def host_gaps(tv, steps) -> dict:
     """The host's time between ops, position by position, for the regression gate (comparison/noise_gate.py):
     in each steady step, the host's busy time is the union of the CPU operators and runtime calls of every
@@ -92,9 +104,9 @@ def host_gaps(tv, steps) -> dict:
     del is_op, in_ops
     start = np.concatenate((rs[op_rows], hs[in_host]))
     end = np.concatenate((ranges["end_ns"].to_numpy(np.int64)[op_rows], tv.host_end[in_host]))
-    thread = pd.factorize(np.concatenate((ranges["thread"].to_numpy(np.int64)[op_rows],  # (int64 both: the schema's;
-                                          tl.host["thread"].to_numpy(np.int64)[in_host])))[0]  # no Python int each)
-    names = np.concatenate((values_at(ranges["name"], op_rows), values_at(tl.host["name"], in_host)))
+    # the threads as they are (only compared for equality; int64 both: the schema's, no Python int each)
+    thread = np.concatenate((ranges["thread"].to_numpy(np.int64)[op_rows], tl.host["thread"].to_numpy(np.int64)[in_host]))
+    names, texts = _name_codes(ranges["name"], op_rows, tl.host["name"], in_host)
     order = np.argsort(start, kind="stable")
     start = start[order]  # (one at a time: each unsorted column freed as its sorted copy replaces it)
     end = end[order]
@@ -116,7 +128,8 @@ def host_gaps(tv, steps) -> dict:
         prev_end = np.concatenate(([lo], cm[first[1:] - 1]))
         prev_thread = np.concatenate(([th[0]], th[setter[first[1:] - 1]]))
         gaps, seen = {}, {}
-        for name, t, st, p, pt in zip(nm[first].tolist(), th[first].tolist(), s[first].tolist(), prev_end.tolist(),
+        step_names = texts[nm[first]] if texts is not None else nm[first]
+        for name, t, st, p, pt in zip(step_names.tolist(), th[first].tolist(), s[first].tolist(), prev_end.tolist(),
                                       prev_thread.tolist()):
             n = seen[name] = seen.get(name, 0) + 1
             if pt == t:
