@@ -219,22 +219,20 @@ CHAIN = (CATEGORY_CODE["elementwise"], CATEGORY_CODE["copy"], CATEGORY_CODE["red
 
 
 def elementwise_chains(cat: np.ndarray, stream: np.ndarray, op_call: np.ndarray) -> np.ndarray:
-    """Runs of 2+ adjacent elementwise-like kernels on one stream (what torch.compile fuses), by id."""
+    """Runs of 2+ adjacent elementwise-like kernels on one stream (what torch.compile fuses), by id (numbered by
+    stream, then in order)."""
     out = np.full(cat.size, -1, dtype=np.int64)
     chain = np.isin(cat, CHAIN)
     run = 0
     for s in np.unique(stream):
         rows = np.flatnonzero(stream == s)
-        j = 0
-        while j < rows.size:
-            if not chain[rows[j]]:
-                j += 1
-                continue
-            k = j
-            while k + 1 < rows.size and chain[rows[k + 1]]:
-                k += 1
-            if k > j and (cat[rows[j:k + 1]] == ELEMENTWISE).any():
-                out[rows[j:k + 1]] = run
-                run += 1
-            j = k + 1
+        edge = np.diff(np.concatenate(([0], chain[rows].astype(np.int8), [0])))
+        first, end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)  # each maximal run: rows[first:end]
+        elementwise = np.concatenate(([0], np.cumsum(cat[rows] == ELEMENTWISE)))
+        keep = (end - first >= 2) & (elementwise[end] > elementwise[first])
+        first, end = first[keep], end[keep]
+        length = end - first
+        at = np.arange(int(length.sum())) + np.repeat(first - (np.cumsum(length) - length), length)
+        out[rows[at]] = np.repeat(np.arange(run, run + first.size), length)
+        run += first.size
     return out

@@ -80,6 +80,7 @@ class StepGraph:
     tc_speedup: tuple = TENSOR_CORE_SPEEDUP  # (low, high) speed-up of an FP32 GEMM put on tensor cores
     decode_tokens: float = 0.0  # tokens each forward pass re-runs without a KV cache (decode_prefix.py), 0: none
     replayed_ns: float | None = field(default=None, init=False, repr=False, compare=False)  # replay(g), kept once run
+    periods_run: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # periods(g, ...) kept once run
 
     @property
     def gpu_ns(self) -> int:
@@ -176,8 +177,10 @@ def _step_calls(tv, steps, i: int, shared: dict):
     calls = calls[np.argsort(host_start[calls], kind="stable")]
     if calls.size == 0:
         return None
-    pos = {int(c): j for j, c in enumerate(calls.tolist())}
-    op_call = np.array([pos.get(int(r), -1) for r in gpu_launch[ops]], dtype=np.int64)
+    by_row = np.argsort(calls)  # the launching call of each op (its position in calls), -1 if not one of them
+    launch = gpu_launch[ops]
+    j = np.minimum(np.searchsorted(calls[by_row], launch), calls.size - 1)
+    op_call = np.where(calls[by_row][j] == launch, by_row[j], -1).astype(np.int64)
     keep = op_call >= 0
     ops, op_call = ops[keep], op_call[keep]
     order = np.lexsort((tv.gpu_start[ops], op_call))

@@ -1,0 +1,123 @@
+"""The step replay's vectorized paths agree with the plain loops they replaced, to the last bit.
+
+`periods` replays the kept calls in runs between blocking calls and `fix_marks.elementwise_chains` finds the
+elementwise runs with numpy: both are checked against the one-call-at-a-time loops (kept here as the oracles) on the step graphs of
+real traces, every fix alone, all of them and none, both bounds, and the chains on random streams too.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from diagnoser.ingest.torch_trace import read_torch_trace
+from diagnoser.timeline import fix_marks, replay
+from diagnoser.timeline.kernels import ATTENTION, GEMM
+from diagnoser.timeline.measure import timeline_metrics
+
+# a training step with syncs, a compiled chain, a CUDA graph's launches (many kernels per call), a DDP rank
+# (compute and communication streams)
+TRACES = ("host_sync.pt.trace.json.gz", "cal_compile_chain_before.pt.trace.json.gz",
+          "m_infer_tiny_mlp_graph.pt.trace.json.gz", "ddp_straggler.rank1.pt.trace.json.gz")
+
+
+def ref_periods(g, kinds, bound):
+    """Every call and op in order, the fixes' arrays tested one by one (the loop before the runs)."""
+    gap, dur, blocks, op_dur, keep_op, keep_call, data_floor, node_ns, tail = replay._fixed(g, frozenset(kinds), bound)
+    bounds = np.searchsorted(g.op_call, np.arange(gap.size + 1)).tolist()
+    gap_l, dur_l, block_l, keep_l = gap.tolist(), dur.tolist(), blocks.tolist(), keep_call.tolist()
+    op_dur_l, keep_op_l, stream_l = op_dur.tolist(), keep_op.tolist(), g.op_stream.tolist()
+    lag, node = float(g.lag_ns), float(node_ns or 0.0)
+    streams: dict[int, float] = {}
+    t = gpu_done = 0.0
+    host_ends, gpu_ends = [], []
+    for _ in range(replay.REPEATS):
+        for c in range(len(gap_l)):
+            if not keep_l[c]:
+                continue
+            t += gap_l[c]
+            for o in range(bounds[c], bounds[c + 1]):
+                if not keep_op_l[o]:
+                    continue
+                s = stream_l[o]
+                ready = t + lag if node_ns is None else 0.0
+                start = max(ready, streams.get(s, 0.0) + node)
+                end = start + op_dur_l[o]
+                streams[s] = end
+                if end > gpu_done:
+                    gpu_done = end
+            if block_l[c]:
+                t = max(t + min(dur_l[c], replay.RESUME_NS), gpu_done + replay.RESUME_NS)
+            else:
+                t += dur_l[c]
+        t += tail
+        host_ends.append(t)
+        gpu_ends.append(gpu_done)
+    n = replay.REPEATS - 1
+    return (host_ends[-1] - host_ends[0]) / n, (gpu_ends[-1] - gpu_ends[0]) / n, data_floor
+
+
+def ref_chains(cat, stream):
+    out = np.full(cat.size, -1, dtype=np.int64)
+    chain = np.isin(cat, fix_marks.CHAIN)
+    run = 0
+    for s in np.unique(stream):
+        rows = np.flatnonzero(stream == s)
+        j = 0
+        while j < rows.size:
+            if not chain[rows[j]]:
+                j += 1
+                continue
+            k = j
+            while k + 1 < rows.size and chain[rows[k + 1]]:
+                k += 1
+            if k > j and (cat[rows[j:k + 1]] == fix_marks.ELEMENTWISE).any():
+                out[rows[j:k + 1]] = run
+                run += 1
+            j = k + 1
+    return out
+
+
+@lru_cache(maxsize=None)
+def graph_of(name: str):
+    return timeline_metrics(read_torch_trace(FIXTURES / "torch" / name)).step_graph
+
+
+@pytest.fixture(params=TRACES)
+def graph(request):
+    return graph_of(request.param)
+
+
+def test_the_steps_compared_have_blocking_calls_calls_of_many_kernels_streams_and_chains():
+    graphs = [graph_of(name) for name in TRACES]
+    assert all(g is not None for g in graphs)
+    assert any(g.call_blocks.any() for g in graphs)  # runs that end at a blocking call
+    assert any(np.bincount(g.op_call).max() > 1 for g in graphs)
+    assert any(np.unique(g.op_stream).size > 1 for g in graphs)
+    assert any((g.op_chain >= 0).any() for g in graphs)
+
+
+def test_step_replay_of_every_fix_matches_the_call_by_call_loop(graph):
+    fixes = [kind for kind, _ in replay._FIXES]
+    for kinds in [frozenset()] + [frozenset([k]) for k in fixes] + [frozenset(fixes)]:
+        for bound in (0, 1):
+            graph.periods_run.clear()
+            assert repr(replay.periods(graph, kinds, bound)) == repr(ref_periods(graph, kinds, bound)), (kinds, bound)
+
+
+def test_elementwise_chains_of_real_steps_match_the_run_by_run_loop(graph):
+    assert np.array_equal(fix_marks.elementwise_chains(graph.op_cat, graph.op_stream, graph.op_call),
+                          ref_chains(graph.op_cat, graph.op_stream))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_elementwise_chains_on_random_streams_match_the_run_by_run_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    codes = np.array(sorted(set(fix_marks.CHAIN) | {fix_marks.ELEMENTWISE, GEMM, ATTENTION}))
+    cat = rng.choice(codes, n)
+    stream = rng.integers(0, 4, n) * 7
+    got = fix_marks.elementwise_chains(cat, stream, np.arange(n))
+    assert np.array_equal(got, ref_chains(cat, stream))
