@@ -158,9 +158,13 @@ class _TraceStream:
                 self._unfinished(buf, n)  # no } or ] read: no element can have ended
                 continue
             cut = self._cut(buf, n)
-            if cut > 0:
-                buf[1:n - cut] = buf[cut + 1:n]  # keep the unfinished event, in place
-                n -= cut
+            if cut > 0:  # keep the unfinished event, in place, without the whitespace before it (else the whole
+                # next read would be moved to drop it: the copy of a batch per batch, where events are pretty-printed)
+                lead = _NON_SPACE.search(buf, cut + 1, n)
+                start = n if lead is None else lead.start()
+                del lead
+                buf[1:1 + n - start] = buf[start:n]
+                n -= start - 1
         try:
             if list_tail:
                 with memoryview(buf) as view, view[:n] as events:
