@@ -112,6 +112,54 @@ def host_gaps(tv, steps) -> dict:
     end = end[order]
     thread = thread[order]
     names = names[order]
+    if texts is not None and all(type(t) is str for t in texts):
+        joint, distinct = pd.factorize(texts)  # (a name in both Categoricals gets one code: a few thousand texts)
+        counted, shortest = shortest_gaps(steps, idx, start, end, thread, joint[names], distinct)
+    else:  # keys are texts: names that print alike must share one
+        counted, shortest = shortest_gaps_by_text(steps, idx, start, end, thread,
+                                                  texts[names] if texts is not None else names)
+    if not counted:
+        return {}
+    span = (steps.host_end[idx] - steps.host_start[idx]).astype(float) / 1e6
+    return {"steps": counted, "step_ms": float(np.median(span)),
+            "gaps_us": {k: shortest[k] / 1e3 for k in sorted(shortest)}}
+
+
+def shortest_gaps(steps, idx, start, end, thread, code, distinct) -> tuple[int, dict]:
+    """(steps read, {"name#n": shortest gap ns}) of host_gaps, in numpy: the events (start order) by name code
+    into `distinct` (str names), each key as code * 2**32 + n until the texts of the keys left are made."""
+    keys = vals = None  # the keys every step so far has, sorted, and their shortest gaps
+    counted = 0
+    for i in idx:
+        lo, hi = int(steps.host_start[i]), int(steps.host_end[i])
+        a, b = np.searchsorted(start, lo), np.searchsorted(start, hi)
+        if b - a < 2:
+            continue
+        first, prev_end, prev_thread = _busy_starts(start[a:b], np.minimum(end[a:b], hi), thread[a:b], lo)
+        c = code[a:b][first]
+        by_code = np.argsort(c, kind="stable")
+        sc = c[by_code]
+        head = np.flatnonzero(np.concatenate(([True], sc[1:] != sc[:-1])))
+        n = np.empty(c.size, np.int64)  # each start's occurrence of its name in the step, from 1
+        n[by_code] = np.arange(c.size) - np.repeat(head, np.diff(np.append(head, c.size))) + 1
+        own = thread[a:b][first] == prev_thread  # not a hand-over from another thread
+        gap = np.maximum(start[a:b][first] - prev_end, 0)[own]
+        k = c[own].astype(np.int64) * (1 << 32) + n[own]  # (occurrences per step < 2**32)
+        if counted:
+            keys, at_old, at_new = np.intersect1d(keys, k, assume_unique=True, return_indices=True)
+            vals = np.minimum(vals[at_old], gap[at_new])
+        else:
+            order = np.argsort(k)
+            keys, vals = k[order], gap[order]
+        counted += 1
+    if not counted:
+        return 0, {}
+    texts = [f"{distinct[kc]}#{kn}" for kc, kn in zip((keys >> 32).tolist(), (keys & 0xFFFFFFFF).tolist())]
+    return counted, dict(zip(texts, vals.tolist()))
+
+
+def shortest_gaps_by_text(steps, idx, start, end, thread, names) -> tuple[int, dict]:
+    """shortest_gaps keyed as text step by step, each name counted as the object it is (any names)."""
     shortest: dict = {}
     counted = 0
     for i in idx:
@@ -119,17 +167,10 @@ def host_gaps(tv, steps) -> dict:
         a, b = np.searchsorted(start, lo), np.searchsorted(start, hi)
         if b - a < 2:
             continue
-        s, e = start[a:b], np.minimum(end[a:b], hi)
-        th, nm = thread[a:b], names[a:b]
-        cm = np.maximum.accumulate(e)
-        new = np.concatenate(([True], s[1:] > cm[:-1]))  # an event that starts a busy interval
-        setter = np.maximum.accumulate(np.where(e >= cm, np.arange(e.size), 0))  # the event that ends it so far
-        first = np.flatnonzero(new)
-        prev_end = np.concatenate(([lo], cm[first[1:] - 1]))
-        prev_thread = np.concatenate(([th[0]], th[setter[first[1:] - 1]]))
+        first, prev_end, prev_thread = _busy_starts(start[a:b], np.minimum(end[a:b], hi), thread[a:b], lo)
+        th, nm, s = thread[a:b], names[a:b], start[a:b]
         gaps, seen = {}, {}
-        step_names = texts[nm[first]] if texts is not None else nm[first]
-        for name, t, st, p, pt in zip(step_names.tolist(), th[first].tolist(), s[first].tolist(), prev_end.tolist(),
+        for name, t, st, p, pt in zip(nm[first].tolist(), th[first].tolist(), s[first].tolist(), prev_end.tolist(),
                                       prev_thread.tolist()):
             n = seen[name] = seen.get(name, 0) + 1
             if pt == t:
@@ -138,8 +179,17 @@ def host_gaps(tv, steps) -> dict:
         # trace 50 steps of thousands of keys each)
         shortest = gaps if not counted else {k: min(g, gaps[k]) for k, g in shortest.items() if k in gaps}
         counted += 1
-    if not counted:
-        return {}
-    span = (steps.host_end[idx] - steps.host_start[idx]).astype(float) / 1e6
-    return {"steps": counted, "step_ms": float(np.median(span)),
-            "gaps_us": {k: shortest[k] / 1e3 for k in sorted(shortest)}}
+    return counted, shortest
+
+
+def _busy_starts(s: np.ndarray, e: np.ndarray, th: np.ndarray, lo: int):
+    """Of a step's events in start order (ends cut at the step's end): the events that start a busy interval
+    of the union, the end of the busy time before each (the step's start before the first) and the thread of
+    the event that ended it."""
+    cm = np.maximum.accumulate(e)
+    new = np.concatenate(([True], s[1:] > cm[:-1]))  # an event that starts a busy interval
+    setter = np.maximum.accumulate(np.where(e >= cm, np.arange(e.size), 0))  # the event that ends it so far
+    first = np.flatnonzero(new)
+    prev_end = np.concatenate(([lo], cm[first[1:] - 1]))
+    prev_thread = np.concatenate(([th[0]], th[setter[first[1:] - 1]]))
+    return first, prev_end, prev_thread
