@@ -18,7 +18,8 @@ on the machine, wall times are not; peak RSS is the process's own VmHWM):
                  (read + analyses + rules; the SQLite workers apart) and its peak RSS above the
                  interpreter's, against a tenth of the 10M-kernel target (15 s, 1.5 GB)
   start-up       `diagnose` of fixtures/torch/host_sync (warm rule cache, bytecode cached) against
-                 `python -c "import pandas"`, whole processes, median of 5 alternated: <= 1.4x
+                 `python -c "import pandas"`, whole processes, median of 5 alternated: <= 1.4x; the reference
+                 runs with OPENBLAS_NUM_THREADS=1 as the command does (its default threads' spin printed apart)
 
 `--base DIR` runs every measurement a second time with PYTHONPATH=DIR (an older commit unpacked
 with `git archive COMMIT | tar -x -C DIR`), alternated with this checkout's, and prints both: the
@@ -168,19 +169,24 @@ def startup(gate: Gate, base: str | None, repeat: int = 5) -> None:
         env.update(PYTHONPYCACHEPREFIX=pyc, DIAGNOSER_CACHE_DIR=cache)
         trace = str(HOST_SYNC)
         runs = {side: [] for side, _ in sides(base)}
-        pandas = []
+        # like for like: the command starts numpy's OpenBLAS with no worker threads unless the user chose a count
+        # (cli._no_blas_workers); the reference `import pandas` is measured so too, and as it is by default
+        blas = {} if "OPENBLAS_NUM_THREADS" in env else {"OPENBLAS_NUM_THREADS": "1"}
+        pandas, pandas_default = [], []
         diagnose = [sys.executable, "-c", "import sys; from diagnoser.cli import main; main(sys.argv[1:])", trace]
         for side, where in sides(base):  # bytecode and the rule cache, as an installed package has them
             cpu_of(diagnose, dict(env, PYTHONPATH=where) if where else env, where or str(REPO))
         for _ in range(repeat):
-            pandas.append(cpu_of([sys.executable, "-c", "import pandas"], env, str(REPO)))
+            pandas.append(cpu_of([sys.executable, "-c", "import pandas"], dict(env, **blas), str(REPO)))
+            pandas_default.append(cpu_of([sys.executable, "-c", "import pandas"], env, str(REPO)))
             for side, where in sides(base):
                 runs[side].append(cpu_of(diagnose, dict(env, PYTHONPATH=where) if where else env, where or str(REPO)))
-        floor = statistics.median(pandas)
+        floor, default = statistics.median(pandas), statistics.median(pandas_default)
         for side, cpus in runs.items():
             cpu = statistics.median(cpus)
             gate.judge("start-up, small torch trace", "whole process / import pandas, CPU", cpu / floor, STARTUP, side,
-                       f"{cpu:.2f} s vs {floor:.2f} s (medians of {repeat})")
+                       f"{cpu:.2f} s vs {floor:.2f} s (medians of {repeat}; `import pandas` with OpenBLAS's "
+                       f"default threads {default:.2f} s: {cpu / default:.2f}x)")
 
 
 def main(argv=None) -> int:
