@@ -253,12 +253,20 @@ def test_a_markdown_report_of_a_torch_trace_leaves_out_what_other_inputs_and_for
     or format (the Nsight Systems reader's sqlite3, the Nsight Compute analysis, comparisons, the HTML page,
     a notebook's iframe escaping), nor difflib (only a misspelt name asks for a suggestion), and compiles
     no pattern only those use (whose code a kernel is: Nsight Compute; the JSON escapes), nor the kernel-name
-    patterns of the GPU generation and the framework (its device properties and operators say them)."""
+    patterns of the GPU generation and the framework (its device properties and operators say them), nor the
+    timeline's patterns that this trace never reaches (OS calls and samples, GIL waits, attention, model
+    classes, serving frameworks: timeline.names.lazy_pattern)."""
     import os
     import subprocess
     import sys
 
     trace = ROOT / "fixtures" / "torch" / "host_sync.pt.trace.json.gz"
+    lazy = ("host_threads.BLOCKING_CALLS", "host_threads.LAUNCH_LIBRARIES", "host_threads.SO_SUFFIX",
+            "host_threads.C_LIBRARY", "gil.GIL_WAIT", "gil.WAITING_FRAME", "gil.PY_FRAME", "attention.DELIMITER_OP",
+            "attention.ATTENTION_RANGE", "attention.LOG_SOFTMAX", "attention.FUSED_ATTENTION_KERNEL",
+            "kernels.OPTIMIZER_KERNEL", "kernels.BACKWARD_KERNEL", "autotune.CONV_KERNEL", "program._ENCODER_MODELS",
+            "program._CAUSAL_MODELS", "program._ATTENTION_OPS", "program._KV_CACHE_FRAMES", "measure._PY_FILE",
+            "recompiles.COMPILE_ID", "rank_scale.KERNEL_PREFIX", "gaps.OBJECT_ADDRESS", "fix_marks.MATMUL_OP")
     absent = ("sqlite3", "diagnoser.ingest.nsys_sqlite", "diagnoser.ncu.analysis", "diagnoser.comparison",
               "diagnoser.report.html", "html", "difflib", "yaml", "jsonschema", "diagnoser.runs.merge")
     probe = ("import sys\nfrom diagnoser.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
@@ -268,6 +276,9 @@ def test_a_markdown_report_of_a_torch_trace_leaves_out_what_other_inputs_and_for
              "    got += ['json-escapes'] * text_safety._json_any.cache_info().currsize\n"
              "    got += ['arch-patterns'] * kernel_names._arch_res.cache_info().currsize\n"
              "    got += ['framework-patterns'] * kernel_names._framework_res.cache_info().currsize\n"
+             "    from diagnoser.timeline import attention, autotune, fix_marks, gaps, gil, host_threads, kernels, "
+             "measure, program, rank_scale, recompiles\n"
+             f"    got += [n for n in {lazy!r} if eval(n).cache_info().currsize]\n"
              "    sys.stderr.write('LOADED ' + ' '.join(got) + '\\n')\n")
     env = dict(os.environ, DIAGNOSER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     env.pop("DIAGNOSER_NO_CACHE", None)
@@ -280,3 +291,20 @@ def test_a_markdown_report_of_a_torch_trace_leaves_out_what_other_inputs_and_for
 
     assert "json-escapes" in loaded("json"), "the JSON report compiles its escapes"  # (and fills the rule cache)
     assert loaded("md") == []
+
+
+def test_a_lazy_pattern_is_the_compiled_pattern_once():
+    """timeline.names.lazy_pattern compiles at the first call and returns the same object every time (the
+    name matchers cache their hits per pattern object), equal to what re.compile gives."""
+    import re
+
+    from diagnoser.timeline import host_threads
+    from diagnoser.timeline.names import lazy_pattern
+
+    get = lazy_pattern(r"^ab+c$", re.I)
+    assert get.cache_info().currsize == 0
+    first = get()
+    assert first is get() and first == re.compile(r"^ab+c$", re.I) and first.match("ABBC")
+    assert get.cache_info().currsize == 1
+    assert host_threads.BLOCKING_CALLS().match("epoll_wait") and not host_threads.BLOCKING_CALLS().match("cudaLaunchKernel")
+

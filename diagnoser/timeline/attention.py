@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import settings
 from .intervals import IntervalSet
-from .names import name_mask
+from .names import lazy_pattern, name_mask
 from .view import Names, is_sorted
 
 ATTENTION_MAX_KERNELS = settings.register(
@@ -33,17 +33,17 @@ ATTENTION_MAX_KERNELS = settings.register(
     "at most this many kernels may lie between a softmax and the GEMM before or after it for the three to be "
     "hand-written attention (a bound for degenerate streams: what lies between decides)")
 # PyTorch's warp softmax serves log_softmax too: its 5th template argument says which
-LOG_SOFTMAX = re.compile(r"LogSoftMax|log_softmax|softmax_warp_(?:forward|backward)<(?:[^,<>]+,\s*){4}(?:true|\(bool\)1)", re.I)
-ATTENTION_RANGE = re.compile(r"attention|attn|(?<![a-z])mha(?![a-z])|(?<![a-z])sdpa(?![a-z])", re.I)
+LOG_SOFTMAX = lazy_pattern(r"LogSoftMax|log_softmax|softmax_warp_(?:forward|backward)<(?:[^,<>]+,\s*){4}(?:true|\(bool\)1)", re.I)
+ATTENTION_RANGE = lazy_pattern(r"attention|attn|(?<![a-z])mha(?![a-z])|(?<![a-z])sdpa(?![a-z])", re.I)
 SOFTMAX_OP = re.compile(r"^aten::(?:_?softmax|_safe_softmax|_softmax_backward_data)$")
-BATCHED_MATMUL_OP = re.compile(r"^aten::(?:bmm|baddbmm)$")
-FUSED_ATTENTION_KERNEL = re.compile(r"flash|fmha|cutlassF|cutlassB|attn_fwd|attn_bwd|mha_fwd|mha_bwd", re.I)
+BATCHED_MATMUL_OP = lazy_pattern(r"^aten::(?:bmm|baddbmm)$")
+FUSED_ATTENTION_KERNEL = lazy_pattern(r"flash|fmha|cutlassF|cutlassB|attn_fwd|attn_bwd|mha_fwd|mha_bwd", re.I)
 # ops that end the search: projections, normalizations, convolutions, embeddings, fused attention
-DELIMITER_OP = re.compile(r"^aten::(?:linear|addmm|mm|_addmm_activation|layer_norm|native_layer_norm|"
-                          r"native_layer_norm_backward|rms_norm|_fused_rms_norm|group_norm|native_group_norm|"
-                          r"batch_norm|native_batch_norm|cudnn_batch_norm|convolution|_convolution|embedding|"
-                          r"_scaled_dot_product_\w*(?:flash|efficient|cudnn)\w*|_flash_attention\w*|"
-                          r"_efficient_attention\w*)$")
+DELIMITER_OP = lazy_pattern(r"^aten::(?:linear|addmm|mm|_addmm_activation|layer_norm|native_layer_norm|"
+                            r"native_layer_norm_backward|rms_norm|_fused_rms_norm|group_norm|native_group_norm|"
+                            r"batch_norm|native_batch_norm|cudnn_batch_norm|convolution|_convolution|embedding|"
+                            r"_scaled_dot_product_\w*(?:flash|efficient|cudnn)\w*|_flash_attention\w*|"
+                            r"_efficient_attention\w*)$")
 
 
 def _nearest(is_gemm: np.ndarray, is_delim: np.ndarray, soft: np.ndarray, step: np.ndarray | None):
@@ -94,8 +94,8 @@ def op_tree_spans(ranges, within: IntervalSet | None = None) -> tuple[IntervalSe
     blocks = 0
     if not soft.any():
         return IntervalSet.of([], []), spans, 0
-    marked = ranges.iloc[np.flatnonzero(soft | (is_op & (names.mask(BATCHED_MATMUL_OP) | names.mask(DELIMITER_OP))))]
-    kind = np.where(name_mask(marked["name"], SOFTMAX_OP), 0, np.where(name_mask(marked["name"], BATCHED_MATMUL_OP), 1, 2))
+    marked = ranges.iloc[np.flatnonzero(soft | (is_op & (names.mask(BATCHED_MATMUL_OP()) | names.mask(DELIMITER_OP()))))]
+    kind = np.where(name_mask(marked["name"], SOFTMAX_OP), 0, np.where(name_mask(marked["name"], BATCHED_MATMUL_OP()), 1, 2))
     for thread in sorted(set(marked["thread"].tolist()), key=str):
         sel = (marked["thread"] == thread).to_numpy()
         s = marked["start_ns"].to_numpy(np.int64)[sel]
@@ -143,7 +143,7 @@ def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, 
         return blocks, int(kt.dur_ns[hit].sum()), "op tree"
     softmax = k & (kt.category == softmax_cat)
     if softmax.any():
-        softmax &= ~kt.names.mask(LOG_SOFTMAX)
+        softmax &= ~kt.names.mask(LOG_SOFTMAX())
     if not softmax.any():
         return 0, 0, "kernel order"
     ranged = _nvtx_blocks(kt, softmax, host_windows)
@@ -169,7 +169,7 @@ def _nvtx_blocks(kt, softmax: np.ndarray, host_windows: IntervalSet | None) -> t
     r = kt.tv.tl.ranges
     if not len(r):
         return None
-    r = r[(r["kind"] == "nvtx").to_numpy() & name_mask(r["name"], ATTENTION_RANGE)]
+    r = r[(r["kind"] == "nvtx").to_numpy() & name_mask(r["name"], ATTENTION_RANGE())]
     if not len(r):
         return None
     rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
@@ -180,7 +180,7 @@ def _nvtx_blocks(kt, softmax: np.ndarray, host_windows: IntervalSet | None) -> t
     t = launched[rows]
     lo, hi = np.searchsorted(t, rs, side="left"), np.searchsorted(t, re_, side="right")
     soft_cum = np.concatenate(([0], np.cumsum(softmax[rows])))
-    fused = kt.names.mask(FUSED_ATTENTION_KERNEL)
+    fused = kt.names.mask(FUSED_ATTENTION_KERNEL())
     fused_cum = np.concatenate(([0], np.cumsum(fused[rows])))
     with_soft = (soft_cum[hi] - soft_cum[lo] > 0) & (fused_cum[hi] - fused_cum[lo] == 0)
     if not with_soft.any():

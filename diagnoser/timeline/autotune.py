@@ -12,13 +12,13 @@ import numpy as np
 
 from .. import settings
 from .intervals import IntervalSet
-from .names import name_mask
+from .names import lazy_pattern, name_mask
 from .view import TimelineView
 
 CONV_OP = re.compile(r"^aten::(?:cudnn_convolution(?:_transpose)?|convolution_backward|miopen_convolution\w*)$")
-CONV_KERNEL = re.compile(r"wgrad|dgrad|fprop|implicit_?gemm|winograd|miopen|convolution|conv_?[123]d", re.I)
+CONV_KERNEL = lazy_pattern(r"wgrad|dgrad|fprop|implicit_?gemm|winograd|miopen|convolution|conv_?[123]d", re.I)
 AUTOTUNE_MIN_SYNCS = settings.register("timeline.autotune_min_syncs", 4, "syncs/step", "fewer device syncs per steady step than this cannot be cuDNN timing its algorithms (several candidates per convolution, each timed between syncs): an export without operators measures no autotuning then")
-ATTENTION_KERNEL = re.compile(r"sdpa|attention|fmha|flash", re.I)  # cuDNN's fused attention is not a convolution
+ATTENTION_KERNEL = lazy_pattern(r"sdpa|attention|fmha|flash", re.I)  # cuDNN's fused attention is not a convolution
 NONE = {"conv_autotune_syncs_per_step": 0.0, "conv_autotune_calls_per_step": 0.0, "conv_autotune_ms_per_step": 0.0,
         "conv_autotune_step_pct": 0.0}
 
@@ -35,7 +35,7 @@ def autotune_stats(tv: TimelineView, steps) -> dict:
     ss = tv.host_start[sync]
     ss = ss[windows.contains(ss)]
     if tv.tl.source == "nsys":  # no operators: measured only where nothing could be autotuning
-        conv_kernels = tv.is_kernel & tv.gpu_names.mask(CONV_KERNEL) & ~tv.gpu_names.mask(ATTENTION_KERNEL)
+        conv_kernels = tv.is_kernel & tv.gpu_names.mask(CONV_KERNEL()) & ~tv.gpu_names.mask(ATTENTION_KERNEL())
         return dict(NONE) if ss.size < AUTOTUNE_MIN_SYNCS.value * idx.size or not conv_kernels.any() else {}
     conv = r[(r["kind"] == "op").to_numpy() & name_mask(r["name"], CONV_OP)] if len(r) else r
     if not len(conv) or ss.size == 0:

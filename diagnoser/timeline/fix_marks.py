@@ -17,10 +17,10 @@ from .gil import GIL_WAIT, GIL_WAIT_MIN_NS, WAITING_FRAME
 from .host_threads import launching_threads
 from .intervals import IntervalSet
 from .kernels import BETWEEN_SCORE_AND_VALUE, CATEGORY_CODE, GEMM, SOFTMAX
-from .names import name_mask
+from .names import lazy_pattern, name_mask
 from .recompiles import compile_intervals
 
-MATMUL_OP = re.compile(r"^aten::matmul$")
+MATMUL_OP = lazy_pattern(r"^aten::matmul$")
 
 
 def whole_matmuls(tree, tv, r):
@@ -29,7 +29,7 @@ def whole_matmuls(tree, tv, r):
     block's work and go with it."""
     if tree is None or not len(tree[0]):
         return tree
-    mm = np.flatnonzero((r["kind"] == "op").to_numpy() & name_mask(r["name"], MATMUL_OP).astype(bool))  # (no copy of every op)
+    mm = np.flatnonzero((r["kind"] == "op").to_numpy() & name_mask(r["name"], MATMUL_OP()).astype(bool))  # (no copy of every op)
     if not mm.size:
         return tree
     ms, me = r["start_ns"].to_numpy(np.int64)[mm], r["end_ns"].to_numpy(np.int64)[mm]
@@ -115,7 +115,7 @@ def gil_holders(tl) -> IntervalSet:
     other = py[~np.isin(py["thread"].to_numpy(), launching_threads(tl))]
     if not len(other):
         return IntervalSet.of([], [])
-    other = other[~name_mask(other["name"], WAITING_FRAME).astype(bool)]
+    other = other[~name_mask(other["name"], WAITING_FRAME()).astype(bool)]
     return IntervalSet.of(other["start_ns"].to_numpy(np.int64), other["end_ns"].to_numpy(np.int64))
 
 
@@ -128,7 +128,7 @@ def gil_waits(tl) -> IntervalSet:
     c = h.os_calls
     c = c[np.isin(c["thread"].to_numpy(), launching_threads(tl))]
     s, e = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
-    ok = (e - s >= GIL_WAIT_MIN_NS.value) & name_mask(c["name"].astype(str), GIL_WAIT).astype(bool)
+    ok = (e - s >= GIL_WAIT_MIN_NS.value) & name_mask(c["name"].astype(str), GIL_WAIT()).astype(bool)
     return IntervalSet.of(s[ok], e[ok])
 
 

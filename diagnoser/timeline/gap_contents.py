@@ -13,8 +13,9 @@ from .gaps import python_frames_without_calls, ranges_over
 from .intervals import IntervalSet
 from .host_threads import function_text, wait_text
 from .view import TimelineView
+from .names import lazy_pattern
 
-PY_FILE = re.compile(r"^(.+?\.py)\(\d+\): ")
+PY_FILE = lazy_pattern(r"^(.+?\.py)\(\d+\): ")
 SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids)\s*=.*$|: \d+/\d+$")  # emit_nvtx, `Torch-Compiled Region: 0/3`
 MIN_SHARE = 0.05  # a name covering less of the idle than this is not worth naming
 
@@ -72,7 +73,8 @@ def idle_contents(tv: TimelineView, gs: np.ndarray, ge: np.ndarray, side=None, t
             py = python_frames_without_calls(tv)
             py = py[IntervalSet.of(gs, ge).overlap(py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64)) > 0]
             uniq, inv = np.unique(py["name"].astype(str).to_numpy(), return_inverse=True)
-            files = np.array([(m.group(1) if (m := PY_FILE.match(n)) else n) for n in uniq.tolist()],
+            py_file = PY_FILE().match
+            files = np.array([(m.group(1) if (m := py_file(n)) else n) for n in uniq.tolist()],
                              dtype=object)[inv] if uniq.size else uniq
             top = _top_cover(files, py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64), gs, ge, 2)
             if top:

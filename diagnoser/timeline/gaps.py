@@ -39,7 +39,7 @@ from ..idle_classes import IDLE_CLASSES
 from .intervals import GapRange, IntervalSet
 from .host_threads import C_LIBRARY, COLLECT, HostSide, function_text, host_side, wait_text
 from .op_tree import calls_inside
-from .names import COMM_KERNEL, name_mask, optimizer_ranges
+from .names import COMM_KERNEL, lazy_pattern, name_mask, optimizer_ranges
 from .recompiles import compile_intervals
 from .steps import NVTX_STEP, PHASE_PATTERNS, PROFILER_STEP, Steps
 from .view import Names, TimelineView, is_sorted, true_rows
@@ -50,7 +50,7 @@ SYNC_OPS = re.compile(r"^aten::(?:item|_local_scalar_dense|is_nonzero|nonzero)$"
 COMM_RANGES = re.compile(r"^nccl:|ProcessGroupNCCL|^c10d::|record_param_comms", re.I)
 DATA_RANGE = PHASE_PATTERNS["data"]
 # torch.autograd.profiler.emit_nvtx names each range `op, seq = N, op_id = M, sizes = [...]`
-OBJECT_ADDRESS = re.compile(r" object at 0x[0-9a-fA-F]+")
+OBJECT_ADDRESS = lazy_pattern(r" object at 0x[0-9a-fA-F]+")
 EMIT_NVTX_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids)\s*=.*$")
 
 LAUNCH_GAP_MAX_NS = settings.register("timeline.launch_gap_max_ns", 100_000, "ns", "an idle gap this short is launch overhead (the GPU waits for the next launch); longer ones are classified by the host evidence")
@@ -351,7 +351,7 @@ def staging_copy(starts: np.ndarray, ends: np.ndarray, act: HostActivity, thread
         cand = cand[act.marked_data.overlap(starts[cand], ends[cand]) / d < MAJORITY.value]
     if not cand.size:
         return out
-    share, n = side.module_share(starts[cand], ends[cand], thread[cand] if thread is not None else None, C_LIBRARY)
+    share, n = side.module_share(starts[cand], ends[cand], thread[cand] if thread is not None else None, C_LIBRARY())
     if int(n.sum()) >= MIN_GAP_SAMPLES.value and float((share * n).sum()) >= MAJORITY.value * float(n.sum()):
         out[cand[share >= MAJORITY.value]] = True
     return out
@@ -595,7 +595,7 @@ def _frames_covering(py: pd.DataFrame, gs: np.ndarray, ge: np.ndarray, steps: in
         return ""
     by: dict[str, int] = {}
     for n, c in zip(py["name"].to_numpy()[hit].tolist(), cover[hit].tolist()):
-        n = OBJECT_ADDRESS.sub("", str(n))  # `<built-in method argsort of numpy.ndarray object at 0x7f..>`
+        n = OBJECT_ADDRESS().sub("", str(n))  # `<built-in method argsort of numpy.ndarray object at 0x7f..>`
         by[n] = by.get(n, 0) + int(c)
     top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
     return ", ".join(f"{n} {ns / 1e6 / steps:.1f} ms" for n, ns in top)

@@ -17,13 +17,14 @@ from .. import settings
 from .host_threads import launching_threads
 from .intervals import IntervalSet
 from .tables import Timeline
+from .names import lazy_pattern
 
-GIL_WAIT = re.compile(r"^(?:pthread_cond_(?:timed|clock)wait|futex|sem_(?:timed|clock)wait)$")
+GIL_WAIT = lazy_pattern(r"^(?:pthread_cond_(?:timed|clock)wait|futex|sem_(?:timed|clock)wait)$")
 # innermost frames of a thread that is blocked (and so has released the GIL): waits, queues, sockets, pools, sleeps
-WAITING_FRAME = re.compile(r"(?:^|/)(?:threading|queue|selectors|socket|subprocess|ssl)\.py\(\d+\)|multiprocessing/|"
-                           r"concurrent/futures/|compile_worker/|tqdm/_monitor\.py|: (?:wait|sleep|join|get|recv\w*|"
-                           r"read\w*|select|poll|accept|acquire)$")
-PY_FRAME = re.compile(r"^(.+?\.py)\(\d+\): (.*)$")
+WAITING_FRAME = lazy_pattern(r"(?:^|/)(?:threading|queue|selectors|socket|subprocess|ssl)\.py\(\d+\)|multiprocessing/|"
+                             r"concurrent/futures/|compile_worker/|tqdm/_monitor\.py|: (?:wait|sleep|join|get|recv\w*|"
+                             r"read\w*|select|poll|accept|acquire)$")
+PY_FRAME = lazy_pattern(r"^(.+?\.py)\(\d+\): (.*)$")
 SWITCH_INTERVAL_NS = settings.register("timeline.gil_switch_interval_ns", 5_000_000, "ns", "the interpreter's switch interval (sys.getswitchinterval()): a waiter for the GIL times out after it and asks the holder to drop the lock")
 GIL_WAIT_MIN_NS = settings.register("timeline.gil_wait_min_ns", 1_000_000, "ns", "a condition-variable or futex wait of a launching thread at least this long may be a wait for the GIL")
 GIL_AT_INTERVAL_SHARE = settings.register("timeline.gil_at_interval_share", 0.25, "share", "at least this share of those waits must end at the switch interval (within 10%) to call them waits for the GIL")
@@ -48,7 +49,8 @@ def gil_stats_export(tl: Timeline, windows: IntervalSet, gs: np.ndarray, ge: np.
     names = c["name"].astype(str).to_numpy()
     s, e = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
     ok = (e - s >= GIL_WAIT_MIN_NS.value) & windows.contains(s)
-    ok[ok] = np.array([bool(GIL_WAIT.match(n)) for n in names[ok]], dtype=bool)
+    wait = GIL_WAIT().match
+    ok[ok] = np.array([bool(wait(n)) for n in names[ok]], dtype=bool)
     if not ok.any():
         return {"gil_idle_pct": 0.0}
     s, e, names = s[ok], e[ok], names[ok]
@@ -99,14 +101,14 @@ def gil_stats_torch(tl: Timeline, gs: np.ndarray, ge: np.ndarray, windows: Inter
             continue
         k = rows[np.argmin((oe - os_)[rows])]
         name = str(other["name"].iloc[k])
-        if WAITING_FRAME.search(name):  # a thread blocked in a wait releases the lock: not the holder
+        if WAITING_FRAME().search(name):  # a thread blocked in a wait releases the lock: not the holder
             continue
         if best is None or cover[k] > best[0]:
             best = (float(cover[k]), int(tid), name)
     if best is None:
         return {"gil_idle_pct": 0.0}
     idle, tid, name = best
-    m = PY_FRAME.match(name)
+    m = PY_FRAME().match(name)
     frame = f"{m.group(2)} ({m.group(1)})" if m else name
     return {"gil_idle_pct": 100.0 * idle / max(windows.total, 1),
             "gil_holder": f"thread {tid} in `{frame}`, a Python thread that launches no GPU work, runs through "

@@ -18,25 +18,26 @@ import pandas as pd
 
 from .intervals import IntervalSet, subtract
 from .tables import Timeline
+from .names import lazy_pattern
 
 # OS calls that put the calling thread to sleep until something else happens (I/O, a peer, a timer)
-BLOCKING_CALLS = re.compile(
+BLOCKING_CALLS = lazy_pattern(
     r"^(?:poll|ppoll|epoll_wait|epoll_pwait2?|select|pselect6?|futex|pthread_cond_(?:timed|clock)?wait|"
     r"pthread_mutex_(?:timed|clock)?lock|pthread_rwlock_(?:timed)?(?:rd|wr)lock|pthread_join|pthread_barrier_wait|"
     r"sem_(?:timed|clock)?wait|read|pread(?:64)?|readv|preadv2?|recv|recvfrom|recvmsg|recvmmsg|write|pwrite(?:64)?|"
     r"writev|send|sendto|sendmsg|fsync|fdatasync|msync|nanosleep|clock_nanosleep|usleep|sleep|wait|waitpid|"
     r"waitid|wait4|accept4?|connect|sigwait|sigwaitinfo|sigtimedwait|sigsuspend|pause|msgrcv|semop|semtimedop|"
     r"flock|lockf)$")
-ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
-SO_SUFFIX = re.compile(r"(?:\.cpython-[^.]*)?\.so(?:\.[0-9.]+)?$")
+ADDRESS = lazy_pattern(r"^0x[0-9a-fA-F]+$")
+SO_SUFFIX = lazy_pattern(r"(?:\.cpython-[^.]*)?\.so(?:\.[0-9.]+)?$")
 # host code of the GPU libraries and runtimes: a thread sampled there prepares a launch (a cuBLAS-Lt plan
 # for a new shape, the dispatcher of a CUDA operator, a driver call), it does not compute for itself
-LAUNCH_LIBRARIES = re.compile(r"^(?:libcuda|libcudart|libcublas(?:Lt)?|libcudnn\w*|libnccl|libcufft\w*|libcusparse\w*|"
-                              r"libcusolver\w*|libcurand|libnvrtc\w*|libnvJitLink|libtorch_cuda\w*|libc10_cuda|"
-                              r"libamdhip64|libhipblas\w*|librocblas|libMIOpen)(?:[.-]|$)")
+LAUNCH_LIBRARIES = lazy_pattern(r"^(?:libcuda|libcudart|libcublas(?:Lt)?|libcudnn\w*|libnccl|libcufft\w*|libcusparse\w*|"
+                                r"libcusolver\w*|libcurand|libnvrtc\w*|libnvJitLink|libtorch_cuda\w*|libc10_cuda|"
+                                r"libamdhip64|libhipblas\w*|librocblas|libMIOpen)(?:[.-]|$)")
 # the C library: a thread sampled there for a whole gap, with no CUDA call, copies or fills memory (CuPy staging a
 # NumPy array into its pinned buffer before the upload), it does not prepare anything
-C_LIBRARY = re.compile(r"^libc(?:[.-]|$)")
+C_LIBRARY = lazy_pattern(r"^libc(?:[.-]|$)")
 COLLECT = "nsys profile -t cuda,nvtx,osrt --sample=process-tree --cpuctxsw=process-tree"
 
 
@@ -100,7 +101,7 @@ class HostSide:
             if len(smp) and s.size:
                 hit = IntervalSet.of(s, e).contains(smp["start_ns"].to_numpy(np.int64))
                 n += int(hit.sum())
-                in_lib += int(_name_matches(smp["module"][hit], LAUNCH_LIBRARIES).sum())
+                in_lib += int(_name_matches(smp["module"][hit], LAUNCH_LIBRARIES()).sum())
         return in_lib, n
 
     def module_share(self, starts: np.ndarray, ends: np.ndarray, thread: np.ndarray | None,
@@ -183,7 +184,7 @@ def host_side(tl: Timeline) -> HostSide | None:
         return None
     launching = launching_threads(tl)
     calls = h.os_calls[np.isin(h.os_calls["thread"].to_numpy(), launching)]
-    blocking = _name_matches(calls["name"], BLOCKING_CALLS)
+    blocking = _name_matches(calls["name"], BLOCKING_CALLS())
     calls = calls[blocking]
     samples = h.samples[np.isin(h.samples["thread"].to_numpy(), launching) & h.samples["running"].to_numpy(bool)]
     threads = {}
@@ -231,8 +232,8 @@ def _without_groups(text: str, open_: str, close: str) -> str:
 def short_function(function: str, module: str) -> str:
     """`name (module)` with C++ template and argument lists and a return type dropped, the module without
     its directory and shared-object suffix; an unresolved address is named by its module alone."""
-    mod = SO_SUFFIX.sub("", module) or "?"
-    if not function or ADDRESS.match(function):
+    mod = SO_SUFFIX().sub("", module) or "?"
+    if not function or ADDRESS().match(function):
         return f"({mod})"
     name = _without_groups(_without_groups(function, "<", ">"), "(", ")").strip()
     name = name.split(" ")[-1] if " " in name else name  # drop a return type (`void ns::f`)
@@ -258,7 +259,8 @@ def function_text(side: HostSide, gs: np.ndarray, ge: np.ndarray, thread: np.nda
     counts = counts.groupby(level=0).sum()
     rows = sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:top]
     mods = picked.groupby("module", observed=True).size()
-    mods = pd.Series(mods.to_numpy(), index=[SO_SUFFIX.sub("", str(m)) or "?" for m in mods.index]).groupby(level=0).sum()
+    suffix = SO_SUFFIX().sub
+    mods = pd.Series(mods.to_numpy(), index=[suffix("", str(m)) or "?" for m in mods.index]).groupby(level=0).sum()
     by_module = sorted(mods.items(), key=lambda x: (-x[1], x[0]))[:2]
     return (", ".join(f"{k} {100.0 * v / n:.0f}%" for k, v in rows) + f" of {n} samples (by module "
             + ", ".join(f"{k} {100.0 * v / n:.0f}%" for k, v in by_module) + ")")

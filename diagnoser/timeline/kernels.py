@@ -15,7 +15,7 @@ from ..kernel_categories import KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
 from ..kernel_names import ALIGNED_BYTES, gemm_alignment
 from .tables import Timeline
 from .intervals import IntervalSet
-from .names import COMM_KERNEL, name_mask, optimizer_ranges
+from .names import COMM_KERNEL, lazy_pattern, name_mask, optimizer_ranges
 from .steps import Steps
 from .attention import unfused_attention
 from .view import Names, TimelineView, codes_of
@@ -64,10 +64,10 @@ PAGED_KV = re.compile(r"reshape_and_cache|paged_attention|PagedKV|paged_kv|store
                       r"BatchDecodeWithPaged|BatchPrefillWithPaged|block_table", re.I)
 
 # dgrad alone is no evidence: a ConvTranspose2d forward runs cuDNN dgrad kernels
-BACKWARD_KERNEL = re.compile(r"backward|bprop|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
-BACKWARD_OP = re.compile(r"Backward\d*$|^autograd::engine|^torch::autograd::AccumulateGrad$")
+BACKWARD_KERNEL = lazy_pattern(r"backward|bprop|wgrad|_grad_|grad_input|GammaBetaBackward", re.I)
+BACKWARD_OP = lazy_pattern(r"Backward\d*$|^autograd::engine|^torch::autograd::AccumulateGrad$")
 FUSED_OPTIMIZER = re.compile(r"Fused|fused", re.I)
-OPTIMIZER_KERNEL = re.compile(r"adamw?(?![a-z])|sgd|lamb(?!da)|(?<![a-z])lion|adagrad|rmsprop|momentum|FusedOptimizer", re.I)
+OPTIMIZER_KERNEL = lazy_pattern(r"adamw?(?![a-z])|sgd|lamb(?!da)|(?<![a-z])lion|adagrad|rmsprop|momentum|FusedOptimizer", re.I)
 MULTI_TENSOR = re.compile(r"multi_tensor_apply", re.I)
 TRAINING_RANGE = re.compile(r"^(?:backward|bwd)$|^Optimizer\.step#|^optimizer$|^autograd::engine", re.I)
 
@@ -316,14 +316,14 @@ def is_training(tl: Timeline, kt: KernelTable) -> bool:
         return True
     ops = (r["kind"] == "op").to_numpy()
     if ops.any():  # the op tree is the evidence where the trace has one: kernel names can mislead
-        return bool((name_mask(r["name"], BACKWARD_OP) & ops).any())
+        return bool((name_mask(r["name"], BACKWARD_OP()) & ops).any())
     k = kt.is_kernel
     if not k.any():
         return False
     # a multi_tensor_apply kernel alone is no optimizer (foreach copies and fills use it too): the
     # optimizer shows as a kernel named after one, or as kernels launched inside an optimizer range
-    optimizer = kt.names.mask(OPTIMIZER_KERNEL) | kt.in_optimizer
-    return bool(((kt.names.mask(BACKWARD_KERNEL) | optimizer) & k).any())
+    optimizer = kt.names.mask(OPTIMIZER_KERNEL()) | kt.in_optimizer
+    return bool(((kt.names.mask(BACKWARD_KERNEL()) | optimizer) & k).any())
 
 
 def graph_kernel_pct(tv: TimelineView, kt: KernelTable) -> float:

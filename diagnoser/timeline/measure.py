@@ -47,6 +47,7 @@ from .steps import find_steps, phase_ms
 from .sync import alloc_stats, memcpy_stats, sync_calls, sync_stats
 from .strip import middle_step, step_strip
 from .view import TimelineView, values_at
+from .names import lazy_pattern
 
 
 # the one-time-setup condition (rules/shared.yaml) with enough steady steps: the rule stays silent, a note
@@ -408,7 +409,7 @@ class MeasuredTimeline:
     identity: dict = None  # timeline_identity(): when (Unix clock), which Python files, which device memory
 
 
-_PY_FILE = re.compile(r"^([^()]+\.py)\(\d+\): (.*)$")
+_PY_FILE = lazy_pattern(r"^([^()]+\.py)\(\d+\): (.*)$")
 
 
 def timeline_identity(tl: Timeline) -> dict:
@@ -419,7 +420,9 @@ def timeline_identity(tl: Timeline) -> dict:
     if tl.clock_epoch_ns is not None and spans:
         out["window_epoch_ns"] = (tl.clock_epoch_ns + min(s for s, _ in spans), tl.clock_epoch_ns + max(e for _, e in spans))
     py = tl.ranges["name"][tl.ranges["kind"] == "python"] if len(tl.ranges) else []
-    frames = [m for n in set(py) for m in [_PY_FILE.search(str(n))] if m]
+    names = set(py)
+    py_file = _PY_FILE().search if names else None
+    frames = [m for n in names for m in [py_file(str(n))] if m]
     out.update(program_identity((m.group(1) for m in frames), ((m.group(1), m.group(2)) for m in frames)))
     if tl.device_memory:
         out["device_total_memory"] = tl.device_memory

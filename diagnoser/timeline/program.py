@@ -23,24 +23,25 @@ import pandas as pd
 
 from ..kernel_names import arch_from_kernel_names, arch_of_device, framework_from_kernel_names
 from .tables import Timeline
+from .names import lazy_pattern
 
 _SERVING_FILES = (("vllm", re.compile(r"(^|/)vllm/")), ("sglang", re.compile(r"(^|/)sglang/")),
                   ("tensorrt-llm", re.compile(r"(^|/)tensorrt_llm/")))
 _JAX = re.compile(r"(^|/)(jax|jaxlib|flax)/|^XlaModule|^Thunk:|^jit_")
-_TRITON_FILES = re.compile(r"(^|/)triton/runtime/")
-_PYTORCH_ANNOTATIONS = re.compile(r"^ProfilerStep#|^Optimizer\.step#|^enumerate\(DataLoader\)|^nn\.Module: ")
-_ACC_API = re.compile(r"^(acc_|__pgi_uacc|__nvhpc|omp_target|__tgt_)")
+_TRITON_FILES = lazy_pattern(r"(^|/)triton/runtime/")
+_PYTORCH_ANNOTATIONS = lazy_pattern(r"^ProfilerStep#|^Optimizer\.step#|^enumerate\(DataLoader\)|^nn\.Module: ")
+_ACC_API = lazy_pattern(r"^(acc_|__pgi_uacc|__nvhpc|omp_target|__tgt_)")
 
-_ATTENTION_OPS = re.compile(r"^aten::(_?softmax|scaled_dot_product|_scaled_dot_product|_flash_attention|"
-                            r"_efficient_attention|_cudnn_attention)|^nn\.Module: \w*Attention", re.I)
+_ATTENTION_OPS = lazy_pattern(r"^aten::(_?softmax|scaled_dot_product|_scaled_dot_product|_flash_attention|"
+                              r"_efficient_attention|_cudnn_attention)|^nn\.Module: \w*Attention", re.I)
 _TRIANGULAR = re.compile(r"^aten::(triu|tril)_?$")
 _MASK_OPS = re.compile(r"^aten::(masked_fill_?|where|triu|tril|_masked_softmax)$")
-_CAUSAL_FRAMES = re.compile(r"causal", re.I)  # HF's _make_causal_mask / _update_causal_mask / create_causal_mask
-_KV_CACHE_FRAMES = re.compile(r"(^|/)cache_utils\.py|past_key_value|DynamicCache|StaticCache|kv_cache")
-_CAUSAL_MODELS = re.compile(
+_CAUSAL_FRAMES = lazy_pattern(r"causal", re.I)  # HF's _make_causal_mask / _update_causal_mask / create_causal_mask
+_KV_CACHE_FRAMES = lazy_pattern(r"(^|/)cache_utils\.py|past_key_value|DynamicCache|StaticCache|kv_cache")
+_CAUSAL_MODELS = lazy_pattern(
     r"ForCausalLM|^(GPT2|GPTNeoX|GPTJ|Llama\d*|Qwen\d*(Moe)?|Mistral|Mixtral|Gemma\d*|Phi\d*|Falcon|Bloom|OPT|"
     r"Deepseek\w*|Olmo\d*)(Attention|DecoderLayer|Model|Block|SdpaAttention|FlashAttention2)", re.I)
-_ENCODER_MODELS = re.compile(
+_ENCODER_MODELS = lazy_pattern(
     r"^(Bert|Roberta|XLMRoberta|Deberta\w*|Electra|Albert|DistilBert|ViT|Vit|Deit|Beit|Swin\w*|Dinov2|Dino|"
     r"CLIPVision|ClipVision|Siglip\w*|Owlv2|OwlViT|Timesformer|TimeSformer|VideoMAE|Videomae|Wav2Vec2|Hubert|"
     r"Sam|Segformer|Detr|Blip\w*)\w*(Attention|Encoder|EncoderLayer|Layer)$|VisionTransformer$|VisionEncoder$", re.I)
@@ -92,16 +93,16 @@ def _framework(tl: Timeline, ops, frames, marks, kernels, api) -> tuple[str, str
         return "jax-xla", f"JAX/XLA evidence ({_cut(jax)}) and no PyTorch operators"
     if aten:
         return "pytorch", f"{len(aten)} distinct PyTorch operators (e.g. {aten[0]})"
-    if tl.source == "torch" or any(_PYTORCH_ANNOTATIONS.search(m) for m in marks):
+    if tl.source == "torch" or any(_PYTORCH_ANNOTATIONS().search(m) for m in marks):
         by_names = framework_from_kernel_names(kernels)
         if by_names and by_names[0] in ("vllm", "sglang", "tensorrt-llm"):
             return by_names
         return "pytorch", "a PyTorch profiler trace" + (f"; {by_names[1]}" if by_names else "")
-    triton = next((f for f in frames if _TRITON_FILES.search(f)), None)
+    triton = next((f for f in frames if _TRITON_FILES().search(f)), None)
     if triton:
         return "triton", f"Triton's launcher in the Python frames ({_cut(triton)}) and no PyTorch operators"
     by_names = framework_from_kernel_names(kernels)
-    acc = next((a for a in api + marks if _ACC_API.search(a)), None)
+    acc = next((a for a in api + marks if _ACC_API().search(a)), None)
     host = _api_text(api)
     if acc and (by_names is None or by_names[0] in ("cuda", "openacc-openmp")):
         return "openacc-openmp", f"OpenACC/OpenMP runtime calls ({acc}){host}"
@@ -137,7 +138,7 @@ def gpu_arch(devices: list[dict], kernels) -> tuple[str, str]:
 def _attention(ops, frames, marks, kernels, values: dict, framework: str) -> tuple[str, str] | None:
     names = ops + marks
     found = (values.get("fused_attention_pct", 0) or 0) > 0 or (values.get("unfused_attention_blocks_per_step", 0) or 0) > 0 \
-        or any(_ATTENTION_OPS.search(n) for n in names)
+        or any(_ATTENTION_OPS().search(n) for n in names)
     if not found:
         return None
     modules = sorted({m for m in (_module(n) for n in marks + frames) if m})
@@ -145,17 +146,17 @@ def _attention(ops, frames, marks, kernels, values: dict, framework: str) -> tup
     tri = [o for o in ops if _TRIANGULAR.search(o)]
     if tri:
         causal.append(f"triangular mask ops ({', '.join(tri)})")
-    helper = next((f for f in frames if _CAUSAL_FRAMES.search(f.split(": ")[-1])), None)
+    helper = next((f for f in frames if _CAUSAL_FRAMES().search(f.split(": ")[-1])), None)
     if helper:
         causal.append(f"causal-mask code ({_cut(helper)})")
-    cache = next((f for f in frames if _KV_CACHE_FRAMES.search(f)), None)
+    cache = next((f for f in frames if _KV_CACHE_FRAMES().search(f)), None)
     if values.get("kv_cache_paged") or cache or framework in ("vllm", "sglang", "tensorrt-llm"):
         causal.append("a decoder KV cache (" + (_cut(cache) if cache else "paged KV kernels" if values.get("kv_cache_paged")
                                                 else f"{framework} serving") + ")")
-    dec = [m for m in modules if _CAUSAL_MODELS.search(m)]
+    dec = [m for m in modules if _CAUSAL_MODELS().search(m)]
     if dec:
         causal.append(f"decoder modules ({', '.join(dec[:2])})")
-    enc = [m for m in modules if _ENCODER_MODELS.search(m)]
+    enc = [m for m in modules if _ENCODER_MODELS().search(m)]
     if enc:
         bidir.append(f"encoder modules ({', '.join(enc[:2])})")
     masks = sorted({o for o in ops if _MASK_OPS.search(o)})

@@ -22,6 +22,7 @@ import numpy as np
 from ..facts import AnalysisResult
 from .analysis import measured_analysis
 from .ranks import transfer_per_kernel
+from .names import lazy_pattern
 
 # ranks are alike when their NCCL wait and their own work differ by less than this share of the step
 ALIKE_PCT_OF_STEP = 5.0
@@ -132,13 +133,13 @@ def _groups_note(groups: list[dict], n: int) -> str:
             + "; ".join(parts) + more + cost)
 
 
-KERNEL_PREFIX = re.compile(r"^(?:void\s+)?nccl(?:Dev)?Kernel_")
+KERNEL_PREFIX = lazy_pattern(r"^(?:void\s+)?nccl(?:Dev)?Kernel_")
 
 
 def collective_name(kernel: str) -> str:
     """`ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)` -> `AllReduce_Sum_f32_RING_LL`."""
     name = str(kernel).split("(", 1)[0].strip()
-    return KERNEL_PREFIX.sub("", name) or name
+    return KERNEL_PREFIX().sub("", name) or name
 
 
 def collective_breakdown(timed: list) -> list[dict]:

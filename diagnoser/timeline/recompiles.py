@@ -10,13 +10,13 @@ import re
 import numpy as np
 
 from .intervals import IntervalSet
-from .names import name_mask
+from .names import lazy_pattern, name_mask
 from .setup import COMPILE_RANGE
 
 COMPILE_ENTRY = re.compile(r"^_compile\.compile_inner(?: \(dynamo_timed\))?$")  # one per frame (re)compiled
-COMPILE_ID = re.compile(r"compile_id=(\d+)/(\d+)")
+COMPILE_ID = lazy_pattern(r"compile_id=(\d+)/(\d+)")
 # CUDA module loading: a compile that makes new kernels loads them (an export carries no compile ranges)
-MODULE_LOAD = re.compile(r"^cu(?:Module|Library)Load")
+MODULE_LOAD = lazy_pattern(r"^cu(?:Module|Library)Load")
 NONE = {"recompiles_per_step": 0.0, "compile_ms_per_step": 0.0, "compile_step_pct": 0.0}
 
 
@@ -37,7 +37,7 @@ def _measured_none(tl, steps) -> dict:
     h = tl.host
     if not len(h):
         return dict(NONE)
-    loads = name_mask(h["name"], MODULE_LOAD).astype(bool)
+    loads = name_mask(h["name"], MODULE_LOAD()).astype(bool)
     if loads.any() and steps.steady_windows.contains(h["start_ns"].to_numpy(np.int64)[loads]).any():
         return {}
     return dict(NONE)
@@ -65,7 +65,8 @@ def compile_stats(tl, steps) -> dict:
     span = max(windows.total, 1)
     ids = r[(r["kind"] == "annotation").to_numpy()]
     ids = ids[windows.contains(ids["start_ns"].to_numpy(np.int64))]
-    seen = sorted({(int(m.group(1)), int(m.group(2))) for x in ids["name"].astype(str) for m in [COMPILE_ID.search(x)] if m})
+    compile_id = COMPILE_ID().search
+    seen = sorted({(int(m.group(1)), int(m.group(2))) for x in ids["name"].astype(str) for m in [compile_id(x)] if m})
     out = {"recompiles_per_step": n / idx.size, "compile_ms_per_step": compile_ns / 1e6 / idx.size,
            "compile_step_pct": 100.0 * compile_ns / span}
     if seen:
