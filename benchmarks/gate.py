@@ -9,7 +9,7 @@ output in the closing note:
 Cases (each measurement in a fresh interpreter; CPU is user + system seconds, robust to other load
 on the machine, wall times are not; peak RSS is the process's own VmHWM):
   kineto-126MB   the corpus decode trace, decompressed: `diagnose` + JSON against the typed msgspec
-                 parse of the same file (the floor, bench_torch_trace.py), CPU <= 1.3x
+                 parse of the same file (the floor, bench_torch_trace.py; its best of 3 runs), CPU <= 1.3x
   kineto-0.5GB   the same trace replicated to 0.5 GB (bench_torch_trace.py's replication): CPU <= 1.3x
                  the floor, peak RSS <= 0.4x the file
   scaling        fixtures/torch/host_sync replicated 2x .. 32x (111k -> 1.78M events, bench_scaling.py):
@@ -52,6 +52,7 @@ NSYS_SOURCE = REPO / "fixtures" / "nsys" / "launch_bound.sqlite.gz"
 
 KINETO_CPU = 1.3  # end to end / typed-parse floor, CPU
 KINETO_RSS = 0.4  # peak RSS / file size (the 0.5 GB case)
+FLOOR_RUNS = 3  # the typed-parse floor's best of this many runs
 SCALING = 2.1  # per doubling, every judged stage
 SCALING_COPIES = 32
 NSYS_KERNELS = 1_000_000
@@ -103,11 +104,21 @@ class Gate:
 
 def kineto(gate: Gate, label: str, path: Path, base: str | None, rss: bool) -> None:
     size = path.stat().st_size
-    floor = float(python(bench_torch_trace.FLOOR, str(path), None)[1])
+    # the floor's CPU swings between runs on a shared machine (its 2.4x-the-file allocation: 2.0-3.2 s on the
+    # 0.5 GB case in two runs of one afternoon); its best of FLOOR_RUNS, one before each side and one after, so a
+    # slow floor does not flatter the ratio
+    floors = [float(python(bench_torch_trace.FLOOR, str(path), None)[1])]
+    measured = []
     for side, where in sides(base):
-        wall, cpu, peak, _ = python(bench_torch_trace.END_TO_END, str(path), where)
+        measured.append((side, python(bench_torch_trace.END_TO_END, str(path), where)))
+        floors.append(float(python(bench_torch_trace.FLOOR, str(path), None)[1]))
+    while len(floors) < FLOOR_RUNS:
+        floors.append(float(python(bench_torch_trace.FLOOR, str(path), None)[1]))
+    floor = min(floors)
+    for side, (wall, cpu, peak, _) in measured:
         gate.judge(label, "end to end / floor, CPU", float(cpu) / floor, KINETO_CPU, side,
-                   f"{float(cpu):.2f} s vs floor {floor:.2f} s; {float(wall):.1f} s wall")
+                   f"{float(cpu):.2f} s vs floor {floor:.2f} s (best of {len(floors)}, up to {max(floors):.2f} s); "
+                   f"{float(wall):.1f} s wall")
         if rss:
             gate.judge(label, "peak RSS / file", int(peak) / size, KINETO_RSS, side,
                        f"{int(peak) / 2**20:,.0f} MiB, file {size / 2**20:,.0f} MiB")
