@@ -17,12 +17,10 @@ import contextlib
 import dataclasses
 import importlib.util
 import marshal
-import os
 import sys
-import tempfile
 import types
 
-from .disk_cache import cache_dir
+from .disk_cache import cache_dir, write_atomic
 
 FORMAT = "diagnoser.dataclass-code/1"
 MAX_ENTRIES = 4096  # sources; past this the file starts over with the run's own (methods of other versions)
@@ -47,23 +45,12 @@ def _load(path) -> dict:
 
 
 def _save(path, code: dict) -> None:
-    """Atomically (temp file + rename); silently skipped when the cache cannot be written."""
-    tmp = None
+    """Atomically (disk_cache.write_atomic); silently skipped when the cache cannot be written."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".dataclass-code-", suffix=".tmp", dir=str(path.parent))
-        with os.fdopen(fd, "wb") as f:
-            f.write(marshal.dumps({"format": FORMAT, "code": code}))
-        os.replace(tmp, path)
-        tmp = None
-    except (OSError, ValueError):
-        pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        data = marshal.dumps({"format": FORMAT, "code": code})
+    except ValueError:
+        return
+    write_atomic(path, data)
 
 
 @contextlib.contextmanager

@@ -52,17 +52,24 @@ def put(kind: str, fmt: str, k: str, value: dict) -> None:
         text = json.dumps({"format": fmt, "key": k, "value": value}, ensure_ascii=False)
     except (TypeError, ValueError):
         return  # values JSON cannot hold (dates...): not cached, computed each time
+    if write_atomic(d / f"{kind}-{k}.json", text.encode("utf-8")):
+        _prune(d, kind)
+
+
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Write data to path in the cache directory atomically (a temp file beside it, then a rename; the folder made
+    private); False, and nothing left behind, when it cannot be written."""
     tmp = None
     try:
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{kind}-", suffix=".tmp", dir=str(d))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, d / f"{kind}-{k}.json")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=str(path.parent))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
         tmp = None
-        _prune(d, kind)
+        return True
     except OSError:
-        pass
+        return False
     finally:
         if tmp is not None:
             try:
