@@ -130,12 +130,7 @@ def shortest_gaps(steps, idx, start, end, thread, code, distinct) -> tuple[int, 
     into `distinct` (str names), each key as code * 2**32 + n until the texts of the keys left are made."""
     keys = vals = None  # the keys every step so far has, sorted, and their shortest gaps
     counted = 0
-    for i in idx:
-        lo, hi = int(steps.host_start[i]), int(steps.host_end[i])
-        a, b = np.searchsorted(start, lo), np.searchsorted(start, hi)
-        if b - a < 2:
-            continue
-        first, prev_end, prev_thread = _busy_starts(start[a:b], np.minimum(end[a:b], hi), thread[a:b], lo)
+    for a, b, first, prev_end, prev_thread in _step_windows(steps, idx, start, end, thread):
         c = code[a:b][first]
         by_code = np.argsort(c, kind="stable")
         sc = c[by_code]
@@ -162,12 +157,7 @@ def shortest_gaps_by_text(steps, idx, start, end, thread, names) -> tuple[int, d
     """shortest_gaps keyed as text step by step, each name counted as the object it is (any names)."""
     shortest: dict = {}
     counted = 0
-    for i in idx:
-        lo, hi = int(steps.host_start[i]), int(steps.host_end[i])
-        a, b = np.searchsorted(start, lo), np.searchsorted(start, hi)
-        if b - a < 2:
-            continue
-        first, prev_end, prev_thread = _busy_starts(start[a:b], np.minimum(end[a:b], hi), thread[a:b], lo)
+    for a, b, first, prev_end, prev_thread in _step_windows(steps, idx, start, end, thread):
         th, nm, s = thread[a:b], names[a:b], start[a:b]
         gaps, seen = {}, {}
         for name, t, st, p, pt in zip(nm[first].tolist(), th[first].tolist(), s[first].tolist(), prev_end.tolist(),
@@ -180,6 +170,15 @@ def shortest_gaps_by_text(steps, idx, start, end, thread, names) -> tuple[int, d
         shortest = gaps if not counted else {k: min(g, gaps[k]) for k, g in shortest.items() if k in gaps}
         counted += 1
     return counted, shortest
+
+
+def _step_windows(steps, idx, start, end, thread):
+    """Per step of idx with two events or more: its events' rows a:b (start order) and _busy_starts of them."""
+    for i in idx:
+        lo, hi = int(steps.host_start[i]), int(steps.host_end[i])
+        a, b = np.searchsorted(start, lo), np.searchsorted(start, hi)
+        if b - a >= 2:
+            yield (a, b, *_busy_starts(start[a:b], np.minimum(end[a:b], hi), thread[a:b], lo))
 
 
 def _busy_starts(s: np.ndarray, e: np.ndarray, th: np.ndarray, lo: int):
