@@ -1,10 +1,15 @@
 """The one dependency pyproject.toml cannot name: durable-rules 2.0.28 from the copy vendored in
 vendor/ (patched to build on Python 3.13; vendor/README.md). A PEP 508 reference must be an absolute
-URL, so it is made here, from where this clone lies; the other dependencies are listed beside it."""
+URL, so it is made here, from where this clone lies; the other dependencies are listed beside it.
+
+Also the one extension: `_diagnoser_kineto` (native/kineto_scan.c), the PyTorch trace reader's batch scanner.
+It is optional: where it cannot be built (no C compiler) the install goes on and the reader decodes every
+batch with msgspec (the same tables, slower). A top-level module, so a clone's tests find it beside the clone's
+own `diagnoser` package."""
 import re
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
 DURABLE_RULES_VERSION = "2.0.28"  # the pin: the vendored copy must be exactly this release
@@ -29,4 +34,7 @@ DEPENDENCIES = [
     "rich>=13",         # the report drawn for a terminal
 ]
 
-setup(install_requires=[vendored_durable_rules(), *DEPENDENCIES])
+KINETO_SCANNER = Extension("_diagnoser_kineto", sources=["native/kineto_scan.c"], optional=True,
+                           extra_compile_args=["-O3"])
+
+setup(install_requires=[vendored_durable_rules(), *DEPENDENCIES], ext_modules=[KINETO_SCANNER])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import sys
 
 import msgspec
 import numpy as np
@@ -37,6 +38,8 @@ from .kineto_events import (
     as_ints,
     copy_kind,
 )
+from .kineto_scan import (SCANNED_INTS, new_scanner, SCANNED_MEMORY, SCANNED_NONE, S_BLOCK, S_BYTES, S_CORRELATION, S_DEVICE, S_DEVICE_ID, S_DEVICE_TYPE,
+                          S_GRID, S_MEM_BYTES, S_PID, S_STREAM, S_TID, S_TOTAL_ALLOCATED, S_TOTAL_RESERVED)
 
 MAX_NS = float(1 << 62)  # ~146 years: a time beyond it is corrupt (and start + dur still fits int64)
 
@@ -66,7 +69,8 @@ class TraceColumns:
     a 1.78M-event replica, folding columns into one pass with tuples (`attrgetter("ts", "dur")` into
     a 2-wide fromiter) or reading the columns of all buckets at once was slower, not faster."""
 
-    def __init__(self):
+    def __init__(self, native: bool = True):
+        self.scanner = new_scanner(native)  # None: every batch decoded by msgspec
         self.names: dict[str, int] = _Codes()
         self.gpu: dict[str, list[np.ndarray]] = {}
         self.host: dict[str, list[np.ndarray]] = {}
@@ -76,6 +80,10 @@ class TraceColumns:
         self.op_keys: dict[tuple, int] = _Codes()  # (name, the four arguments' raw JSON joined by NUL) -> code
         self.shapes_recorded = False  # some op carried Input Dims (record_shapes=True)
         self._modeled = np.zeros(0, bool)  # per name code: whether the perf model covers the name
+        self._names_by_code: list[str] = []
+        self._scanned_codes = np.zeros(0, np.int32)  # the native scanner's name codes -> codes of `names`
+        self._scanned_args: list[bytes] = []  # the scanner's argument keys by its code
+        self._scanned_arg_codes = np.zeros(0, np.int32)  # -> codes of `op_keys` (-1 until a modelled op uses one)
 
     def add(self, events: list[KinetoEvent]) -> None:
         # one pass over the events, then one per column of each bucket: each pass over freshly decoded
@@ -109,8 +117,56 @@ class TraceColumns:
                     cols["correlation"] = _int_array([e.args and e.args.correlation for e in evs])
                 elif b == OP:
                     self._keep_op_args(evs, cols)
-            for name, values in cols.items():
-                table.setdefault(name, []).append(values)
+            self._append(b, cols)
+
+    def _append(self, bucket: int, cols: dict[str, np.ndarray]) -> None:
+        table = self.gpu if bucket <= MEMSET else self.host if bucket == RUNTIME else self.ranges
+        for name, values in cols.items():
+            table.setdefault(name, []).append(values)
+
+    def add_batch(self, batch: memoryview) -> int | None:
+        """Read a batch ("[" events "]") with the native scanner; the number of its events, or None when it is
+        to be decoded by msgspec and given to `add` (no scanner here, or a shape the scanner leaves to msgspec)."""
+        scan = self.scanner.scan(batch) if self.scanner is not None else None
+        return None if scan is None else self.add_scanned(scan)
+
+    def add_scanned(self, scan: tuple) -> int:
+        """A batch the native scanner read (kineto_scan.py): the same columns `add` builds from decoded events,
+        with the same meanings (absent values, fallbacks to pid and tid, which events are kept). Returns the
+        number of events in the batch."""
+        elements, new_names, new_args, has_dims, kind, name, ts, dur, ints, args = scan
+        if new_names:
+            self._scanned_codes = np.concatenate([self._scanned_codes, np.fromiter(
+                map(self.names.__getitem__, map(_scanned_name, new_names)), np.int32, len(new_names))])
+        if new_args:  # coded as op_keys when a modelled op first uses them
+            self._scanned_args.extend(new_args)
+            self._scanned_arg_codes = np.concatenate([self._scanned_arg_codes, np.full(len(new_args), -1, np.int32)])
+        kinds = np.frombuffer(kind, np.int8)
+        if not kinds.size:
+            return elements
+        codes = self._scanned_codes[np.frombuffer(name, np.int32)]
+        ts, dur = np.frombuffer(ts, np.float64), np.frombuffer(dur, np.float64)
+        ints = np.frombuffer(ints, np.int64).reshape(-1, SCANNED_INTS)
+        counts = np.bincount(kinds, minlength=SCANNED_MEMORY + 1)
+        if counts[SCANNED_MEMORY]:
+            self._add_scanned_memory(ts, ints, kinds == SCANNED_MEMORY)
+        order = np.argsort(kinds, kind="stable")  # bucket by bucket, each in file order, as `add` appends them
+        ends = np.cumsum(counts)
+        for b in np.flatnonzero(counts[:N_BUCKETS]).tolist():
+            rows = order[ends[b] - counts[b]:ends[b]]
+            n = rows.size
+            cols = {"code": codes[rows], "ts": ts[rows], "dur": dur[rows], "bucket": np.full(n, b, np.int8)}
+            at = ints[rows]
+            if b <= MEMSET:
+                cols.update(_scanned_gpu_columns(b, at, cols["code"], self._name_strings()))
+            else:
+                cols["thread"] = _given(at[:, S_TID], -1)
+                if b == RUNTIME:
+                    cols["correlation"] = _given(at[:, S_CORRELATION], -1)
+                elif b == OP:
+                    self._keep_scanned_op_args(np.frombuffer(args, np.int32), has_dims, cols)
+            self._append(b, cols)
+        return elements
 
     def _add_memory(self, events: list[KinetoEvent]) -> None:
         """The allocator instants of CUDA devices (Device Type 1)."""
@@ -121,6 +177,42 @@ class TraceColumns:
                 np.array([e.ts for e in events], np.float64), as_ints([a.mem_bytes for a in args], 0),
                 as_ints([a.total_allocated for a in args], 0), as_ints([a.total_reserved for a in args], 0),
                 as_ints([a.device_id for a in args]))))
+
+    def _add_scanned_memory(self, ts: np.ndarray, ints: np.ndarray, memory: np.ndarray) -> None:
+        """`_add_memory` of the scanned allocator instants."""
+        at = ints[memory]
+        device = _given(at[:, S_DEVICE_TYPE], -1) == 1
+        if device.any():
+            at = at[device]
+            self.memory.append((ts[memory][device], _given(at[:, S_MEM_BYTES], 0), _given(at[:, S_TOTAL_ALLOCATED], 0),
+                                _given(at[:, S_TOTAL_RESERVED], 0), _given(at[:, S_DEVICE_ID], -1)))
+
+    def _keep_scanned_op_args(self, args: np.ndarray, has_dims: bool, cols: dict[str, np.ndarray]) -> None:
+        """`_keep_op_args` of scanned ops: per op the scanner's code of its recorded arguments (-1: none)."""
+        if not self.shapes_recorded:
+            if not has_dims:
+                return
+            self.shapes_recorded = True
+        rows = np.flatnonzero(self._modeled_names()[cols["code"]] & (args >= 0))
+        if not rows.size:
+            return
+        scanned = args[rows]
+        codes = self._scanned_arg_codes[scanned]
+        missing = np.unique(scanned[codes < 0])  # the first modelled op of each distinct arguments
+        if missing.size:
+            names, keys = self._name_strings(), self.op_keys
+            for a in missing.tolist():
+                key = self._scanned_args[a]  # the native name code (4 bytes), then the arguments joined
+                name = names[self._scanned_codes[int.from_bytes(key[:4], sys.byteorder, signed=True)]]
+                self._scanned_arg_codes[a] = keys[(name, key[4:])]
+            codes = self._scanned_arg_codes[scanned]
+        self.op_rows.append((cols["ts"][rows], cols["dur"][rows], cols["thread"][rows], codes))
+
+    def _name_strings(self) -> list[str]:
+        """The names by code (extended as names are added)."""
+        if len(self._names_by_code) < len(self.names):
+            self._names_by_code.extend(itertools.islice(self.names, len(self._names_by_code), None))
+        return self._names_by_code
 
     def _keep_op_args(self, ops: list[KinetoEvent], cols: dict[str, np.ndarray]) -> None:
         """The modelled ops' arguments, as codes of their distinct raw JSON (the roofline decodes each
@@ -229,6 +321,7 @@ class TraceColumns:
 
 
 _NAME, _TS, _DUR, _TID = (operator.attrgetter(a) for a in ("name", "ts", "dur", "tid"))
+_STRING = msgspec.json.Decoder(str)
 _NUL, _NULL = b"\0", msgspec.Raw(b"null")
 
 
@@ -250,6 +343,37 @@ def _gpu_columns(bucket: int, evs: list[KinetoEvent]) -> dict[str, np.ndarray]:
         cols["copy_kind"] = np.array([k for k, _ in kinds], np.int8)
         cols["pageable"] = np.array([p for _, p in kinds], bool)
     return cols
+
+
+def _scanned_gpu_columns(bucket: int, ints: np.ndarray, codes: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+    """`_gpu_columns` of scanned events."""
+    n = len(ints)
+    kernel = bucket == KERNEL
+    cols = {
+        "device": _given(ints[:, S_DEVICE], _given(ints[:, S_PID], -1)),
+        "stream": _given(ints[:, S_STREAM], _given(ints[:, S_TID], -1)),
+        "correlation": _given(ints[:, S_CORRELATION], -1),
+        "bytes": np.zeros(n, np.int64) if kernel else _given(ints[:, S_BYTES], 0),
+        "grid": _given(ints[:, S_GRID], 0) if kernel else np.zeros(n, np.int64),
+        "block": _given(ints[:, S_BLOCK], 0) if kernel else np.zeros(n, np.int64),
+        "copy_kind": np.zeros(n, np.int8), "pageable": np.zeros(n, bool),
+    }
+    if bucket == MEMCPY:
+        distinct, at = np.unique(codes, return_inverse=True)
+        kinds = [copy_kind(names[c]) for c in distinct.tolist()]
+        cols["copy_kind"] = np.array([k for k, _ in kinds], np.int8)[at]
+        cols["pageable"] = np.array([p for _, p in kinds], bool)[at]
+    return cols
+
+
+def _given(values: np.ndarray, default) -> np.ndarray:
+    """A scanned int64 column with the absent values (NONE) replaced by `default` (a number or a column)."""
+    return np.where(values == SCANNED_NONE, default, values)
+
+
+def _scanned_name(raw: bytes) -> str:
+    """A name as the scanner gives it (the JSON string's contents, escapes as written) decoded as msgspec does."""
+    return _STRING.decode(b'"' + raw + b'"') if b"\\" in raw else raw.decode()
 
 
 def _dims(values: list) -> np.ndarray:

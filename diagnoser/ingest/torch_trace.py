@@ -136,14 +136,18 @@ class _TraceStream:
         buf = bytearray(b"[")
         buf += rest
         n = len(buf)
+        pending = n > 1  # the header's read may hold the whole trace: its events are cut into a batch first
         while True:
-            if len(buf) < n + _CHUNK_BYTES:
-                buf.extend(bytes(n + _CHUNK_BYTES - len(buf)))
-            with memoryview(buf) as view, view[n:n + _CHUNK_BYTES] as free:
-                got = self._readinto(free)
-            if not got:
-                break  # the rest, with whatever follows the array, is decoded whole below
-            n += got
+            if pending:
+                pending, got = False, n - 1
+            else:
+                if len(buf) < n + _CHUNK_BYTES:
+                    buf.extend(bytes(n + _CHUNK_BYTES - len(buf)))
+                with memoryview(buf) as view, view[n:n + _CHUNK_BYTES] as free:
+                    got = self._readinto(free)
+                if not got:
+                    break  # the rest, with whatever follows the array, is decoded whole below
+                n += got
             lead = _NON_SPACE.search(buf, 1, n)  # whitespace before the next event is dropped, never kept
             if lead is None or lead.start() > 1:
                 start = n if lead is None else lead.start()
@@ -208,6 +212,13 @@ class _TraceStream:
         buf[cut] = 0x5D  # "]"
         failed = None
         with memoryview(buf) as view, view[:cut + 1] as batch:
+            try:
+                taken = self.columns.add_batch(batch)  # the native scanner, where it reads the whole batch
+            except BaseException as e:
+                raise e.with_traceback(None)  # its frames would hold views of the buffer
+            if taken is not None:
+                self.seen += taken
+                return True
             # decoded in place: the events' raw op arguments (msgspec.Raw) hold the buffer, so every
             # event is dropped before the view is released and the buffer cut and refilled
             try:
@@ -291,14 +302,15 @@ def _odd_backslashes(b: np.ndarray, q: int) -> bool:
     return run % 2 == 1
 
 
-def read_torch_trace(path: str | os.PathLike, progress: bool = False) -> Timeline:
+def read_torch_trace(path: str | os.PathLike, progress: bool = False, native: bool = True) -> Timeline:
     """Read a Kineto JSON trace (`.json` or `.json.gz`) into a validated Timeline.
 
     Streams: the file is decoded in batches of events, so memory stays near the size of the tables.
+    native=False decodes every batch with msgspec (kineto_scan.py: the same Timeline either way).
     """
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     bar = Progress(f"reading {os.path.basename(str(path))}", total=size / 1e6, enabled=progress)
-    cols = TraceColumns()
+    cols = TraceColumns(native)
     # Nothing decoded here forms reference cycles (the event Structs are gc=False), yet the lists
     # of a big trace would trigger collection passes over the whole heap: pause the collector.
     collecting = gc.isenabled()
