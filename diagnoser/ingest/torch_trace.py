@@ -55,6 +55,9 @@ _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _ENDS_ELEMENT = re.compile(rb"[}\]]")
 _TOKEN_TAIL = frozenset(b"0123456789+-.eEtrufalsn")  # bytes a number or true/false/null ends in
 MAX_EVENT_BYTES = 64 << 20
+# msgspec raises RecursionError past its nesting limit (~1000 levels): malformed input, not a crash
+_DECODE_ERRORS = (msgspec.MsgspecError, RecursionError)
+_TOO_DEEP = "values nested deeper than any trace's"
 
 
 class _TraceStream:
@@ -110,7 +113,7 @@ class _TraceStream:
             for m in _ARRAY_START.finditer(buf, pos):
                 try:
                     head = _TRACE.decode(buf[:m.start()] + b'"traceEvents":null}')
-                except msgspec.MsgspecError:
+                except _DECODE_ERRORS:
                     continue  # a nested or malformed key: keep looking
                 return buf[m.end():], head
             pos = max(0, len(buf) - 64)
@@ -128,6 +131,8 @@ class _TraceStream:
             raise InputError(self.path, f"not a PyTorch profiler trace ({e})") from None
         except msgspec.DecodeError as e:
             raise InputError(self.path, f"not valid JSON ({e})") from None
+        except RecursionError:
+            raise InputError(self.path, f"not valid JSON ({_TOO_DEEP})") from None
         raise InputError(self.path, "JSON without traceEvents; " + _EMPTY_HELP)
 
     def _body(self, rest: bytes, opener: bytes, list_tail: bool, head: KinetoTrace | None = None) -> KinetoTrace:
@@ -175,7 +180,7 @@ class _TraceStream:
                     self._add(_EVENTS.decode(bytes(events)))  # a copy: see _decode_batch
                 return head or KinetoTrace()
             tail = _TRACE.decode(opener + buf[1:n])
-        except msgspec.MsgspecError as e:
+        except _DECODE_ERRORS as e:
             raise self._error(e) from None
         self._add(tail.traceEvents or [])
         tail.traceEvents = None
@@ -223,7 +228,7 @@ class _TraceStream:
             # event is dropped before the view is released and the buffer cut and refilled
             try:
                 events = _EVENTS.decode(batch)
-            except msgspec.MsgspecError as e:
+            except _DECODE_ERRORS as e:
                 failed = e
             else:
                 try:
@@ -249,6 +254,8 @@ class _TraceStream:
         try:
             with memoryview(data) as view, view[:end] as head:
                 _SYNTAX.decode(head)
+        except RecursionError:
+            raise InputError(self.path, f"malformed JSON in {where} ({_TOO_DEEP})") from None
         except msgspec.DecodeError as e:
             if "truncated" not in str(e) and "trailing characters" not in str(e):
                 detail = re.sub(r" \(byte \d+\)", "", str(e))
@@ -258,7 +265,9 @@ class _TraceStream:
         self.columns.add(events)
         self.seen += len(events)
 
-    def _error(self, e: msgspec.MsgspecError) -> InputError:
+    def _error(self, e: msgspec.MsgspecError | RecursionError) -> InputError:
+        if isinstance(e, RecursionError):
+            return InputError(self.path, f"malformed JSON in traceEvents ({_TOO_DEEP})")
         where = re.sub(r"\$(?:\.traceEvents)?\[(\d+)\]",
                        lambda m: f"traceEvents[{self.seen + int(m.group(1))}]", str(e))
         if isinstance(e, msgspec.ValidationError):
