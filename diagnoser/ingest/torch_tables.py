@@ -103,7 +103,6 @@ class TraceColumns:
         for b, evs in enumerate(buckets):
             if not evs:
                 continue
-            table = self.gpu if b <= MEMSET else self.host if b == RUNTIME else self.ranges
             n = len(evs)
             cols = {"code": np.fromiter(map(self.names.__getitem__, map(_NAME, evs)), np.int32, n),
                     "ts": np.fromiter(map(_TS, evs), np.float64, n),  # (map + attrgetter: half a listcomp's time)
