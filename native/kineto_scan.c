@@ -1,4 +1,5 @@
-/* _diagnoser_kineto: read a batch of Kineto trace events straight into columns.
+/* The Kineto batch scanner of _diagnoser_native (module.c): read a batch of Kineto trace events straight into
+   columns.
 
    The PyTorch trace reader (diagnoser/ingest/torch_trace.py) cuts the traceEvents array into batches
    of whole events, "[{...}, {...}]". msgspec decodes each batch into small Python objects that are then
@@ -32,11 +33,11 @@
      args       int32 per op-bucket event: the code of its recorded arguments, -1 where it has no Input Dims
                 or they are null
 */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+
+#include "native.h"
 
 #define NONE INT64_MIN /* absent or null; a real INT64_MIN reads as odd */
 #define MAX_DEPTH 64   /* deeper nesting: left to msgspec */
@@ -891,7 +892,7 @@ static PyMethodDef Scanner_methods[] = {
 
 static PyTypeObject ScannerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_diagnoser_kineto.Scanner",
+    .tp_name = "_diagnoser_native.Scanner",
     .tp_basicsize = sizeof(Scanner),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Scanner(cat_buckets): Kineto event batches -> columns (see the module's source for the layout)",
@@ -901,28 +902,17 @@ static PyTypeObject ScannerType = {
     .tp_methods = Scanner_methods,
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "_diagnoser_kineto",
-    .m_doc = "Kineto traceEvents batches read straight into columns (diagnoser's PyTorch trace reader).",
-    .m_size = -1,
-};
-
-PyMODINIT_FUNC PyInit__diagnoser_kineto(void) {
+/* registers Scanner and the layout constants on the module (module.c) */
+int kineto_scan_register(PyObject *m) {
     init_tables();
-    if (PyType_Ready(&ScannerType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (!m) return NULL;
+    if (PyType_Ready(&ScannerType) < 0) return -1;
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
         Py_DECREF(&ScannerType);
-        Py_DECREF(m);
-        return NULL;
+        return -1;
     }
     if (PyModule_AddIntConstant(m, "N_INTS", N_INTS) < 0 || PyModule_AddIntConstant(m, "MEMORY", B_MEMORY) < 0
-        || PyModule_AddIntConstant(m, "LAYOUT_VERSION", 2) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+        || PyModule_AddIntConstant(m, "LAYOUT_VERSION", 2) < 0)
+        return -1;
+    return 0;
 }

@@ -75,7 +75,7 @@ class Counting:
 def test_the_scanner_is_built_where_the_package_is_installed():
     # CI installs the package (a C compiler is there, as durable_rules needs one): the scanner must have been
     # built, else every trace silently takes the slow path
-    assert kineto_scan.available(), "_diagnoser_kineto is not importable: was the package installed (pip install .)?"
+    assert kineto_scan.available(), "_diagnoser_native is not importable: was the package installed (pip install .)?"
 
 
 def fixture_traces() -> list[Path]:
@@ -311,8 +311,8 @@ def test_both_paths_meet_in_one_trace(tmp_path, monkeypatch):
 
 
 def test_layout_version_matches_the_extension():
-    import _diagnoser_kineto
-    assert _diagnoser_kineto.LAYOUT_VERSION == kineto_scan.LAYOUT_VERSION
-    assert _diagnoser_kineto.N_INTS == kineto_scan.SCANNED_INTS
-    assert _diagnoser_kineto.MEMORY == kineto_scan.SCANNED_MEMORY
+    import _diagnoser_native
+    assert _diagnoser_native.LAYOUT_VERSION == kineto_scan.LAYOUT_VERSION
+    assert _diagnoser_native.N_INTS == kineto_scan.SCANNED_INTS
+    assert _diagnoser_native.MEMORY == kineto_scan.SCANNED_MEMORY
     assert torch_tables.SCANNED_NONE == -(1 << 63)

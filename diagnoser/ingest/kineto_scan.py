@@ -1,4 +1,4 @@
-"""The native Kineto batch scanner: `_diagnoser_kineto`, built from native/kineto_scan.c when the package is
+"""The native Kineto batch scanner: `_diagnoser_native`, built from native/kineto_scan.c when the package is
 installed (a C compiler and Python's headers are needed, as for durable_rules; where the build fails the
 install goes on without it).
 
@@ -15,7 +15,7 @@ import os
 from .kineto_events import BUCKET_OF_CAT
 
 try:
-    import _diagnoser_kineto as _native
+    import _diagnoser_native as _native
 except ImportError:  # not built (no compiler at install, or a clone run without installing)
     _native = None
 

@@ -1,0 +1,19 @@
+/* _diagnoser_native: the module; each part (native.h) adds its own types and functions. */
+#include "native.h"
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_diagnoser_native",
+    .m_doc = "diagnoser's optional C code: the Kineto trace reader's batch scanner.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__diagnoser_native(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (kineto_scan_register(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
