@@ -57,7 +57,7 @@ typedef const unsigned char *ptr;
 
 typedef struct { char *data; Py_ssize_t len, cap; } Buf;
 
-static int buf_grow(Buf *b, Py_ssize_t extra) {
+static inline int buf_grow(Buf *b, Py_ssize_t extra) {
     if (b->len + extra <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 1 << 14;
     while (cap < b->len + extra) cap *= 2;
@@ -68,7 +68,7 @@ static int buf_grow(Buf *b, Py_ssize_t extra) {
     return 0;
 }
 
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
     if (buf_grow(b, n) < 0) return -1;
     memcpy(b->data + b->len, src, n);
     b->len += n;
@@ -396,9 +396,8 @@ static int scan_number(ptr *pp, ptr end, int64_t *iv, double *dv) {
     return NUM_FLOAT;
 }
 
-/* strict: the value is decoded by msgspec (an `Any` field): every number in it must be a plain int64 or a
-   finite double, else the batch goes to msgspec (which may refuse it: "Number out of range") */
-static int skip_value(ptr *pp, ptr end, int depth, int strict);
+/* skip_value's strict: the value is decoded by msgspec (an `Any` field): every number in it must be a plain int64
+   or a finite double, else the batch goes to msgspec (which may refuse it: "Number out of range") */
 
 /* past a JSON number, its value not read; -1 when it is not one */
 static int skip_number(ptr *pp, ptr end) {
@@ -444,50 +443,61 @@ static inline int value_kind(ptr p, ptr end) {
     }
 }
 
-static int skip_container(ptr *pp, ptr end, int depth, int object, int strict) {
-    if (depth >= MAX_DEPTH) return -1;
-    ptr p = skip_ws(*pp + 1, end);
-    unsigned char close = object ? '}' : ']';
-    if (p < end && *p == close) { *pp = p + 1; return 0; }
-    for (;;) {
-        if (object) {
-            ptr s;
-            Py_ssize_t n;
-            int esc;
-            if (p >= end || *p != '"' || scan_string(&p, end, &s, &n, &esc) < 0) return -1;
-            p = skip_ws(p, end);
-            if (p >= end || *p != ':') return -1;
-            p = skip_ws(p + 1, end);
-        }
-        if (skip_value(&p, end, depth + 1, strict) < 0) return -1;
-        p = skip_ws(p, end);
-        if (p >= end) return -1;
-        if (*p == ',') { p = skip_ws(p + 1, end); continue; }
-        if (*p == close) { *pp = p + 1; return 0; }
-        return -1;
-    }
-}
-
+/* past one JSON value (checked, not read); iterative: a stack of the open containers' closing bytes */
 static int skip_value(ptr *pp, ptr end, int depth, int strict) {
-    ptr s;
+    unsigned char open[MAX_DEPTH];
+    int top = 0;
+    ptr p = *pp, s;
     Py_ssize_t n;
     int esc;
     int64_t iv;
     double dv;
-    switch (value_kind(*pp, end)) {
-    case V_OBJECT: return skip_container(pp, end, depth, 1, strict);
-    case V_ARRAY: return skip_container(pp, end, depth, 0, strict);
-    case V_STRING: return scan_string(pp, end, &s, &n, &esc);
-    case V_NUMBER:
-        if (!strict) return skip_number(pp, end);
-        switch (scan_number(pp, end, &iv, &dv)) {
-        case NUM_INT: case NUM_FLOAT: return 0;
+    for (;;) {
+        /* at a value */
+        if (p >= end) return -1;
+        switch (value_kind(p, end)) {
+        case V_OBJECT:
+        case V_ARRAY: {
+            unsigned char close = *p == '{' ? '}' : ']';
+            if (depth + top >= MAX_DEPTH) return -1;
+            p = skip_ws(p + 1, end);
+            if (p < end && *p == close) { p++; break; }
+            open[top++] = close;
+            if (close == '}') goto key;
+            continue;
+        }
+        case V_STRING:
+            if (scan_string(&p, end, &s, &n, &esc) < 0) return -1;
+            break;
+        case V_NUMBER:
+            if (!strict) {
+                if (skip_number(&p, end) < 0) return -1;
+            } else {
+                int t = scan_number(&p, end, &iv, &dv);
+                if (t != NUM_INT && t != NUM_FLOAT) return -1;
+            }
+            break;
+        case V_TRUE: if (scan_literal(&p, end, "true", 4) < 0) return -1; break;
+        case V_FALSE: if (scan_literal(&p, end, "false", 5) < 0) return -1; break;
+        case V_NULL: if (scan_literal(&p, end, "null", 4) < 0) return -1; break;
         default: return -1;
         }
-    case V_TRUE: return scan_literal(pp, end, "true", 4);
-    case V_FALSE: return scan_literal(pp, end, "false", 5);
-    case V_NULL: return scan_literal(pp, end, "null", 4);
-    default: return -1;
+        /* after a value: the end, the next element, or the close of its container (and of those it ends) */
+        for (;;) {
+            if (top == 0) { *pp = p; return 0; }
+            p = skip_ws(p, end);
+            if (p >= end) return -1;
+            if (*p == open[top - 1]) { p++; top--; continue; }
+            if (*p != ',') return -1;
+            p = skip_ws(p + 1, end);
+            break;
+        }
+        if (open[top - 1] == ']') continue;
+    key:
+        if (p >= end || *p != '"' || scan_string(&p, end, &s, &n, &esc) < 0) return -1;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':') return -1;
+        p = skip_ws(p + 1, end);
     }
 }
 
