@@ -25,6 +25,8 @@ on the machine, wall times are not; peak RSS is the process's own VmHWM):
 with `git archive COMMIT | tar -x -C DIR`), alternated with this checkout's, and prints both: the
 before/after of a change measured back to back. Only this checkout's figures are judged.
 `--skip-big` leaves out the 0.5 GB case (about 1 GB of disk under the temporary folder).
+This checkout's Kineto figures are with the native batch scanner when it is built (`pip install` builds it; the
+header line says whether it is on); DIAGNOSER_NO_NATIVE=1 measures msgspec alone.
 """
 from __future__ import annotations
 
@@ -211,8 +213,10 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     gate = Gate()
     t0 = time.perf_counter()
+    native = python("from diagnoser.ingest import kineto_scan; print(kineto_scan.available())", "", None)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
-          + (f"; base {base}" if base else ""))
+          + (f"; base {base}" if base else "")
+          + f"; native Kineto scanner {'on' if native == ['True'] else 'OFF (not built, or DIAGNOSER_NO_NATIVE set)'}")
     print("\n| case | code | measure | value | target | verdict | figures |\n|---|---|---|---|---|---|---|")
     try:
         corpus = work / "corpus.pt.trace.json"
