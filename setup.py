@@ -2,7 +2,8 @@
 vendor/ (patched to build on Python 3.13; vendor/README.md). A PEP 508 reference must be an absolute
 URL, so it is made here, from where this clone lies; the other dependencies are listed beside it.
 
-Also the one extension: `_diagnoser_native` (native/), the PyTorch trace reader's batch scanner.
+Also the one extension: `_diagnoser_native` (native/): the PyTorch trace reader's batch scanner, the step replay's
+hot loop.
 It is optional: where it cannot be built (no C compiler) the install goes on and the reader decodes every
 batch with msgspec (the same tables, slower). A top-level module, so a clone's tests find it beside the clone's
 own `diagnoser` package."""
@@ -34,7 +35,7 @@ DEPENDENCIES = [
     "rich>=13",         # the report drawn for a terminal
 ]
 
-NATIVE = Extension("_diagnoser_native", sources=["native/module.c", "native/kineto_scan.c"], depends=["native/native.h"],
+NATIVE = Extension("_diagnoser_native", sources=["native/module.c", "native/kineto_scan.c", "native/replay_periods.c"], depends=["native/native.h"],
                    optional=True,
                    extra_compile_args=["-O3"])
 

@@ -921,8 +921,7 @@ int kineto_scan_register(PyObject *m) {
         Py_DECREF(&ScannerType);
         return -1;
     }
-    if (PyModule_AddIntConstant(m, "N_INTS", N_INTS) < 0 || PyModule_AddIntConstant(m, "MEMORY", B_MEMORY) < 0
-        || PyModule_AddIntConstant(m, "LAYOUT_VERSION", 2) < 0)
+    if (PyModule_AddIntConstant(m, "N_INTS", N_INTS) < 0 || PyModule_AddIntConstant(m, "MEMORY", B_MEMORY) < 0)
         return -1;
     return 0;
 }

@@ -6,5 +6,6 @@
 #include <Python.h>
 
 int kineto_scan_register(PyObject *m);  /* kineto_scan.c: Scanner, the PyTorch trace reader's batch scanner */
+int replay_periods_register(PyObject *m);  /* replay_periods.c: replay_periods, the step replay's hot loop */
 
 #endif

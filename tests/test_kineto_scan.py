@@ -312,7 +312,8 @@ def test_both_paths_meet_in_one_trace(tmp_path, monkeypatch):
 
 def test_layout_version_matches_the_extension():
     import _diagnoser_native
-    assert _diagnoser_native.LAYOUT_VERSION == kineto_scan.LAYOUT_VERSION
+    from diagnoser import native
+    assert _diagnoser_native.LAYOUT_VERSION == native.LAYOUT_VERSION
     assert _diagnoser_native.N_INTS == kineto_scan.SCANNED_INTS
     assert _diagnoser_native.MEMORY == kineto_scan.SCANNED_MEMORY
     assert torch_tables.SCANNED_NONE == -(1 << 63)

@@ -1,8 +1,9 @@
 """The step replay's vectorized paths agree with the plain loops they replaced, to the last bit.
 
-`periods` replays the kept calls in runs between blocking calls and `fix_marks.elementwise_chains` finds the
-elementwise runs with numpy: both are checked against the one-call-at-a-time loops (kept here as the oracles) on the step graphs of
-real traces, every fix alone, all of them and none, both bounds, and the chains on random streams too.
+`periods` replays the kept calls in runs between blocking calls (in C where the extension is built,
+native/replay_periods.c, else in Python) and `fix_marks.elementwise_chains` finds the elementwise runs with numpy: both
+are checked against the one-call-at-a-time loops (kept here as the oracles) on the step graphs of real traces, every
+fix alone, all of them and none, both bounds, both replay paths, and the chains on random streams too.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from conftest import FIXTURES
 from diagnoser.ingest.torch_trace import read_torch_trace
+from diagnoser.native import native_module
 from diagnoser.timeline import fix_marks, replay
 from diagnoser.timeline.kernels import ATTENTION, GEMM
 from diagnoser.timeline.measure import timeline_metrics
@@ -20,7 +22,9 @@ from diagnoser.timeline.measure import timeline_metrics
 # a training step with syncs, a compiled chain, a CUDA graph's launches (many kernels per call), a DDP rank
 # (compute and communication streams)
 TRACES = ("host_sync.pt.trace.json.gz", "cal_compile_chain_before.pt.trace.json.gz",
-          "m_infer_tiny_mlp_graph.pt.trace.json.gz", "ddp_straggler.rank1.pt.trace.json.gz")
+          "m_infer_tiny_mlp_graph.pt.trace.json.gz", "ddp_straggler.rank1.pt.trace.json.gz",
+          "cal_ho_decode_no_cache_before.pt.trace.json.gz", "cal_dataloader_workers_before.pt.trace.json.gz",
+          "cal_graph_decode_before.pt.trace.json.gz")
 
 
 def ref_periods(g, kinds, bound):
@@ -99,12 +103,42 @@ def test_the_steps_compared_have_blocking_calls_calls_of_many_kernels_streams_an
     assert any((g.op_chain >= 0).any() for g in graphs)
 
 
-def test_step_replay_of_every_fix_matches_the_call_by_call_loop(graph):
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_step_replay_of_every_fix_matches_the_call_by_call_loop(graph, path, monkeypatch):
+    if path == "native":
+        if native_module() is None:
+            pytest.skip("the extension is not built here (or DIAGNOSER_NO_NATIVE is set)")
+        calls = []
+        real = native_module().replay_periods
+        monkeypatch.setattr(replay, "native_module", lambda: type("M", (), {"replay_periods": staticmethod(
+            lambda *a: calls.append(1) or real(*a))}))
+    else:
+        monkeypatch.setattr(replay, "native_module", lambda: None)
     fixes = [kind for kind, _ in replay._FIXES]
     for kinds in [frozenset()] + [frozenset([k]) for k in fixes] + [frozenset(fixes)]:
         for bound in (0, 1):
             graph.periods_run.clear()
             assert repr(replay.periods(graph, kinds, bound)) == repr(ref_periods(graph, kinds, bound)), (kinds, bound)
+    graph.periods_run.clear()
+    if path == "native":
+        assert calls  # the C loop ran
+
+
+def test_the_native_replay_refuses_indices_out_of_range():
+    native = native_module()
+    if native is None:
+        pytest.skip("the extension is not built here (or DIAGNOSER_NO_NATIVE is set)")
+    i64, f64 = (lambda *v: np.array(v, np.int64)), (lambda *v: np.array(v, np.float64))
+    good = (f64(1.0, 2.0), i64(0), i64(2), i64(0), i64(1), np.zeros(1, np.int8), f64(0.0), i64(0), i64(1), f64(5.0))
+    # one call (gap 1, host 2) launching one 5 ns kernel: the host repeats every 3 ns, the GPU every 5 ns
+    assert native.replay_periods(*good, 1, 0.0, 0.0, True, 0.0, 4, 2000.0) == (3.0, 5.0)
+    for i, bad in ((2, i64(3)), (8, i64(3)), (7, i64(1))):  # a step slice past the steps, an op's time past its run, stream
+        args = list(good)
+        args[i] = bad
+        with pytest.raises(ValueError):
+            native.replay_periods(*args, 1, 0.0, 0.0, True, 0.0, 4, 2000.0)
+    with pytest.raises(TypeError):
+        native.replay_periods(*good[:9], np.zeros(1, np.float32), 1, 0.0, 0.0, True, 0.0, 4, 2000.0)
 
 
 def test_elementwise_chains_of_real_steps_match_the_run_by_run_loop(graph):

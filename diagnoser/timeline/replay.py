@@ -62,6 +62,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from ..native import native_module
 from .kernels import ATTENTION, GEMM, OPTIMIZER
 from .step_graph import (ALLOC, COPY, FIRST_RUN_NS, GRAPH, LAUNCH, SYNC, StepGraph, graph_of_step, shared_inputs,
                          tensor_core_speedup, unhindered_pace)
@@ -409,6 +410,23 @@ def _periods(g: StepGraph, gap, dur, blocks, op_dur, keep_op, keep_call, data_fl
     stream_v, dur_v = op_stream.reshape(-1)[visit], op_dur[keep_op][visit]
     steps = np.empty(2 * calls.size)  # gap, dur of each kept call
     steps[0::2], steps[1::2] = gap[calls], dur[calls]
+    lag, node, queued = float(g.lag_ns), float(node_ns or 0.0), node_ns is None
+    native = native_module()
+    if native is not None:  # the loop below in C, on the same runs as arrays (native/replay_periods.c)
+        ends = np.append(np.flatnonzero(blocks[calls]), calls.size)  # each run's last call (calls.size: none blocks)
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        blocking = ends < calls.size
+        op_hi = np.searchsorted(op_call, np.where(blocking, ends + 1, ends))
+        op_lo = np.concatenate(([0], op_hi[:-1]))
+        block_dur = np.zeros(ends.size)
+        block_dur[blocking] = dur[calls[ends[blocking]]]
+        op_at = 1 + 2 * (op_call - np.repeat(starts, op_hi - op_lo))
+        host, gpu = native.replay_periods(
+            steps, (2 * starts).astype(np.int64), np.where(blocking, 2 * ends + 1, 2 * ends).astype(np.int64),
+            op_lo.astype(np.int64), op_hi.astype(np.int64), blocking.astype(np.int8), block_dur,
+            stream_v.astype(np.int64), op_at.astype(np.int64), np.asarray(dur_v, np.float64), stream_ids.size,
+            lag, node, queued, float(tail), REPEATS, float(RESUME_NS))
+        return host, gpu, data_floor
     runs, a, o = [], 0, 0
     for j in np.flatnonzero(blocks[calls]).tolist() + [calls.size]:
         blocking = j < calls.size
@@ -418,7 +436,6 @@ def _periods(g: StepGraph, gap, dur, blocks, op_dur, keep_op, keep_call, data_fl
                      list(zip(stream_v[o:hi].tolist(), at.tolist(), dur_v[o:hi].tolist())),
                      float(dur[calls[j]]) if blocking else None))
         a, o = j + 1, hi
-    lag, node, queued = float(g.lag_ns), float(node_ns or 0.0), node_ns is None
     streams = [0.0] * stream_ids.size  # per stream: when its last op ends
     t = gpu_done = 0.0
     host_ends, gpu_ends = [], []
