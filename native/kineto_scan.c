@@ -571,19 +571,43 @@ static int read_dims(ptr *pp, ptr end, int64_t *out, signed char *odd, int depth
 
 #define key_is(s, n, word) ((n) == (Py_ssize_t)sizeof(word) - 1 && memcmp((s), (word), sizeof(word) - 1) == 0)
 
+/* walking an object whose members are read: *pp at its '{'; 1 when a member follows (*pp at its key), 0 when
+   it is empty (*pp past it) */
+static inline int object_open(ptr *pp, ptr end) {
+    ptr p = skip_ws(*pp + 1, end);
+    if (p < end && *p == '}') { *pp = p + 1; return 0; }
+    *pp = p;
+    return 1;
+}
+
+/* a member's key (an escaped key is left to msgspec: -1); *pp past the ':' after it */
+static inline int object_key(ptr *pp, ptr end, ptr *s, Py_ssize_t *n) {
+    ptr p = *pp;
+    int esc;
+    if (p >= end || *p != '"' || scan_string(&p, end, s, n, &esc) < 0 || esc) return -1;
+    p = skip_ws(p, end);
+    if (p >= end || *p != ':') return -1;
+    *pp = skip_ws(p + 1, end);
+    return 0;
+}
+
+/* after a member's value: 1 when another follows (*pp at its key), 0 at the object's end (*pp past it), -1 */
+static inline int object_next(ptr *pp, ptr end) {
+    ptr p = skip_ws(*pp, end);
+    if (p >= end) return -1;
+    if (*p == ',') { *pp = skip_ws(p + 1, end); return 1; }
+    if (*p == '}') { *pp = p + 1; return 0; }
+    return -1;
+}
+
 /* the args object; *pp at its '{' */
 static int read_args(ptr *pp, ptr end, ptr base, Event *ev) {
-    ptr p = skip_ws(*pp + 1, end);
+    ptr p = *pp;
     unsigned seen = 0;
-    if (p < end && *p == '}') { *pp = p + 1; return 0; }
-    for (;;) {
+    for (int more = object_open(&p, end); more; more = object_next(&p, end)) {
         ptr s;
         Py_ssize_t n;
-        int esc;
-        if (p >= end || *p != '"' || scan_string(&p, end, &s, &n, &esc) < 0 || esc) return -1;
-        p = skip_ws(p, end);
-        if (p >= end || *p != ':') return -1;
-        p = skip_ws(p + 1, end);
+        if (more < 0 || object_key(&p, end, &s, &n) < 0) return -1;
         int slot = -1, raw = -1, dims = 0;
         if (key_is(s, n, "correlation")) slot = INT_CORRELATION;
         else if (key_is(s, n, "device")) slot = INT_DEVICE;
@@ -614,13 +638,8 @@ static int read_args(ptr *pp, ptr end, ptr base, Event *ev) {
         } else if (skip_value(&p, end, 2, 0) < 0) {
             return -1;
         }
-        p = skip_ws(p, end);
-        if (p >= end) return -1;
-        if (*p == ',') { p = skip_ws(p + 1, end); continue; }
-        if (*p == '}') break;
-        return -1;
     }
-    *pp = p + 1;
+    *pp = p;
     return 0;
 }
 
@@ -648,17 +667,13 @@ static int read_event(ptr *pp, ptr end, ptr base, Event *ev) {
     ev->dur = 0.0;
     ev->has_cat = ev->cat_null = ev->has_name = ev->name_escaped = ev->args_object = 0;
     ev->cat_len = ev->name_len = 0;
-    ptr p = skip_ws(*pp + 1, end);
+    ptr p = *pp;
     unsigned seen = 0;
-    if (p < end && *p == '}') { *pp = p + 1; return 0; }
-    for (;;) {
+    for (int more = object_open(&p, end); more; more = object_next(&p, end)) {
         ptr s;
         Py_ssize_t n;
         int esc;
-        if (p >= end || *p != '"' || scan_string(&p, end, &s, &n, &esc) < 0 || esc) return -1;
-        p = skip_ws(p, end);
-        if (p >= end || *p != ':') return -1;
-        p = skip_ws(p + 1, end);
+        if (more < 0 || object_key(&p, end, &s, &n) < 0) return -1;
         int key = -1;
         if (n == 2 && s[0] == 't' && s[1] == 's') key = K_TS;
         else if (n == 3) {
@@ -710,13 +725,8 @@ static int read_event(ptr *pp, ptr end, ptr base, Event *ev) {
         default:
             if (skip_value(&p, end, 1, 0) < 0) return -1;
         }
-        p = skip_ws(p, end);
-        if (p >= end) return -1;
-        if (*p == ',') { p = skip_ws(p + 1, end); continue; }
-        if (*p == '}') break;
-        return -1;
     }
-    *pp = p + 1;
+    *pp = p;
     return 0;
 }
 
