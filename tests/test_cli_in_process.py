@@ -19,6 +19,29 @@ def test_main_in_process_restores_the_memory_limit_and_signal_handlers(fixtures_
     assert signal.getsignal(signal.SIGTERM) == before_term
 
 
+def test_a_sigterm_landing_as_main_gives_the_process_back_exits_143_without_a_traceback(fixtures_dir, monkeypatch):
+    # found by benchmarks/fuzz.py (seed 36, a killed case): the run over, SIGTERM landed while main() was putting
+    # the caller's handlers back, and its Terminated left main() as a traceback. Here it lands at the first restore.
+    from diagnoser import limits
+    before_term = signal.getsignal(signal.SIGTERM)
+    real, calls = cli._restore_signals, []
+
+    def restore(handlers):
+        calls.append(1)
+        if len(calls) == 1:
+            raise limits.Terminated(signal.SIGTERM)
+        real(handlers)
+    monkeypatch.setattr(cli, "_restore_signals", restore)
+    try:
+        cli.main([str(fixtures_dir / "torch" / "host_sync.pt.trace.json.gz"), "--format", "json", "-o", "/dev/null"])
+    except SystemExit as e:
+        assert e.code == 128 + signal.SIGTERM
+    else:
+        raise AssertionError("no exit status")
+    assert len(calls) == 2
+    assert signal.getsignal(signal.SIGTERM) == before_term
+
+
 def test_main_in_process_gives_the_cyclic_collector_back_as_it_was(fixtures_dir):
     """main() imports a run's modules with the collector off and freezes them (start-up CPU); an
     in-process caller gets the collector back enabled and nothing left frozen, each call, with its own

@@ -164,17 +164,26 @@ def main(argv=None):
     except limits.Terminated as e:  # a signal that lands while an error is being reported
         sys.exit(128 + e.signum)
     finally:  # an in-process caller gets its process back as it was
-        if blas_set:
-            os.environ.pop(_BLAS_THREADS, None)
-        if not frozen:
-            gc.unfreeze()  # what _no_collection froze goes back to the collector's oldest generation
-        gc.set_threshold(*thresholds)
-        limits.restore_memory_limit(previous_limit)
-        for signum, handler in previous_handlers.items():
-            try:
-                signal.signal(signum, handler)
-            except (ValueError, TypeError):  # not the main thread, or a handler set from C
-                pass
+        try:
+            _restore_signals(previous_handlers)  # first: a signal from here on gets the caller's handling
+        except limits.Terminated as e:  # one that landed before they were back (the run is over: its exit status)
+            _restore_signals(previous_handlers)
+            sys.exit(128 + e.signum)
+        finally:
+            if blas_set:
+                os.environ.pop(_BLAS_THREADS, None)
+            if not frozen:
+                gc.unfreeze()  # what _no_collection froze goes back to the collector's oldest generation
+            gc.set_threshold(*thresholds)
+            limits.restore_memory_limit(previous_limit)
+
+
+def _restore_signals(handlers: dict) -> None:
+    for signum, handler in handlers.items():
+        try:
+            signal.signal(signum, handler)
+        except (ValueError, TypeError):  # not the main thread, or a handler set from C
+            pass
 
 
 def _main(argv=None):
