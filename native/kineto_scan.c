@@ -220,13 +220,19 @@ static void init_tables(void) {
     for (int c = 0; c < 256; c++) STOP[c] = (c < 0x20 || c == '"' || c == '\\' || c >= 0x80);
 }
 
-/* whether any of eight bytes is '"', '\\', below 0x20 or 0x80 and above (exact for "any"; which byte is
-   found again one at a time) */
-static inline int stops_run(uint64_t w) {
+/* the high bit of each of eight bytes that is '"', '\\', below 0x20 or 0x80 and above, and maybe of some bytes
+   after the first such one (a borrow); the lowest bit set is always exact */
+static inline uint64_t stop_mask(uint64_t w) {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
-    return (((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) | ((w - ones * 0x20) & ~w) | w) & high ? 1 : 0;
+    return (((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) | ((w - ones * 0x20) & ~w) | w) & high;
 }
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+#define FAST_RUNS 1  /* the first differing byte of a word found by counting trailing zero bits */
+#else
+#define FAST_RUNS 0
+#endif
 
 static inline ptr skip_ws(ptr p, ptr end) {
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
@@ -270,7 +276,13 @@ static int scan_string(ptr *pp, ptr end, ptr *s, Py_ssize_t *n, int *escaped) {
         while (end - p >= 8) {  /* eight bytes at a time while none of them stops the run */
             uint64_t w;
             memcpy(&w, p, 8);
-            if (stops_run(w)) break;
+            uint64_t m = stop_mask(w);
+            if (m) {
+#if FAST_RUNS
+                p += __builtin_ctzll(m) >> 3;  /* the first byte that stops it (the lowest bit is exact) */
+#endif
+                break;
+            }
             p += 8;
         }
         while (p < end && !STOP[*p]) p++;
