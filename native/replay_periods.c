@@ -2,9 +2,10 @@
    op's start on its stream, REPEATS times over the step, in runs that end at a blocking call.
 
    The same float operations in the same order as the Python loop it stands for (running sums as accumulate
-   makes them, `if not start > ready`, Python's max and min on two values), so every result is the same double;
-   tests/test_replay_native.py checks it against that loop, which stays the reference and the path where the
-   extension is not built. */
+   makes them, `if not start > ready`, Python's max and min on two values), so every result is the same double
+   (a NaN aside: where two NaNs of either sign are added, which one comes out is the compiler's operand order, in
+   CPython too); tests/test_replay_equivalence.py checks it against that loop, which stays the reference and the
+   path where the extension is not built. */
 #include "native.h"
 
 #include <string.h>
