@@ -85,8 +85,7 @@ typedef struct {
     Py_ssize_t nslots;
     Entry *entries;     /* by code */
     Py_ssize_t nentries, entries_cap;
-    char *arena;        /* the strings' bytes */
-    Py_ssize_t arena_len, arena_cap;
+    Buf arena;          /* the strings' bytes */
 } Intern;
 
 typedef struct {
@@ -137,7 +136,7 @@ static int intern_rehash(Intern *t, Py_ssize_t nslots) {
 static void intern_free(Intern *t) {
     PyMem_Free(t->slots);
     PyMem_Free(t->entries);
-    PyMem_Free(t->arena);
+    PyMem_Free(t->arena.data);
     memset(t, 0, sizeof *t);
 }
 
@@ -151,7 +150,7 @@ static Py_ssize_t intern_code(Intern *t, ptr s, Py_ssize_t n) {
         int32_t c = t->slots[i];
         if (c < 0) break;
         Entry *e = &t->entries[c];
-        if (e->hash == h && e->len == n && memcmp(t->arena + e->off, s, (size_t)n) == 0) return c;
+        if (e->hash == h && e->len == n && memcmp(t->arena.data + e->off, s, (size_t)n) == 0) return c;
         i = (i + 1) & mask;
     }
     if (t->nentries >= INT32_MAX - 1) {
@@ -165,21 +164,13 @@ static Py_ssize_t intern_code(Intern *t, ptr s, Py_ssize_t n) {
         t->entries = entries;
         t->entries_cap = cap;
     }
-    if (t->arena_len + n > t->arena_cap) {
-        Py_ssize_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
-        while (cap < t->arena_len + n) cap *= 2;
-        char *arena = PyMem_Realloc(t->arena, cap);
-        if (!arena) { PyErr_NoMemory(); return -1; }
-        t->arena = arena;
-        t->arena_cap = cap;
-    }
+    Py_ssize_t off = t->arena.len;
+    if (buf_put(&t->arena, s, n) < 0) return -1;
     Py_ssize_t code = t->nentries++;
     Entry *e = &t->entries[code];
     e->hash = h;
-    e->off = t->arena_len;
+    e->off = off;
     e->len = n;
-    memcpy(t->arena + t->arena_len, s, (size_t)n);
-    t->arena_len += n;
     t->slots[i] = (int32_t)code;
     if (t->nentries * 2 > t->nslots && intern_rehash(t, t->nslots * 2) < 0) return -1;
     return code;
@@ -194,7 +185,7 @@ static void intern_truncate(Intern *t, Py_ssize_t keep) {
         t->slots[i] = -1;
     }
     if (keep < t->nentries) {
-        t->arena_len = t->entries[keep].off;
+        t->arena.len = t->entries[keep].off;
         t->nentries = keep;
     }
 }
@@ -204,7 +195,7 @@ static PyObject *intern_list(Intern *t, Py_ssize_t first) {
     PyObject *list = PyList_New(t->nentries - first);
     if (!list) return NULL;
     for (Py_ssize_t c = first; c < t->nentries; c++) {
-        PyObject *b = PyBytes_FromStringAndSize(t->arena + t->entries[c].off, t->entries[c].len);
+        PyObject *b = PyBytes_FromStringAndSize(t->arena.data + t->entries[c].off, t->entries[c].len);
         if (!b) { Py_DECREF(list); return NULL; }
         PyList_SET_ITEM(list, c - first, b);
     }

@@ -38,8 +38,9 @@ from .kineto_events import (
     as_ints,
     copy_kind,
 )
-from .kineto_scan import (SCANNED_INTS, new_scanner, SCANNED_MEMORY, SCANNED_NONE, S_BLOCK, S_BYTES, S_CORRELATION, S_DEVICE, S_DEVICE_ID, S_DEVICE_TYPE,
-                          S_GRID, S_MEM_BYTES, S_PID, S_STREAM, S_TID, S_TOTAL_ALLOCATED, S_TOTAL_RESERVED)
+from .kineto_scan import (S_BLOCK, S_BYTES, S_CORRELATION, S_DEVICE, S_DEVICE_ID, S_DEVICE_TYPE, S_GRID, S_MEM_BYTES, S_PID,
+                          S_STREAM, S_TID, S_TOTAL_ALLOCATED, S_TOTAL_RESERVED, SCANNED_INTS, SCANNED_MEMORY, SCANNED_NONE,
+                          new_scanner)
 
 MAX_NS = float(1 << 62)  # ~146 years: a time beyond it is corrupt (and start + dur still fits int64)
 
@@ -245,7 +246,7 @@ class TraceColumns:
         """Per name code, whether the perf model covers the name (extended as names are added)."""
         known = self._modeled.size
         if len(self.names) > known:
-            fresh = [is_modeled(n) for n in itertools.islice(self.names, known, None)]
+            fresh = [is_modeled(n) for n in self._name_strings()[known:]]
             self._modeled = np.concatenate([self._modeled, np.array(fresh, bool)])
         return self._modeled
 
