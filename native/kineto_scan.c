@@ -350,9 +350,9 @@ static int scan_number(ptr *pp, ptr end, int64_t *iv, double *dv) {
             p++;
         }
     }
-    int exp = 0, has_exp = 0;
+    int exp = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
-        is_float = has_exp = 1;
+        is_float = 1;
         p++;
         int eneg = 0;
         if (p < end && (*p == '+' || *p == '-')) { eneg = *p == '-'; p++; }
@@ -378,7 +378,6 @@ static int scan_number(ptr *pp, ptr end, int64_t *iv, double *dv) {
     }
     /* exact fast path: mantissa and power of ten both exact doubles, one correctly rounded operation */
     int e10 = exp - frac_digits;
-    (void)has_exp;
     if (!big && mant < (1ull << 53) && e10 >= -22 && e10 <= 22) {
         double v = (double)mant;
         v = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
@@ -513,7 +512,7 @@ typedef struct {
     double ts, dur;
     ptr cat, name;
     Py_ssize_t cat_len, name_len;
-    int has_cat, cat_null, has_name, name_escaped, args_object;
+    int has_cat, has_name, name_escaped, args_object;  /* a null cat reads as none */
 } Event;
 
 /* an integer field of args (any JSON value is allowed there): int, NONE for null, odd otherwise */
@@ -668,7 +667,7 @@ static int read_event(ptr *pp, ptr end, ptr base, Event *ev) {
     for (int i = 0; i < N_RAWS; i++) { ev->raw_off[i] = 0; ev->raw_len[i] = 0; }
     ev->ts = NAN;
     ev->dur = 0.0;
-    ev->has_cat = ev->cat_null = ev->has_name = ev->name_escaped = ev->args_object = 0;
+    ev->has_cat = ev->has_name = ev->name_escaped = ev->args_object = 0;
     ev->cat_len = ev->name_len = 0;
     ptr p = *pp;
     unsigned seen = 0;
@@ -695,7 +694,7 @@ static int read_event(ptr *pp, ptr end, ptr base, Event *ev) {
         int k = value_kind(p, end);
         switch (key) {
         case K_CAT:
-            if (k == V_NULL) { ev->cat_null = 1; if (scan_literal(&p, end, "null", 4) < 0) return -1; }
+            if (k == V_NULL) { if (scan_literal(&p, end, "null", 4) < 0) return -1; }
             else if (k != V_STRING || scan_string(&p, end, &ev->cat, &ev->cat_len, &esc) < 0 || esc) return -1;
             else ev->has_cat = 1;
             break;
