@@ -6,11 +6,13 @@ categories are name patterns; anything unrecognized is `other`, never guessed.
 """
 from __future__ import annotations
 
+import functools
 import re
 import numpy as np
 import pandas as pd
 
 from .. import settings
+from ..case_blind import ascii_lower, found
 from ..kernel_categories import KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
 from ..kernel_names import ALIGNED_BYTES, gemm_alignment
 from .tables import Timeline
@@ -85,18 +87,24 @@ def _per_name(names: pd.Series, label) -> pd.Series:
     return pd.Series(labels[codes], index=names.index, dtype=object)
 
 
+# per distinct name, once a process: a step's graph, the kernel table and the tensor-core stats label the same
+# names (each ~50 us: long template names against case-blind alternations)
+@functools.lru_cache(maxsize=8192)
 def _category(name: str) -> str:
+    lowered = ascii_lower(name)
     for label, pat in CATEGORY_PATTERNS:
-        if pat.search(name):
+        if found(pat, name, lowered):
             return label
     return "other"
 
 
+@functools.lru_cache(maxsize=8192)
 def _tensor_core(name: str) -> str:
     """'no' | 'yes' | 'unknown' | 'n/a' (a GEMV: no tensor-core candidate) for a GEMM kernel name."""
-    if GEMV.search(name):
+    lowered = ascii_lower(name)
+    if found(GEMV, name, lowered):
         return "n/a"
-    return "no" if NO_TENSOR_CORE.search(name) else ("yes" if TENSOR_CORE.search(name) else "unknown")
+    return "no" if found(NO_TENSOR_CORE, name, lowered) else ("yes" if found(TENSOR_CORE, name, lowered) else "unknown")
 
 
 def categorize(names: pd.Series) -> pd.Series:

@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from ..case_blind import found
 from .api_kinds import API_KINDS, api_kind
 from .intervals import is_sorted
 from .op_tree import OpTree
@@ -85,7 +86,7 @@ class Names:
         return self._cache["str"]
 
     def hits(self, pattern: re.Pattern) -> np.ndarray:
-        return self.per_unique(("search", pattern), lambda s: bool(pattern.search(s)), False).astype(bool)
+        return self.per_unique(("search", pattern), lambda s: found(pattern, s), False).astype(bool)
 
     def mask(self, pattern: re.Pattern) -> np.ndarray:
         """Boolean mask: `pattern.search(name)` for each row (never for a missing name)."""
