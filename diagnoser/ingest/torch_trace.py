@@ -52,6 +52,8 @@ _EMPTY_HELP = "expected a PyTorch profiler trace (JSON with traceEvents)"
 # traceEvents, and each event in well under a KB (a long Python stack: a few KB).
 MAX_HEADER_BYTES = 64 << 20
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
+_NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # a byte bytes.strip() keeps
+_LEAD = re.compile(rb"[^\xef\xbb\xbf \t\r\n]")  # the first byte past a byte-order mark and whitespace
 _ENDS_ELEMENT = re.compile(rb"[}\]]")
 _TOKEN_TAIL = frozenset(b"0123456789+-.eEtrufalsn")  # bytes a number or true/false/null ends in
 MAX_EVENT_BYTES = 64 << 20
@@ -89,33 +91,47 @@ class _TraceStream:
         self.progress.update(self.raw.tell() / 1e6)
         return got
 
-    def _chunk(self) -> bytes:
+    def _chunk(self) -> bytearray:
         free = bytearray(_CHUNK_BYTES)
         with memoryview(free) as view:
             got = self._readinto(view)
-        return bytes(free[:got])
+        del free[got:]
+        return free
 
-    def _header(self) -> tuple[bytes, KinetoTrace | None]:
-        """Read up to the `[` that opens traceEvents; return what follows it and the header fields."""
-        buf, pos = b"", 0
+    def _header(self) -> tuple[bytearray, KinetoTrace | None]:
+        """Read up to the `[` that opens traceEvents; return the buffer from that `[` on (the body's buffer: the
+        first read is not copied) and the header fields."""
+        buf, pos = bytearray(), 0
         while True:
             chunk = self._chunk()
-            buf += chunk
-            if not buf.strip():
+            if buf:
+                buf += chunk
+            else:
+                buf = chunk
+            if _NOT_BLANK.search(buf) is None:  # nothing but whitespace yet
                 if not chunk:
                     raise InputError(self.path, "file is empty; " + _EMPTY_HELP)
                 continue
-            text = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
-            if text[:1] == b"[":
-                return text[1:], None
-            if text[:1] != b"{":
+            lead = _LEAD.search(buf)  # past a byte-order mark and whitespace
+            at = -1 if lead is None else lead.start()
+            del lead
+            if at >= 0 and buf[at] == 0x5B:  # "["
+                del buf[:at]  # (in place: a bytearray drops its front without a copy)
+                return buf, None
+            if at < 0 or buf[at] != 0x7B:  # "{"
                 raise InputError(self.path, "not JSON (does not start with { or [); " + _EMPTY_HELP)
-            for m in _ARRAY_START.finditer(buf, pos):
+            head, at = None, -1
+            for m in _ARRAY_START.finditer(buf, pos):  # (the iterator holds the buffer: resized only after it)
                 try:
                     head = _TRACE.decode(buf[:m.start()] + b'"traceEvents":null}')
                 except _DECODE_ERRORS:
                     continue  # a nested or malformed key: keep looking
-                return buf[m.end():], head
+                at = m.end() - 1
+                break
+            m = None
+            if at >= 0:
+                del buf[:at]  # from the array's `[` on
+                return buf, head
             pos = max(0, len(buf) - 64)
             if not chunk:
                 self._no_events(buf)
@@ -135,11 +151,10 @@ class _TraceStream:
             raise InputError(self.path, f"not valid JSON ({_TOO_DEEP})") from None
         raise InputError(self.path, "JSON without traceEvents; " + _EMPTY_HELP)
 
-    def _body(self, rest: bytes, opener: bytes, list_tail: bool, head: KinetoTrace | None = None) -> KinetoTrace:
-        # One reused buffer: "[" + unfinished events; a batch is decoded in place by turning the
-        # comma after its last event into "]", so no batch is copied and no page is faulted twice.
-        buf = bytearray(b"[")
-        buf += rest
+    def _body(self, buf: bytearray, opener: bytes, list_tail: bool, head: KinetoTrace | None = None) -> KinetoTrace:
+        # One reused buffer (the header's, from the array's "[" on): "[" + unfinished events; a batch is decoded
+        # in place by turning the comma after its last event into "]", so no batch is copied and no page is
+        # faulted twice.
         n = len(buf)
         pending = n > 1  # the header's read may hold the whole trace: its events are cut into a batch first
         while True:
