@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from json.encoder import encode_basestring_ascii as _quoted  # what json.dumps(str) writes
 import threading
 
 from ..errors import EngineError
@@ -104,15 +105,17 @@ def ruleset_definition(compiled: list[CompiledRule]) -> dict:
 
 def _dumps(obj) -> str:
     """JSON with our own number formatting (no exponents) for the engine's parser."""
+    if type(obj) is str:  # most values: json.dumps(obj)'s own C encoder, without its call
+        return _quoted(obj)
     if isinstance(obj, dict):
-        return "{" + ",".join(json.dumps(str(k)) + ":" + _dumps(v) for k, v in obj.items()) + "}"
+        return "{" + ",".join(_quoted(str(k)) + ":" + _dumps(v) for k, v in obj.items()) + "}"
     if isinstance(obj, (list, tuple)):
         return "[" + ",".join(_dumps(v) for v in obj) + "]"
     if isinstance(obj, bool) or isinstance(obj, (int, float)):
         return format_number(obj)
     if obj is None:
         return "null"
-    return json.dumps(str(obj), ensure_ascii=True)
+    return _quoted(str(obj))
 
 
 def engine_row(values: dict, scope: str, fields: set[str], flags: dict[str, bool]) -> dict:
