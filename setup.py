@@ -35,7 +35,7 @@ DEPENDENCIES = [
     "rich>=13",         # the report drawn for a terminal
 ]
 
-NATIVE = Extension("_diagnoser_native", sources=["native/module.c", "native/kineto_scan.c", "native/replay_periods.c"], depends=["native/native.h"],
+NATIVE = Extension("_diagnoser_native", sources=["native/module.c", "native/kineto_scan.c", "native/replay_periods.c", "native/sorted_search.c"], depends=["native/native.h"],
                    optional=True,
                    extra_compile_args=["-O3"])
 

@@ -4,7 +4,8 @@
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_diagnoser_native",
-    .m_doc = "diagnoser's optional C code: the Kineto trace reader's batch scanner, the step replay's hot loop.",
+    .m_doc = "diagnoser's optional C code: the Kineto trace reader's batch scanner, the step replay's hot loop, "
+             "searches of sorted queries.",
     .m_size = -1,
 };
 
@@ -12,8 +13,8 @@ PyMODINIT_FUNC PyInit__diagnoser_native(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     /* the layout of what the parts take and give (diagnoser/native.py expects the same number) */
-    if (PyModule_AddIntConstant(m, "LAYOUT_VERSION", 2) < 0 || kineto_scan_register(m) < 0
-        || replay_periods_register(m) < 0) {
+    if (PyModule_AddIntConstant(m, "LAYOUT_VERSION", 3) < 0 || kineto_scan_register(m) < 0
+        || replay_periods_register(m) < 0 || sorted_search_register(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -7,5 +7,6 @@
 
 int kineto_scan_register(PyObject *m);  /* kineto_scan.c: Scanner, the PyTorch trace reader's batch scanner */
 int replay_periods_register(PyObject *m);  /* replay_periods.c: replay_periods, the step replay's hot loop */
+int sorted_search_register(PyObject *m);  /* sorted_search.c: sorted_search, np.searchsorted for sorted queries */
 
 #endif

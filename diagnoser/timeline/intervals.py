@@ -10,18 +10,32 @@ from functools import cached_property
 
 import numpy as np
 
+from ..native import native_module
+
 
 def is_sorted(a: np.ndarray) -> bool:
     return a.size < 2 or bool((a[1:] >= a[:-1]).all())
 
 
 def searchsorted(values: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
-    """`np.searchsorted(values, t, side)`; for many sorted t and few values, by one pass over t."""
-    if t.ndim == 1 and t.size > max(8 * values.size, 4096) and (t[1:] >= t[:-1]).all():
+    """`np.searchsorted(values, t, side)`; sorted t (the interval queries' times mostly are) by the extension's
+    galloping search (native/sorted_search.c: each from the previous answer, reading `values` forwards), else
+    for many sorted t and few values by one pass over t."""
+    if t.ndim != 1 or t.size < NATIVE_FROM or not (t[1:] >= t[:-1]).all():
+        return np.searchsorted(values, t, side=side)
+    native = native_module()
+    if native is not None and t.dtype == np.int64 and values.dtype == np.int64 and values.ndim == 1:
+        out = np.empty(t.size, dtype=np.int64)
+        native.sorted_search(np.ascontiguousarray(values), np.ascontiguousarray(t), out, side == "right")
+        return out
+    if t.size > max(8 * values.size, 4096):
         # t[j] is past value k from the first j where searchsorted(t, value k) places it
         pos = np.searchsorted(t, values, side="left" if side == "right" else "right")
         return np.cumsum(np.bincount(pos, minlength=t.size + 1)[:t.size])
     return np.searchsorted(values, t, side=side)
+
+
+NATIVE_FROM = 64  # fewer queries: numpy's own search (the sortedness check and the call cost more than they save)
 
 
 SPARSE_QUERIES = 64  # fewer queries than 1/64 of a set's intervals: no cumulative table (_cum_at)
