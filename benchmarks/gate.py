@@ -15,11 +15,12 @@ package's later runs do):
                  alternated, CPU <= 1.3x
   kineto-0.5GB   the same trace replicated to 0.5 GB (bench_torch_trace.py's replication): CPU <= 1.3x
                  the floor, peak RSS <= 0.4x the file
-  scaling        fixtures/torch/host_sync replicated 2x .. 32x (111k -> 1.78M events, bench_scaling.py):
-                 every stage that takes 50 ms at the top size <= 2.1x per doubling (mean)
+  scaling        fixtures/torch/host_sync replicated 2x .. 32x (111k -> 1.78M events, bench_scaling.py), each
+                 size run twice per side (every stage's best of the two): every stage that takes 50 ms at
+                 the top size <= 2.1x per doubling (mean)
   nsys-1M        the launch_bound export replicated to 1M kernels (bench_nsys.py): the client's CPU
-                 (read + analyses + rules; the SQLite workers apart) and its peak RSS above the
-                 interpreter's, against a tenth of the 10M-kernel target (15 s, 1.5 GB)
+                 (read + analyses + rules; the SQLite workers apart; the best of 2 runs) and its peak RSS
+                 above the interpreter's (the highest), against a tenth of the 10M-kernel target (15 s, 1.5 GB)
   start-up       `diagnose` of fixtures/torch/host_sync (warm rule cache, bytecode cached) against
                  `python -c "import pandas"`, whole processes, median of 5 alternated: <= 1.4x; the reference
                  runs with OPENBLAS_NUM_THREADS=1 as the command does (its default threads' spin printed apart)
@@ -60,7 +61,9 @@ KINETO_RSS = 0.4  # peak RSS / file size (the 0.5 GB case)
 KINETO_RUNS = 3  # each side's and the typed-parse floor's best of this many runs, alternated
 SCALING = 2.1  # per doubling, every judged stage
 SCALING_COPIES = 32
+SCALING_RUNS = 2  # each size's runs per side: every stage's best of them
 NSYS_KERNELS = 1_000_000
+NSYS_RUNS = 2  # per side, alternated
 NSYS_CPU_PER_M = 1.5  # client CPU s per 1M kernels (15 s at 10M)
 NSYS_MIB_PER_M = 150.0  # peak RSS above the interpreter's, MiB per 1M kernels (1.5 GB at 10M)
 STARTUP = 1.4  # small trace end to end / import pandas, CPU
@@ -145,9 +148,12 @@ def scaling(gate: Gate, work: Path, base: str | None) -> None:
     while copies <= SCALING_COPIES:
         path = work / f"host_sync_x{copies}.pt.trace.json"
         bench_torch_trace.replicate_raw(raw, path, copies=copies)
-        for side, where in sides(base):
-            out = python(bench_scaling.CHILD, str(path), where)
-            results[side].append(json.loads(" ".join(out)))
+        runs: dict[str, list[dict]] = {side: [] for side, _ in sides(base)}
+        for _ in range(SCALING_RUNS):  # alternated; each stage's best (its 10-20 ms at the first judged size
+            for side, where in sides(base):  # swings by a third from run to run, and the mean leans on it)
+                runs[side].append(json.loads(" ".join(python(bench_scaling.CHILD, str(path), where))))
+        for side, got in runs.items():
+            results[side].append({stage: min(r.get(stage, 0.0) for r in got) for stage in got[0]})
         path.unlink()
         copies *= 2
     events = SCALING_COPIES * len(json.loads(raw)["traceEvents"])
@@ -171,13 +177,18 @@ def nsys(gate: Gate, work: Path, base: str | None) -> None:
     bench_nsys.replicate(NSYS_SOURCE, path, NSYS_KERNELS)
     kernels = bench_nsys.count_rows(path)["CUPTI_ACTIVITY_KIND_KERNEL"]
     per_m = kernels / 1e6
-    for side, where in sides(base):
-        cpu, above, _ = python(NSYS_CLIENT, str(path), where)
-        gate.judge(f"nsys {kernels / 1e6:.1f}M kernels", "client CPU / target", float(cpu) / (NSYS_CPU_PER_M * per_m), 1.0,
-                   side, f"{float(cpu):.2f} s (target {NSYS_CPU_PER_M * per_m:.2f} s)")
+    runs: dict[str, list[list[str]]] = {side: [] for side, _ in sides(base)}
+    for _ in range(NSYS_RUNS):  # alternated: the best CPU, the highest peak
+        for side, where in sides(base):
+            runs[side].append(python(NSYS_CLIENT, str(path), where))
+    for side, got in runs.items():
+        cpus = [float(r[0]) for r in got]
+        cpu, above = min(cpus), max(int(r[1]) for r in got)
+        gate.judge(f"nsys {kernels / 1e6:.1f}M kernels", "client CPU / target", cpu / (NSYS_CPU_PER_M * per_m), 1.0,
+                   side, f"{cpu:.2f} s, best of {len(got)} (up to {max(cpus):.2f} s; target {NSYS_CPU_PER_M * per_m:.2f} s)")
         gate.judge(f"nsys {kernels / 1e6:.1f}M kernels", "peak RSS above start / target",
-                   int(above) / 2**20 / (NSYS_MIB_PER_M * per_m), 1.0, side,
-                   f"{int(above) / 2**20:,.0f} MiB (target {NSYS_MIB_PER_M * per_m:,.0f} MiB)")
+                   above / 2**20 / (NSYS_MIB_PER_M * per_m), 1.0, side,
+                   f"{above / 2**20:,.0f} MiB, highest of {len(got)} (target {NSYS_MIB_PER_M * per_m:,.0f} MiB)")
     path.unlink()
 
 
