@@ -131,3 +131,15 @@ def test_ascii_lower():
     assert ascii_lower("Void GEMM") == "void gemm"
     assert ascii_lower("K\u212a") is None  # the Kelvin sign folds to k: such text keeps the pattern's own search
     assert found(re.compile("kk", re.I), "K\u212a")
+
+
+def test_names_hits_same_as_the_pattern():
+    """timeline.view.Names.hits (the masks every analysis takes) searches lower-cased names with the twins."""
+    import pandas as pd
+
+    from diagnoser.timeline.view import Names
+    names = _real_names() + ["K\u212aernel", "gemm\u00e9", ""]
+    view = Names.of(pd.Series(names + [None], dtype=object))
+    for p in PATTERNS:
+        expected = [p.search(n) is not None for n in names] + [False]
+        assert view.mask(p).tolist() == expected, p.pattern

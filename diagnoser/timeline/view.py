@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ..case_blind import found
+from ..case_blind import ascii_lower, lower_twin
 from .api_kinds import API_KINDS, api_kind
 from .intervals import is_sorted
 from .op_tree import OpTree
@@ -86,7 +86,22 @@ class Names:
         return self._cache["str"]
 
     def hits(self, pattern: re.Pattern) -> np.ndarray:
-        return self.per_unique(("search", pattern), lambda s: found(pattern, s), False).astype(bool)
+        key = ("search", pattern)
+        if key not in self._cache:
+            twin = lower_twin(pattern)  # (case_blind: a case-blind pattern's twin searches the lower-cased names)
+            if twin is None:
+                got = [pattern.search(s) is not None for s in self.strings()]
+            else:
+                got = [(pattern.search(s) if low is None else twin.search(low)) is not None
+                       for s, low in zip(self.strings(), self.lowered())]
+            self._cache[key] = np.array(got + [False], dtype=bool)
+        return self._cache[key]
+
+    def lowered(self) -> list[str | None]:
+        """The distinct names lower-cased where ASCII (None where not: case_blind.ascii_lower)."""
+        if "lower" not in self._cache:
+            self._cache["lower"] = [ascii_lower(s) for s in self.strings()]
+        return self._cache["lower"]
 
     def mask(self, pattern: re.Pattern) -> np.ndarray:
         """Boolean mask: `pattern.search(name)` for each row (never for a missing name)."""
