@@ -36,7 +36,7 @@ import pandas as pd
 
 from .. import settings
 from ..idle_classes import IDLE_CLASSES
-from .intervals import GapRange, IntervalSet
+from .intervals import GapRange, IntervalSet, searchsorted
 from .host_threads import C_LIBRARY, COLLECT, HostSide, function_text, host_side, wait_text
 from .op_tree import calls_inside
 from .names import COMM_KERNEL, lazy_pattern, name_mask, optimizer_ranges
@@ -416,7 +416,7 @@ def _cut(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, 
 
 def next_work(dev: DeviceBusy, ge: np.ndarray) -> np.ndarray:
     """Per gap, the compute work ending it: an index into dev.compute_start (its size: none)."""
-    return np.searchsorted(dev.compute_start, ge, side="left")
+    return searchsorted(dev.compute_start, ge, "left")  # (gaps in time order: the extension's sorted search)
 
 
 def next_thread(dev: DeviceBusy, ge: np.ndarray, nxt: np.ndarray | None = None) -> np.ndarray:

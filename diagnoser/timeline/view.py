@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..case_blind import ascii_lower, lower_twin
 from .api_kinds import API_KINDS, api_kind
-from .intervals import is_sorted
+from .intervals import is_sorted, searchsorted
 from .op_tree import OpTree
 from .tables import Timeline
 
@@ -166,7 +166,7 @@ def lookup(keys: np.ndarray, rows: np.ndarray | int, queries: np.ndarray) -> np.
         return np.full(queries.size, -1, dtype=np.int64)
     order = None if is_sorted(queries) else np.argsort(queries, kind="stable")
     q = queries if order is None else queries[order]  # sorted queries: cache-friendly search
-    i = np.searchsorted(keys, q)
+    i = searchsorted(keys, q, "left")
     np.minimum(i, keys.size - 1, out=i)
     missing = keys[i] != q
     if isinstance(rows, int):
