@@ -22,7 +22,7 @@ package's later runs do):
                  (read + analyses + rules; the SQLite workers apart; the best of 2 runs) and its peak RSS
                  above the interpreter's (the highest), against a tenth of the 10M-kernel target (15 s, 1.5 GB)
   start-up       `diagnose` of fixtures/torch/host_sync (warm rule cache, bytecode cached) against
-                 `python -c "import pandas"`, whole processes, median of 5 alternated: <= 1.4x; the reference
+                 `python -c "import pandas"`, whole processes, median of 9 alternated: <= 1.4x; the reference
                  runs with OPENBLAS_NUM_THREADS=1 as the command does (its default threads' spin printed apart)
 
 `--base DIR` runs every measurement a second time with PYTHONPATH=DIR (an older commit unpacked
@@ -199,7 +199,7 @@ def cpu_of(cmd: list[str], env: dict, cwd: str) -> float:
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def startup(gate: Gate, base: str | None, repeat: int = 5) -> None:
+def startup(gate: Gate, base: str | None, repeat: int = 9) -> None:
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as pyc:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPYCACHEPREFIX=pyc, DIAGNOSER_CACHE_DIR=cache)
