@@ -370,3 +370,30 @@ def test_reader_does_not_modify_its_input(fixtures_dir):
     before = path.read_bytes()
     read_torch_trace(path)
     assert path.read_bytes() == before
+
+
+# Synthetic inputs, one per shape the header's read tells apart (what precedes traceEvents, or the bare array);
+# the answers are the reader's before its first read became the body's buffer (2d58a40), plain and gzipped.
+_HEADER_EDGES = [
+    (b"", "file is empty"), (b"  \n\t ", "file is empty"), (b"\x0b", "file is empty"),
+    (b"\x0c{}", "not JSON (does not start with { or [)"), (b"\xef\xbb\xbf", "not JSON (does not start with { or [)"),
+    (b"\x0b[]", "not JSON (does not start with { or [)"), (b"hello", "not JSON (does not start with { or [)"),
+    (b"\xef\xbb\xbf \n{\"traceEvents\": []}", "malformed JSON in the header before traceEvents"),
+    (b'{"a": 1}', "JSON without traceEvents"), (b'{"traceEvents":[{"ph":"X"', "JSON ends early"),
+    (b"\xef\xbb\xbf[]", 0), (b"\r\n\r\n[ ]", 0), (b'{"x": {"traceEvents": [1]}, "traceEvents": []}', 0),
+    (b'{"schemaVersion":1,"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"pid":0,"tid":7,'
+     b'"args":{"device":0,"stream":7}}]}', 1),
+]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("data, expected", _HEADER_EDGES)
+def test_header_edges(tmp_path, data, expected, gz):
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    if isinstance(expected, str):
+        with pytest.raises(InputError) as e:
+            read_torch_trace(path)
+        assert expected in str(e.value)
+    else:
+        assert len(read_torch_trace(path).gpu) == expected
