@@ -47,8 +47,8 @@ def _lower_twin(pattern: re.Pattern) -> re.Pattern | None:
                 in_class = False
             elif c == "-" and out and source[i + 1:i + 2] not in ("]", ""):
                 low, high = source[i - 1], source[i + 1]
-                if (low.isalpha() or high.isalpha()) and not (low.isupper() == high.isupper() and low.isalpha()
-                                                              and high.isalpha()):
+                letters = low.isalpha() and high.isalpha() and low.isupper() == high.isupper()  # [A-Z], [a-f]
+                if (low.isalpha() or high.isalpha()) and not letters:
                     return None  # [A-z], [0-z]: lower-casing would change the set
         elif c == "[":
             in_class = True
@@ -88,3 +88,11 @@ def found(pattern: re.Pattern, text: str, lowered: str | None = _MISSING) -> boo
         if lowered is not None:
             return twin.search(lowered) is not None
     return pattern.search(text) is not None
+
+
+def found_each(pattern: re.Pattern, texts: list[str], lowered: list[str | None]) -> list[bool]:
+    """`found` for each text, `lowered` their `ascii_lower` (a name set's, computed once)."""
+    twin = lower_twin(pattern)
+    if twin is None:
+        return [pattern.search(t) is not None for t in texts]
+    return [(pattern.search(t) if low is None else twin.search(low)) is not None for t, low in zip(texts, lowered)]

@@ -1,6 +1,17 @@
 /* _diagnoser_native: the module; each part (native.h) adds its own types and functions. */
 #include "native.h"
 
+int array_of(PyObject *obj, Array *a, Py_ssize_t itemsize, int writable, const char *what) {
+    if (PyObject_GetBuffer(obj, &a->buf, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
+    if (a->buf.itemsize != itemsize || a->buf.len % itemsize) {
+        PyBuffer_Release(&a->buf);
+        PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes", what, itemsize);
+        return -1;
+    }
+    a->n = a->buf.len / itemsize;
+    return 0;
+}
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_diagnoser_native",

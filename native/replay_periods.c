@@ -10,22 +10,6 @@
 
 #include <string.h>
 
-typedef struct {
-    Py_buffer buf;
-    Py_ssize_t n;
-} Array;
-
-static int array_of(PyObject *obj, Array *a, Py_ssize_t itemsize, const char *what) {
-    if (PyObject_GetBuffer(obj, &a->buf, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (a->buf.itemsize != itemsize || a->buf.len % itemsize) {
-        PyBuffer_Release(&a->buf);
-        PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes", what, itemsize);
-        return -1;
-    }
-    a->n = a->buf.len / itemsize;
-    return 0;
-}
-
 #define MAX2(a, b) ((b) > (a) ? (b) : (a))  /* Python's max(a, b) */
 #define MIN2(a, b) ((b) < (a) ? (b) : (a))  /* Python's min(a, b) */
 
@@ -49,7 +33,7 @@ static PyObject *replay_periods(PyObject *Py_UNUSED(module), PyObject *args) {
     Array a[10];
     int got = 0;
     for (; got < 10; got++)
-        if (array_of(objs[got], &a[got], sizes[got], names[got]) < 0) break;
+        if (array_of(objs[got], &a[got], sizes[got], 0, names[got]) < 0) break;
     PyObject *result = NULL;
     double *times = NULL, *streams = NULL;
     if (got < 10) goto done;

@@ -9,46 +9,36 @@
 
 #include <stdint.h>
 
-static int int64_buffer(PyObject *obj, Py_buffer *b, int writable, const char *what) {
-    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
-    if (b->itemsize != 8 || b->len % 8) {
-        PyBuffer_Release(b);
-        PyErr_Format(PyExc_TypeError, "%s: expected int64 items", what);
-        return -1;
-    }
-    return 0;
-}
-
 /* sorted_search(values, queries, out, right): out[i] = np.searchsorted(values, queries[i], "right" if right else
    "left"); queries non-decreasing. */
 static PyObject *sorted_search(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *vo, *qo, *oo;
     int right;
     if (!PyArg_ParseTuple(args, "OOOp", &vo, &qo, &oo, &right)) return NULL;
-    Py_buffer vb, qb, ob;
-    if (int64_buffer(vo, &vb, 0, "values") < 0) return NULL;
-    if (int64_buffer(qo, &qb, 0, "queries") < 0) {
-        PyBuffer_Release(&vb);
+    Array v, q, o;
+    if (array_of(vo, &v, 8, 0, "values") < 0) return NULL;
+    if (array_of(qo, &q, 8, 0, "queries") < 0) {
+        PyBuffer_Release(&v.buf);
         return NULL;
     }
-    if (int64_buffer(oo, &ob, 1, "out") < 0) {
-        PyBuffer_Release(&vb);
-        PyBuffer_Release(&qb);
+    if (array_of(oo, &o, 8, 1, "out") < 0) {
+        PyBuffer_Release(&v.buf);
+        PyBuffer_Release(&q.buf);
         return NULL;
     }
     PyObject *result = NULL;
-    if (ob.len != qb.len) {
+    if (o.n != q.n) {
         PyErr_SetString(PyExc_ValueError, "out: expected as many items as queries");
         goto done;
     }
-    const int64_t *v = vb.buf, *q = qb.buf;
-    int64_t *out = ob.buf;
-    const Py_ssize_t n = vb.len / 8, m = qb.len / 8;
+    const int64_t *values = v.buf.buf, *queries = q.buf.buf;
+    int64_t *out = o.buf.buf;
+    const Py_ssize_t n = v.n, m = q.n;
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t j = 0;  /* the previous query's answer: no later answer is smaller */
     for (Py_ssize_t i = 0; i < m; i++) {
-        const int64_t x = q[i];
-#define BEFORE(k) (right ? v[k] <= x : v[k] < x)  /* item k lies before x's position */
+        const int64_t x = queries[i];
+#define BEFORE(k) (right ? values[k] <= x : values[k] < x)  /* item k lies before x's position */
         if (j < n && BEFORE(j)) {
             Py_ssize_t lo = j, hi, step = 1;  /* lo: before x; the answer is in (lo, hi] */
             for (;;) {
@@ -75,9 +65,9 @@ static PyObject *sorted_search(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    PyBuffer_Release(&vb);
-    PyBuffer_Release(&qb);
-    PyBuffer_Release(&ob);
+    PyBuffer_Release(&v.buf);
+    PyBuffer_Release(&q.buf);
+    PyBuffer_Release(&o.buf);
     return result;
 }
 

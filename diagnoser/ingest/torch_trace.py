@@ -128,7 +128,6 @@ class _TraceStream:
                     continue  # a nested or malformed key: keep looking
                 at = m.end() - 1
                 break
-            m = None
             if at >= 0:
                 del buf[:at]  # from the array's `[` on
                 return buf, head

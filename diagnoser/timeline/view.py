@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ..case_blind import ascii_lower, lower_twin
+from ..case_blind import ascii_lower, found_each
 from .api_kinds import API_KINDS, api_kind
 from .intervals import is_sorted, searchsorted
 from .op_tree import OpTree
@@ -87,14 +87,8 @@ class Names:
 
     def hits(self, pattern: re.Pattern) -> np.ndarray:
         key = ("search", pattern)
-        if key not in self._cache:
-            twin = lower_twin(pattern)  # (case_blind: a case-blind pattern's twin searches the lower-cased names)
-            if twin is None:
-                got = [pattern.search(s) is not None for s in self.strings()]
-            else:
-                got = [(pattern.search(s) if low is None else twin.search(low)) is not None
-                       for s, low in zip(self.strings(), self.lowered())]
-            self._cache[key] = np.array(got + [False], dtype=bool)
+        if key not in self._cache:  # (a case-blind pattern's twin searches the names lower-cased once: case_blind)
+            self._cache[key] = np.array(found_each(pattern, self.strings(), self.lowered()) + [False], dtype=bool)
         return self._cache[key]
 
     def lowered(self) -> list[str | None]:
