@@ -132,7 +132,7 @@ def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, 
             return 0, 0, "op tree"
         launch_row = kt.launch_row
         thread_of = kt.tv.tl.host["thread"].to_numpy()
-        launched = kt.tv.launch_ns[kt.rows]
+        launched = kt.tv.launch_ns_of(kt.rows)
         hit = np.zeros(k.size, dtype=bool)
         known = k & (launch_row >= 0)
         threads = np.full(k.size, None, dtype=object)
@@ -173,7 +173,7 @@ def _nvtx_blocks(kt, softmax: np.ndarray, host_windows: IntervalSet | None) -> t
     if not len(r):
         return None
     rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
-    launched = kt.tv.launch_ns[kt.rows]
+    launched = kt.tv.launch_ns_of(kt.rows)
     k = kt.is_kernel & (kt.launch_row >= 0)
     order = np.argsort(launched[k], kind="stable")
     rows = np.flatnonzero(k)[order]

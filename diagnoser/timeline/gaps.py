@@ -29,7 +29,7 @@ API calls are recognized by kind (timeline/api_kinds.py), the same for CUDA and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -59,12 +59,48 @@ MAJORITY = settings.register("timeline.gap_majority", 0.5, "share", "share of an
 
 
 @dataclass
+class LaunchSpans:
+    """The host's launch calls (and the operators that launch) before they are merged: held as a mask over the
+    timeline's host columns, merged only `around` the long gaps they may explain (as intervals, every launch of a
+    10M-kernel export was 160 MB held through the idle gaps' classification)."""
+
+    start: np.ndarray  # every host call's start and end (the timeline view's columns)
+    end: np.ndarray
+    calls: np.ndarray  # mask over them: the launch calls
+    ops: IntervalSet   # the launching operators (a torch trace's op tree; empty for an export)
+
+    def around(self, starts: np.ndarray, ends: np.ndarray) -> IntervalSet:
+        """The launch spans that overlap the intervals (sorted and disjoint), merged: within those intervals, the
+        same set as every launch span merged."""
+        hit = _meets(self.ops.starts, self.ops.ends, starts, ends)
+        got_s, got_e = [self.ops.starts[hit]], [self.ops.ends[hit]]
+        for a in range(0, self.start.size, GAP_CHUNK):
+            m = self.calls[a:a + GAP_CHUNK]
+            s, e = self.start[a:a + GAP_CHUNK][m], self.end[a:a + GAP_CHUNK][m]
+            hit = _meets(s, e, starts, ends)
+            got_s.append(s[hit])
+            got_e.append(e[hit])
+        return IntervalSet.of(np.concatenate(got_s), np.concatenate(got_e))
+
+
+def _meets(s: np.ndarray, e: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which spans (s, e) overlap one of the intervals (sorted and disjoint) for a positive length."""
+    if not starts.size or not s.size:
+        return np.zeros(s.size, dtype=bool)
+    j = np.searchsorted(ends, s, side="right")  # the first interval ending after the span starts
+    hit = j < ends.size
+    np.minimum(j, ends.size - 1, out=j)
+    hit &= starts[j] < e
+    return hit
+
+
+@dataclass
 class HostActivity:
     """Where on the host clock each recognized activity happens (any host thread)."""
 
     data: IntervalSet           # marked data ranges and CPU operators that launch nothing
     sync: IntervalSet
-    launch: IntervalSet
+    launch: IntervalSet | LaunchSpans  # spans until merged around the long gaps (launch_around)
     comm: IntervalSet
     pageable_copy: IntervalSet  # host calls that copied from pageable memory to the device
     alloc: IntervalSet          # device malloc/free and pinned host allocation calls
@@ -145,9 +181,8 @@ def host_activity(tv: TimelineView) -> HostActivity:
 
     launch_mask = tv.host_is("launch", "graph_launch", "memset", "copy_async")
     launching_ops = top[launches > 0] if len(top) else top
-    launch = IntervalSet.of(np.concatenate((hs[launch_mask], launching_ops["start_ns"].to_numpy(np.int64))),
-                            np.concatenate((he[launch_mask], launching_ops["end_ns"].to_numpy(np.int64))))
-    del launch_mask
+    launch = LaunchSpans(hs, he, launch_mask, IntervalSet.of(launching_ops["start_ns"].to_numpy(np.int64),
+                                                             launching_ops["end_ns"].to_numpy(np.int64)))
 
     comm_r = ranges[name_mask(ranges["name"], COMM_RANGES)]
     comm_calls = tv.host_is("nccl")
@@ -228,9 +263,23 @@ class Gaps:
     after_sync: np.ndarray | None = None  # per gap: the (whole) gap began as a sync returned, outside optimizer steps
     thread: np.ndarray | None = None  # per gap: the host thread that launched the work ending it (-1: unknown)
 
+    def ns(self, sel: np.ndarray) -> int:
+        """The summed length of the selected gaps (a mask or indices), without a temporary of every gap."""
+        if sel.dtype != bool:
+            return int((self.end[sel] - self.start[sel]).sum())
+        total = 0
+        for a in range(0, sel.size, GAP_CHUNK):
+            b = a + GAP_CHUNK
+            total += int((self.end[a:b] - self.start[a:b])[sel[a:b]].sum())
+        return total
+
     def ns_by_class(self) -> dict[str, int]:
-        dur = self.end - self.start
-        return {c: int(dur[self.cls == i].sum()) for i, c in enumerate(IDLE_CLASSES)}
+        sums = [0] * len(IDLE_CLASSES)
+        for a in range(0, self.start.size, GAP_CHUNK):  # (a chunk at a time: no temporaries the size of the gaps)
+            dur, cls = self.end[a:a + GAP_CHUNK] - self.start[a:a + GAP_CHUNK], self.cls[a:a + GAP_CHUNK]
+            for i in range(len(IDLE_CLASSES)):
+                sums[i] += int(dur[cls == i].sum())
+        return dict(zip(IDLE_CLASSES, sums))
 
 
 DATA, HOST, SYNC, ALLOC, LAUNCH, COMM, UNEXPLAINED = (
@@ -342,8 +391,10 @@ def staging_copy(starts: np.ndarray, ends: np.ndarray, act: HostActivity, thread
     host memory, not input being prepared (an export with CPU samples; pooled: samples are sparse)."""
     out = np.zeros(starts.size, dtype=bool)
     side = act.side
+    if side is None or not len(side.samples) or not len(act.input_copy):
+        return out
     long = (ends - starts) > LAUNCH_GAP_MAX_NS.value
-    if side is None or not len(side.samples) or not long.any() or not len(act.input_copy):
+    if not long.any():
         return out
     cand = np.flatnonzero(long & (_input_copy_at(ends, act) >= 0))
     if act.marked_data is not None and len(act.marked_data) and cand.size:
@@ -445,8 +496,25 @@ GAP_CHUNK = 1 << 16  # gaps classified at a time (bounds the temporaries: ~20 ar
 POOLED_GAP_CHUNK = 1 << 20
 
 
+def launch_around(dev: DeviceBusy, steps: Steps, act: HostActivity) -> HostActivity:
+    """act with its launch spans merged around the long idle gaps of the device's steady steps: the only gaps
+    whose class they decide (a short gap is launch whatever the host did), and the pieces of them."""
+    if not isinstance(act.launch, LaunchSpans):
+        return act
+    lo, hi = steps.steady_span
+    gaps = GapRange.of(dev.compute, lo, hi)
+    starts, ends = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for a in range(0, len(gaps), GAP_CHUNK):
+        s, e = gaps.chunk(a, a + GAP_CHUNK)
+        long = (e - s) > LAUNCH_GAP_MAX_NS.value
+        starts.append(s[long])
+        ends.append(e[long])
+    return replace(act, launch=act.launch.around(np.concatenate(starts), np.concatenate(ends)))
+
+
 def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     """Spans of the steady steps with no compute work on the device, classified."""
+    act = launch_around(dev, steps, act)
     lo, hi = steps.steady_span
     gaps = GapRange.of(dev.compute, lo, hi)  # built a chunk at a time: never held whole beside the pieces
     windows = steps.steady_windows
@@ -484,10 +552,12 @@ def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndar
     and made (almost) no CUDA calls, with nothing recorded to show it computing (no op tree or stacks,
     no CPU samples): it computed on what it read back, or waited on something else (starts, ends, the
     thread that launched next, when known)."""
-    sel = (gaps.cls == SYNC) & (gaps.end - gaps.start > LAUNCH_GAP_MAX_NS.value)
+    sel = gaps.cls == SYNC
     if gaps.after_sync is not None:
         sel &= gaps.after_sync
-    if not sel.any():
+    sel = np.flatnonzero(sel)  # (the long ones among these: no temporary of every gap's length)
+    sel = sel[gaps.end[sel] - gaps.start[sel] > LAUNCH_GAP_MAX_NS.value]
+    if not sel.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), None
     s, e = gaps.start[sel], gaps.end[sel]
     th = gaps.thread[sel] if gaps.thread is not None else None

@@ -166,6 +166,11 @@ class IntervalSet:
         t = np.asarray(t, dtype=np.int64)
         if self.starts.size == 0:
             return np.zeros(t.shape, dtype=bool)
+        if t.ndim == 1 and t.size > QUERY_CHUNK:  # a chunk of points at a time: no temporaries as long as t
+            out = np.empty(t.size, dtype=bool)
+            for k in range(0, t.size, QUERY_CHUNK):
+                out[k:k + QUERY_CHUNK] = self.contains(t[k:k + QUERY_CHUNK])
+            return out
         i = searchsorted(self.starts, t, "right")
         if t.ndim != 1:  # (a point: not in place)
             i = i - 1

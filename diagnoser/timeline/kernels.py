@@ -16,7 +16,7 @@ from ..case_blind import ascii_lower, found
 from ..kernel_categories import KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
 from ..kernel_names import ALIGNED_BYTES, gemm_alignment
 from .tables import Timeline
-from .intervals import IntervalSet
+from .intervals import IntervalSet, is_sorted
 from .names import COMM_KERNEL, lazy_pattern, name_mask, optimizer_ranges
 from .steps import Steps
 from .attention import unfused_attention
@@ -125,6 +125,9 @@ MEMORY_BOUND = [CATEGORY_CODE[c] for c in MEMORY_BOUND_CATEGORIES]
 BETWEEN_SCORE_AND_VALUE = [CATEGORY_CODE[c] for c in ("elementwise", "copy", "softmax")]
 
 
+ROW_CHUNK = 1 << 16
+
+
 class KernelTable:
     """Steady-state GPU rows (kernels, copies, memsets) with category and time, as arrays.
 
@@ -143,7 +146,10 @@ class KernelTable:
         cat = per_name.astype(np.int8)[self.names.codes]
         cat[~self.is_kernel] = COPY
         opt = optimizer_ranges(tv.tl)
-        in_opt = IntervalSet.of(opt["start_ns"], opt["end_ns"]).contains(tv.launch_ns[rows])
+        opt = IntervalSet.of(opt["start_ns"], opt["end_ns"])
+        in_opt = np.zeros(self.dur_ns.size, dtype=bool)
+        for a in range(0, in_opt.size if len(opt) else 0, ROW_CHUNK):  # (launch times of a chunk of rows at a time)
+            in_opt[a:a + ROW_CHUNK] = opt.contains(tv.launch_ns_of(self.gpu_rows(a, a + ROW_CHUNK)))
         cat[in_opt & self.is_kernel & (cat != COMMUNICATION)] = OPTIMIZER
         self.category: np.ndarray = cat  # index into KERNEL_CATEGORIES
         self.in_optimizer: np.ndarray = in_opt  # launched inside an optimizer step range
@@ -159,6 +165,28 @@ class KernelTable:
     def launch_row(self) -> np.ndarray:
         """Host row of each row's launch call, -1 when unknown."""
         return self.tv.launch_row[self.rows]
+
+    def gpu_rows(self, a: int, b: int):
+        """The timeline's gpu rows of this table's rows a..b - 1 (a slice or an index array)."""
+        if isinstance(self.rows, slice):
+            start = self.rows.start or 0
+            return slice(start + a, start + min(b, len(self)))
+        return self.rows[a:b]
+
+    def during(self, s: int, e: int) -> tuple[int, int]:
+        """The rows a..b - 1 of this table among which lie all that run during [s, e) (each starts before e and
+        after s less the longest row); every row where the timeline's gpu rows are not sorted by start."""
+        start, n = self.tv.gpu_start, len(self)
+        if n == 0 or not is_sorted(start):
+            return 0, n
+        lo = int(np.searchsorted(start, s - int(self.dur_ns.max()), side="left"))
+        hi = int(np.searchsorted(start, e, side="left"))
+        if isinstance(self.rows, slice):
+            first = self.rows.start or 0
+            a, b = min(max(lo - first, 0), n), min(max(hi - first, 0), n)
+        else:
+            a, b = (int(x) for x in np.searchsorted(self.rows, [lo, hi], side="left"))
+        return a, max(a, b)
 
     def column(self, name: str) -> np.ndarray:
         return self.tv.tl.gpu[name].to_numpy()[self.rows]

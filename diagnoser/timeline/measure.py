@@ -21,7 +21,7 @@ from .gap_contents import idle_contents
 from .host_threads import COLLECT
 from .gaps import (_input_copy_at, staging_copy, ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
-                            device_busy, host_activity, idle_gaps, per_step_breakdown,
+                            device_busy, host_activity, idle_gaps, launch_around, per_step_breakdown,
                             quiet_after_sync_ns, sync_wait_evidence, MAJORITY)
 from .intervals import IntervalSet, subtract
 from .debug_apis import anomaly_check_stats
@@ -137,7 +137,7 @@ UNSEEN_FLOOR_PCT = settings.register("timeline.unseen_floor_pct", 1.0, "%", "a m
 
 def _pct(gaps, sel: np.ndarray, span: float) -> float:
     """The share of the steady steps (%) the selected gaps take."""
-    return 100.0 * float((gaps.end - gaps.start)[sel].sum()) / max(span, 1)
+    return 100.0 * float(gaps.ns(sel)) / max(span, 1)
 
 
 def _ending_in_copy(gaps, sel: np.ndarray, act) -> np.ndarray:
@@ -160,6 +160,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     dev = max(devices, key=lambda d: (d.busy.overlap(lo, hi), -d.device))
     if len(devices) > 1:
         notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
+    act = launch_around(dev, steps, act)  # (merged once, for the gaps and the communication gaps' pieces)
     gaps = idle_gaps(dev, steps, act)
     idle_ns = gaps.ns_by_class()
     busy_ns = int(dev.compute.overlap(windows.starts, windows.ends).sum())
@@ -174,7 +175,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     # the host class in two: gaps that began as a sync returned (the host computing on what it read back)
     # and the rest (the host inside an optimizer step on CPU tensors)
     host = (gaps.cls == IDLE_CLASSES.index("host")) & (gaps.after_sync if gaps.after_sync is not None else False)
-    after_ns = int((gaps.end - gaps.start)[host].sum())
+    after_ns = gaps.ns(host)
     v["idle_host_after_sync_pct"] = 100.0 * after_ns / span
     v["idle_host_optimizer_pct"] = 100.0 * (idle_ns["host"] - after_ns) / span
     # sync-class idle the host spent out of the sync and out of CUDA, when it is most of that idle: what the
@@ -211,7 +212,7 @@ def _unexplained_evidence(tv: TimelineView, gaps, act, windows, span: float, nst
     staged = unexplained & staging_copy(gaps.start, gaps.end, act, gaps.thread)
     data = gaps.cls == DATA
     if staged.any():  # the host staging data already in host memory for the upload that ends the gap
-        v["idle_staging_copy_pct"] = 100.0 * float((gaps.end - gaps.start)[staged].sum()) / span
+        v["idle_staging_copy_pct"] = 100.0 * float(gaps.ns(staged)) / span
         at = _input_copy_at(gaps.end[staged], act)
         v["staged_copy_mb_per_step"] = float(act.input_copy_bytes[at[at >= 0]].sum()) / 1e6 / nsteps
     elif tv.tl.source != "nsys" or (act.side is not None and act.side.sees_compute and len(act.side.samples)) \
@@ -274,6 +275,7 @@ def _kernel_mix(kt, steps, v: dict) -> list[dict]:
         v["top_kernel_category"] = str(cats.sort_values(["time_ms", "category"], ascending=[False, True]).iloc[0].category)
     kernels = kt.is_kernel & (kt.category != KERNEL_CATEGORIES.index(COMMUNICATION))
     if kernels.any():  # NCCL kernels mostly wait for peers: Nsight Compute has nothing to say on them
+        kernels = slice(None) if kernels.all() else kernels  # (the columns themselves: no copies)
         by_name = kt.names.subset(kernels).sum_by_name(kt.dur_ns[kernels]).sort_values(ascending=False, kind="stable")
         total = max(float(kt.dur_ns.sum()), 1.0)
         v["top_kernel_name"] = short_name(str(by_name.index[0]), NCU_FILTER)
@@ -328,6 +330,7 @@ def timeline_metrics(tl: Timeline) -> TimelineMetrics:
     release()  # (and the reader's)
     tv = TimelineView(tl)
     setup, steps, v, notes = _steps_measured(tl, tv)
+    tv.forget("launch_ns")  # (the steps' cuts; built again where a later stage needs every row's)
     if len(tv.op_tree):  # (built for host_activity and kept on the view: its build's temporaries go back first)
         release()
     act = host_activity(tv)

@@ -26,16 +26,25 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[Ker
     mask = kt.is_kernel
     if not mask.any() or step_ms <= 0:
         return []
-    dur = kt.dur_ns[mask].astype(np.float64)
-    # (the columns as they are: the grouping packs them into one int64 key)
-    uniq, inv = _group_rows(kt.names.codes[mask], kt.column("grid")[mask], kt.column("block")[mask])
-    tot = np.bincount(inv, weights=dur, minlength=len(uniq))
-    cnt = np.bincount(inv, minlength=len(uniq))
-    lo = np.full(len(uniq), np.inf)
-    hi = np.zeros(len(uniq))
-    np.minimum.at(lo, inv, dur)
-    np.maximum.at(hi, inv, dur)
-    gpu_total = max(float(kt.dur_ns[mask].sum()), 1.0)
+    # a chunk of rows at a time, each chunk's kernels summed by key, the chunks' sums then summed by key: no
+    # temporaries of every row (durations are integers: their sums are exact in float64 whatever the order)
+    grid, block = kt.tv.tl.gpu["grid"].to_numpy(), kt.tv.tl.gpu["block"].to_numpy()
+    parts = []
+    for a in range(0, mask.size, GROUP_CHUNK):
+        m, rows = mask[a:a + GROUP_CHUNK], kt.gpu_rows(a, a + GROUP_CHUNK)
+        if not m.any():
+            continue
+        dur = kt.dur_ns[a:a + GROUP_CHUNK][m].astype(np.float64)
+        # (the columns as they are: the grouping packs them into one int64 key)
+        uniq, inv = _group_rows(kt.names.codes[a:a + GROUP_CHUNK][m], grid[rows][m], block[rows][m])
+        parts.append(_sums_by_group(uniq, inv, dur, np.ones(dur.size, np.int64), dur, dur))
+    if len(parts) == 1:
+        uniq, tot, cnt, lo, hi = parts[0]
+    else:
+        uniq, inv = _group_rows(*np.concatenate([p[0] for p in parts]).T)
+        uniq, tot, cnt, lo, hi = _sums_by_group(uniq, inv, *(np.concatenate([p[k] for p in parts]) for k in range(1, 5)))
+    del parts
+    gpu_total = max(float(kt.dur_ns.sum(where=mask)), 1.0)
     order = sorted(range(len(uniq)), key=lambda i: (-tot[i], str(kt.names.uniques[uniq[i][0]]), int(uniq[i][1])))
     rows = []
     for i in order[:limit]:
@@ -44,6 +53,17 @@ def top_kernels(kt, steps, step_ms: float, limit: int = TOP_KERNELS) -> list[Ker
                               float(cnt[i]) / n_steps, ms, 100.0 * ms / step_ms, 100.0 * float(tot[i]) / gpu_total,
                               float(lo[i]) / 1e3, float(hi[i]) / 1e3))
     return rows
+
+
+def _sums_by_group(uniq: np.ndarray, inv: np.ndarray, tot: np.ndarray, cnt: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per group (inv: each row's), the sum of tot, the sum of cnt, the least lo and the greatest hi."""
+    least = np.full(len(uniq), np.inf)
+    most = np.zeros(len(uniq))
+    np.minimum.at(least, inv, lo)
+    np.maximum.at(most, inv, hi)
+    return (uniq, np.bincount(inv, weights=tot, minlength=len(uniq)),
+            np.bincount(inv, weights=cnt, minlength=len(uniq)).astype(np.int64), least, most)
 
 
 def _group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

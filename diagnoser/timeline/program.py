@@ -47,17 +47,23 @@ _ENCODER_MODELS = lazy_pattern(
     r"Sam|Segformer|Detr|Blip\w*)\w*(Attention|Encoder|EncoderLayer|Layer)$|VisionTransformer$|VisionEncoder$", re.I)
 
 
+DISTINCT_CHUNK = 1 << 16
+
+
 def _distinct(table, column: str = "name", where=None) -> list[str]:
     """The distinct values of a column, in the order they first appear (a Categorical's from its codes: the
     first code of each run of equal codes, so 21M CUDA calls are not hashed one by one)."""
     col = table[column]
     if isinstance(col.dtype, pd.CategoricalDtype):  # (the codes of the rows `where` picks: no Series of them)
         codes = col.array.codes if where is None else col.array.codes[np.asarray(where, dtype=bool)]
-        head = np.ones(codes.size, dtype=bool)
-        np.not_equal(codes[1:], codes[:-1], out=head[1:])
-        seen = pd.unique(codes[head])
+        seen: dict[int, None] = {}
+        for a in range(0, codes.size, DISTINCT_CHUNK):  # (a chunk at a time: hashed in tables of a chunk's size)
+            chunk = codes[max(a - 1, 0):a + DISTINCT_CHUNK]
+            head = np.ones(chunk.size, dtype=bool)
+            np.not_equal(chunk[1:], chunk[:-1], out=head[1:])
+            seen.update(dict.fromkeys(pd.unique(chunk[head]).tolist()))
         cats = col.cat.categories
-        return [str(cats[c]) for c in seen.tolist() if c >= 0]
+        return [str(cats[c]) for c in seen if c >= 0]
     return [str(n) for n in (col if where is None else col[where]).dropna().unique()]
 
 

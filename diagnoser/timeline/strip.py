@@ -150,15 +150,17 @@ def step_strip(tv: TimelineView, kt: KernelTable, steps: Steps, i: int, device: 
     """The chart data of step i on `device` (see module doc)."""
     s, e = int(steps.start[i]), int(steps.end[i])
     span = max(e - s, 1)
-    start = kt.start_ns
-    end = start + kt.dur_ns
-    sel = (kt.column("device") == device) & (end > s) & (start < e)
+    first, last = kt.during(s, e)  # (the columns of those rows only)
+    rows, gpu = kt.gpu_rows(first, last), kt.tv.tl.gpu
+    start = kt.tv.gpu_start[rows]
+    end = start + kt.dur_ns[first:last]
+    sel = (gpu["device"].to_numpy()[rows] == device) & (end > s) & (start < e)
     lanes = []
     if sel.any():
-        streams = kt.column("stream")[sel]
+        streams = gpu["stream"].to_numpy()[rows][sel]
         a = (np.maximum(start[sel], s) - s) / 1e3
         b = (np.minimum(end[sel], e) - s) / 1e3
-        cat = kt.category[sel]
+        cat = kt.category[first:last][sel]
         busy = {int(x): float((b - a)[streams == x].sum()) for x in np.unique(streams)}
         for stream in sorted(busy, key=lambda x: (-busy[x], x))[:STRIP_MAX_LANES]:
             on = streams == stream

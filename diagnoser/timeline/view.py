@@ -111,17 +111,23 @@ class Names:
     def sum_by_name(self, weights: np.ndarray) -> pd.Series:
         """`DataFrame.groupby("name")[col].sum()` over these rows: observed names only, in groupby's
         order (category order for a categorical column, sorted values otherwise), int64 sums."""
-        codes, w = self.codes, np.asarray(weights, dtype=np.int64)
-        ok = codes >= 0
-        if not ok.all():
-            codes, w = codes[ok], w[ok]
-        n = len(self.uniques)
-        if int(np.abs(w).sum()) < 2 ** 53:  # float accumulation is exact
-            sums = np.rint(np.bincount(codes, weights=w, minlength=n)).astype(np.int64)
-        else:
-            sums = np.zeros(n, dtype=np.int64)
-            np.add.at(sums, codes, w)
-        seen = np.flatnonzero(np.bincount(codes, minlength=n) > 0)
+        n, weights = len(self.uniques), np.asarray(weights)
+        sums, seen = np.zeros(n), np.zeros(n, dtype=np.int64)
+        exact = None  # int64 sums, where float ones could round (weights of 2**53 or more in all)
+        for a in range(0, self.codes.size, _TAKE_CHUNK):  # (a chunk at a time: no copies of every row)
+            codes, w = self.codes[a:a + _TAKE_CHUNK], np.asarray(weights[a:a + _TAKE_CHUNK], dtype=np.int64)
+            ok = codes >= 0
+            if not ok.all():
+                codes, w = codes[ok], w[ok]
+            if exact is None and float(np.abs(w).sum()) + float(np.abs(sums).sum()) >= 2 ** 52:
+                exact = np.rint(sums).astype(np.int64)
+            if exact is None:  # float accumulation is exact
+                sums += np.bincount(codes, weights=w, minlength=n)
+            else:
+                np.add.at(exact, codes, w)
+            seen += np.bincount(codes, minlength=n)
+        sums = np.rint(sums).astype(np.int64) if exact is None else exact
+        seen = np.flatnonzero(seen > 0)
         if not self.categorical:
             seen = np.array(sorted(seen.tolist(), key=lambda i: self.uniques[i]), dtype=np.int64)
         return pd.Series(sums[seen], index=pd.Index([self.uniques[i] for i in seen], dtype=object, name="name"),
@@ -248,6 +254,12 @@ class TimelineView:
         """Host time each gpu row was launched (its call's start), else the row's own start."""
         return _gather(self.host_start, self.launch_row, self.gpu_start)
 
+    def launch_ns_of(self, rows) -> np.ndarray:
+        """`launch_ns[rows]` (a slice, an index array or a mask) without every row's built and kept."""
+        if "launch_ns" in self.__dict__:
+            return self.launch_ns[rows]
+        return _gather(self.host_start, self.launch_row[rows], self.gpu_start[rows])
+
     @cached_property
     def op_tree(self) -> OpTree:
         """The CPU operators' tree (ranges of kind op; its `rows` index those ranges in table order)."""
@@ -259,6 +271,12 @@ class TimelineView:
         """The tree of the ops the perf model covers (op_shapes rows: the per-op roofline's); None without shapes."""
         shapes = getattr(self.tl, "op_shapes", None)
         return None if shapes is None else OpTree.of_table(shapes)
+
+    def forget(self, *names: str) -> None:
+        """Drop derived arrays (cached properties) until their next use, which builds them again: what the stages
+        before a long timeline's memory peak need and the ones at it do not (8 bytes a GPU row for launch_ns)."""
+        for name in names:
+            self.__dict__.pop(name, None)
 
     def returned_ns(self) -> np.ndarray:
         """When each gpu row's launch call returned on the host; -1 when unknown."""
