@@ -23,6 +23,7 @@ from ..timeline.tables import (
     GPU_KINDS,
     HOST_COLUMNS,
     MEMORY_COLUMNS,
+    NARROW_HOST_COLUMNS,
     RANGE_COLUMNS,
     RANGE_KINDS,
     as_int32,
@@ -223,7 +224,7 @@ class ExportReader:
         thread = f"coalesce(globalTid % {TID_MOD}, -1)" if "globalTid" in self.columns(t) else "-1"
         return ColumnPlan(t, {"start_ns": "start", "dur_ns": "coalesce(end - start, 0)", "thread": thread,
                          "correlation": self.col(t, "correlationId"), "name": self.col(t, "nameId")},
-                          int32=frozenset({"correlation"}))
+                          int32=frozenset({"correlation", "thread"}))  # (thread ids: 24 bits, as TID_MOD keeps them)
 
     def host(self, data: dict | None) -> pd.DataFrame:
         if data is None:
@@ -234,7 +235,7 @@ class ExportReader:
         names = sorted(set(labels))
         position = {name: k for k, name in enumerate(names)}
         data["name"] = codes_of_ids(data["name"], ids, [position[n] for n in labels])
-        return categorical_frame([data], HOST_COLUMNS, {"name": names})
+        return categorical_frame([data], NARROW_HOST_COLUMNS, {"name": names})
 
     def ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; names of non-default domains get `Domain:`."""

@@ -221,15 +221,17 @@ def launch_stats(tv: TimelineView, kt: KernelTable) -> dict[str, float]:
     out: dict[str, float] = {}
     if n == 0:
         return out
-    dur = kt.dur_ns[k]
+    dur = kt.dur_ns if n == k.size else kt.dur_ns[k]
     out["kernels_per_step"] = n / max(kt.steady_steps, 1)
     out["kernel_median_us"] = float(np.median(dur)) / 1e3
-    out["short_kernel_pct"] = 100.0 * float((dur < SHORT_KERNEL_NS.value).mean())
+    out["short_kernel_pct"] = 100.0 * (np.count_nonzero(dur < SHORT_KERNEL_NS.value) / n)
     out["kernel_time_ms_per_step"] = float(dur.sum()) / 1e6 / max(kt.steady_steps, 1)
-    # the launch calls of these kernels, each call once (a graph launch starts many kernels)
-    launch = kt.launch_row[k]
+    del dur
+    # the launch calls of these kernels, each call once (a graph launch starts many kernels), a chunk of rows at a time
     called = np.zeros(tv.host_start.size, dtype=bool)
-    called[launch[launch >= 0]] = True
+    for a in range(0, k.size, ROW_CHUNK):
+        launch = tv.launch_row[kt.gpu_rows(a, a + ROW_CHUNK)][k[a:a + ROW_CHUNK]]
+        called[launch[launch >= 0]] = True
     calls = int(np.count_nonzero(called))
     if calls:  # the sum of the durations: the sums of ends and of starts wrap alike in int64, their difference does not
         ns = (int(tv.host_end.sum(where=called)) - int(tv.host_start.sum(where=called)) + (1 << 63)) % (1 << 64) - (1 << 63)

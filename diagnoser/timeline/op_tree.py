@@ -96,7 +96,7 @@ class OpTree:
 
     def at_launch(self, tv, launch: np.ndarray) -> np.ndarray:
         """For each launch call (host rows of `tv`), the innermost op around it on its thread (tree index), or -1."""
-        thread = tv.tl.host["thread"].to_numpy(np.int64)[launch]
+        thread = tv.tl.host["thread"].to_numpy()[launch].astype(np.int64)
         return self.innermost(tv.host_start[launch], thread)
 
 

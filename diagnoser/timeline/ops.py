@@ -187,7 +187,7 @@ def _kernel_op_codes(kt, code: np.ndarray) -> tuple[list, list]:
         return [], []
     tree = kt.tv.op_tree
     op = tree.at_launch(kt.tv, launch[known])
-    thr = kt.tv.tl.host["thread"].to_numpy(np.int64)[launch[known]]
+    thr = kt.tv.tl.host["thread"].to_numpy()[launch[known]].astype(np.int64)
     order = np.argsort(thr, kind="stable")
     order = order[op[order] >= 0]
     if not order.size:

@@ -105,7 +105,7 @@ def host_gaps(tv, steps) -> dict:
     start = np.concatenate((rs[op_rows], hs[in_host]))
     end = np.concatenate((ranges["end_ns"].to_numpy(np.int64)[op_rows], tv.host_end[in_host]))
     # the threads as they are (only compared for equality; int64 both: the schema's, no Python int each)
-    thread = np.concatenate((ranges["thread"].to_numpy(np.int64)[op_rows], tl.host["thread"].to_numpy(np.int64)[in_host]))
+    thread = np.concatenate((ranges["thread"].to_numpy(np.int64)[op_rows], tl.host["thread"].to_numpy()[in_host].astype(np.int64)))
     names, texts = _name_codes(ranges["name"], op_rows, tl.host["name"], in_host)
     order = np.argsort(start, kind="stable")
     start = start[order]  # (one at a time: each unsorted column freed as its sorted copy replaces it)

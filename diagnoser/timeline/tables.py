@@ -22,7 +22,8 @@ host       one row per CUDA runtime/driver API call on a host thread
   name         str   API name as recorded: "cudaLaunchKernel", "cudaStreamSynchronize", ...
   start_ns, end_ns int64
   thread       int64 host thread id (matched against ranges.thread and op_shapes: a torch trace's tid can
-               be a 64-bit pthread id)
+               be a 64-bit pthread id); int32 where the source's ids are narrow (an Nsight Systems export's
+               thread ids are 24 bits: 4 bytes a call of 21M)
   correlation  int32 joins to gpu.correlation (-1 when unknown)
 
 ranges     one row per CPU-side range: NVTX push/pop or start/end ranges, PyTorch user
@@ -76,6 +77,7 @@ HOST_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64",
     "correlation": "int32",
 }
+NARROW_HOST_COLUMNS = {**HOST_COLUMNS, "thread": "int32"}  # the host table of a source whose thread ids are narrow
 RANGE_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64", "kind": "object",
 }
@@ -159,7 +161,9 @@ class Timeline:
             if missing:
                 raise ValueError(f"timeline table {label} lacks columns {missing}")
             for col, dtype in columns.items():
-                if str(table[col].dtype) != dtype and not (dtype == "object" and str(table[col].dtype) in ("string", "category")):
+                got = str(table[col].dtype)
+                if got != dtype and not (dtype == "object" and got in ("string", "category")) \
+                        and not (label == "host" and got == NARROW_HOST_COLUMNS.get(col)):
                     raise ValueError(f"timeline table {label}.{col} is {table[col].dtype}, expected {dtype}")
         bad = set(self.gpu["kind"].unique()) - set(GPU_KINDS)
         if bad:

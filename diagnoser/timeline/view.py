@@ -23,7 +23,7 @@ from .tables import Timeline
 def codes_of(values: pd.Series) -> tuple[np.ndarray, object]:
     """Integer code per row (-1: missing) and the distinct values the codes index."""
     if isinstance(values.dtype, pd.CategoricalDtype):
-        return values.cat.codes.to_numpy(), values.cat.categories
+        return values.array.codes, values.cat.categories  # (the column's own codes, read-only: `.cat.codes` copies)
     return pd.factorize(values.astype(object), use_na_sentinel=True)
 
 
