@@ -120,10 +120,12 @@ def op_tree_spans(ranges, within: IntervalSet | None = None) -> tuple[IntervalSe
     return all_spans, spans, blocks
 
 
-def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, delim: np.ndarray,
+def unfused_attention(kt, step_starts: np.ndarray | None, softmax_cat: int, gemm_cat: int, between: list[int],
                       host_windows: IntervalSet | None = None) -> tuple[int, int, str]:
     """(blocks, GPU ns of the blocks, how it was decided) over the kernel table `kt` (its steady
-    kernels; `host_windows`: the steady steps on the host clock, where op-tree blocks are counted)."""
+    kernels; `step_starts`: where the steps start, None for one step; `between`: the categories that may lie
+    between a block's GEMMs besides its softmax; `host_windows`: the steady steps on the host clock, where
+    op-tree blocks are counted)."""
     k = kt.is_kernel
     tree = op_tree_spans(kt.tv.tl.ranges, host_windows)
     if tree is not None:
@@ -156,8 +158,11 @@ def unfused_attention(kt, step_of: np.ndarray, softmax_cat: int, gemm_cat: int, 
         start = start_ns[rows]
         if not is_sorted(start):
             rows = rows[np.argsort(start, kind="stable")]
-        b, ns = _unfused_blocks(kt.category[rows] == gemm_cat, delim[rows], np.flatnonzero(softmax[rows]),
-                                kt.dur_ns[rows], step_of[rows])
+        cat = kt.category[rows]
+        delim = ~np.isin(cat, between) & (cat != gemm_cat)  # (of these rows only, as the step of each)
+        step_of = (np.searchsorted(step_starts, start_ns[rows], side="right") - 1 if step_starts is not None
+                   else np.zeros(rows.size, dtype=np.int64))
+        b, ns = _unfused_blocks(cat == gemm_cat, delim, np.flatnonzero(softmax[rows]), kt.dur_ns[rows], step_of)
         blocks += b
         block_ns += ns
     return blocks, block_ns, "kernel order"

@@ -298,11 +298,9 @@ def attention_stats(kt: KernelTable, steps: Steps | None = None) -> dict[str, fl
     kernel_total = max(float(kt.dur_ns.sum()), 1.0)
     out: dict[str, float] = {}
     out["fused_attention_pct"] = 100.0 * float(kt.dur_ns[k & (kt.category == ATTENTION)].sum()) / kernel_total
-    step_of = (np.searchsorted(steps.start, kt.start_ns, side="right") - 1 if steps is not None
-               else np.zeros(len(kt), dtype=np.int64))
-    delim = ~np.isin(kt.category, BETWEEN_SCORE_AND_VALUE) & (kt.category != GEMM)
     host = IntervalSet.of(steps.host_start[steps.steady], steps.host_end[steps.steady]) if steps is not None else None
-    blocks, block_ns, how = unfused_attention(kt, step_of, SOFTMAX, GEMM, delim, host)
+    blocks, block_ns, how = unfused_attention(kt, steps.start if steps is not None else None, SOFTMAX, GEMM,
+                                              BETWEEN_SCORE_AND_VALUE, host)
     out["unfused_attention_blocks_per_step"] = blocks / max(kt.steady_steps, 1)
     out["unfused_attention_pct"] = 100.0 * block_ns / max(kt.steady_ns, 1)
     out["unfused_attention_kernel_pct"] = 100.0 * block_ns / kernel_total

@@ -41,8 +41,12 @@ def step_work(tv, steps) -> dict:
     if hs.size:
         launch = tv.host_is(*LAUNCH_KINDS)
         if launch.any():  # (int64 durations: np.percentile reads them as float64 would; its copy is not needed)
-            ld = he[launch]
-            ld -= hs[launch]
+            ld, n = np.empty(int(np.count_nonzero(launch)), dtype=np.int64), 0
+            for a in range(0, hs.size, WAIT_CHUNK):  # (a chunk of calls at a time: no start and end copied whole)
+                m = launch[a:a + WAIT_CHUNK]
+                k = int(np.count_nonzero(m))
+                np.subtract(he[a:a + WAIT_CHUNK][m], hs[a:a + WAIT_CHUNK][m], out=ld[n:n + k])
+                n += k
             cap = max(3.0 * float(np.percentile(ld, 25, overwrite_input=True)), 20_000.0)
             del ld
         else:

@@ -1,0 +1,191 @@
+"""The analyses that work a chunk (or a window) of rows at a time, so that a long timeline's memory peak stays low,
+give the figures of their whole-array forms.
+
+On real fixtures (Nsight Systems exports with CPU samples, OS calls, CPU optimizer steps; PyTorch traces with an op
+tree, optimizer ranges, copies), every chunk size shrunk to a few rows measures the same metrics, tables and charts
+as the defaults; and each piece against a plain reference on synthetic arrays (random intervals, named so).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
+from diagnoser.ingest.torch_trace import read_torch_trace
+from diagnoser.timeline import gaps as gaps_module
+from diagnoser.timeline import intervals, kernels, ops, program, setup, step_work, view
+from diagnoser.timeline.gaps import LAUNCH, Gaps, HostActivity, LaunchSpans, classify_gaps
+from diagnoser.idle_classes import IDLE_CLASSES
+from diagnoser.timeline.intervals import IntervalSet
+from diagnoser.timeline.measure import timeline_metrics
+from diagnoser.timeline.tables import HOST_COLUMNS, RANGE_COLUMNS, Timeline, empty_table
+
+# every chunk (and the few-names cut) the analyses take rows by, shrunk: 5 rows, 7 queries, ...
+SMALL = [(gaps_module, "GAP_CHUNK", 5), (intervals, "QUERY_CHUNK", 7), (ops, "GROUP_CHUNK", 3),
+         (view, "_TAKE_CHUNK", 4), (kernels, "ROW_CHUNK", 6), (program, "DISTINCT_CHUNK", 2),
+         (setup, "_FIRST_CHUNK", 5), (setup, "FEW_NAMES", 0), (step_work, "WAIT_CHUNK", 3)]
+
+FIXTURES = [("nsys", "launch_bound"), ("nsys", "s_cupy_pageable_upload"), ("nsys", "t_train_cpu_adamw"),
+            ("nsys", "s_train_gil_thread"), ("nsys", "m_train_convnet_slow_loader"),
+            ("torch", "host_sync"), ("torch", "naive_attention"), ("torch", "cal_ho2_gil_thread_before"),
+            ("torch", "cal_compile_chain_before"), ("torch", "cal_dataloader_workers_before")]
+
+
+def _read(fixtures_dir, source: str, name: str) -> Timeline:
+    if source == "nsys":
+        return read_nsys_sqlite(fixtures_dir / "nsys" / f"{name}.sqlite.gz")
+    return read_torch_trace(fixtures_dir / "torch" / f"{name}.pt.trace.json.gz")
+
+
+def _measured(m) -> dict:
+    """What a report is written from: the facts, tables and charts (the step graph as its own fields)."""
+    out = {f.name: getattr(m, f.name) for f in dataclasses.fields(m) if f.name not in ("comm", "step_graph", "rank")}
+    out["rank"] = repr(m.rank)
+    out["comm"] = None if m.comm is None else repr(dataclasses.astuple(m.comm))
+    out["step_graph"] = None if m.step_graph is None else repr(m.step_graph)
+    return out
+
+
+@pytest.mark.parametrize("source,name", FIXTURES)
+def test_every_chunk_shrunk_measures_the_same(fixtures_dir, monkeypatch, source, name):
+    whole = _measured(timeline_metrics(_read(fixtures_dir, source, name)))
+    for module, attr, size in SMALL:
+        monkeypatch.setattr(module, attr, size)
+    chunked = _measured(timeline_metrics(_read(fixtures_dir, source, name)))
+    assert whole.keys() == chunked.keys()
+    for k in whole:
+        assert whole[k] == chunked[k], k
+
+
+def test_the_few_names_median_path_is_the_sorted_one(fixtures_dir, monkeypatch):
+    """Start-up medians per name taken over each name's calls alone, or by one sort of the wanted names' calls."""
+    tv = view.TimelineView(_read(fixtures_dir, "nsys", "t_train_cpu_adamw"))
+    monkeypatch.setattr(setup, "FEW_NAMES", 10_000)
+    few = setup.find_setup(tv)
+    monkeypatch.setattr(setup, "FEW_NAMES", 0)
+    assert repr(setup.find_setup(tv)) == repr(few)
+
+
+# ------------------------------------------------------------ the pieces, against plain references (synthetic)
+
+def _spans(rng, n: int, horizon: int, longest: int) -> tuple[np.ndarray, np.ndarray]:
+    s = np.sort(rng.integers(0, horizon, n))
+    return s, s + rng.integers(-3, longest, n)  # (some empty or negative: dropped when merged)
+
+
+def test_launch_spans_merged_around_the_long_gaps_classify_as_every_launch_merged(monkeypatch):
+    """Synthetic calls and gaps: the launch spans meeting the long gaps, merged, give every gap the class (and every
+    long gap the launch share) that all launch spans merged give."""
+    empty = IntervalSet.of([], [])
+    long_launch = long_other = 0
+    for trial in range(12):
+        rng = np.random.default_rng(trial)
+        monkeypatch.setattr(gaps_module, "GAP_CHUNK", int(rng.integers(1, 40)))
+        hs, he = _spans(rng, 300, 20_000_000, 60_000)
+        calls = rng.random(hs.size) < 0.6
+        os_, oe = _spans(rng, 20, 20_000_000, 400_000)  # launching operators (a torch trace's)
+        edges = np.unique(rng.integers(0, 21_000_000, 160))
+        gs, ge = edges[0:-1:2], edges[1::2]  # disjoint and sorted, some shorter than the launch cutoff
+        gs = gs[:ge.size]
+        every = IntervalSet.of(np.concatenate((hs[calls], os_)), np.concatenate((he[calls], oe)))
+        spans = LaunchSpans(hs, he, calls, IntervalSet.of(os_, oe))
+        long = (ge - gs) > gaps_module.LAUNCH_GAP_MAX_NS.value
+        around = spans.around(gs[long], ge[long])
+        assert len(around) < len(every)  # (spans inside short gaps or outside every gap left out)
+        assert np.array_equal(around.overlap(gs[long], ge[long]), every.overlap(gs[long], ge[long]))
+        act = HostActivity(empty, empty, every, empty, empty, empty, empty, np.zeros(0, np.int64),
+                           np.zeros(0, np.int64), np.zeros(0, np.int64))
+        want = classify_gaps(gs, ge, act, empty)
+        assert np.array_equal(classify_gaps(gs, ge, dataclasses.replace(act, launch=around), empty), want)
+        long_launch += int((want[long] == LAUNCH).sum())
+        long_other += int((want[long] != LAUNCH).sum())
+    assert long_launch and long_other  # (the shares decided both ways)
+
+
+def test_launch_spans_are_never_classified_unmerged():
+    """A HostActivity still holding unmerged spans is refused loudly, not read as no launches."""
+    empty = IntervalSet.of([], [])
+    spans = LaunchSpans(np.array([0]), np.array([500_000]), np.array([True]), empty)
+    act = HostActivity(empty, empty, spans, empty, empty, empty, empty, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                       np.zeros(0, np.int64))
+    with pytest.raises(TypeError):
+        classify_gaps(np.array([0]), np.array([1_000_000]), act, empty)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 64, 1 << 16])
+def test_gap_sums_a_chunk_at_a_time_are_the_plain_sums(monkeypatch, chunk):
+    rng = np.random.default_rng(chunk)
+    monkeypatch.setattr(gaps_module, "GAP_CHUNK", chunk)
+    s = np.sort(rng.integers(0, 10**15, 1000))
+    e = s + rng.integers(0, 10**9, s.size)
+    cls = rng.integers(0, len(IDLE_CLASSES), s.size).astype(np.int8)
+    g = Gaps(0, s, e, cls)
+    assert g.ns_by_class() == {c: int((e - s)[cls == i].sum()) for i, c in enumerate(IDLE_CLASSES)}
+    sel = rng.random(s.size) < 0.3
+    assert g.ns(sel) == int((e - s)[sel].sum()) == g.ns(np.flatnonzero(sel))
+    assert g.ns(np.zeros(s.size, bool)) == 0 == g.ns(np.zeros(0, np.int64))
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 16])
+def test_contains_a_chunk_at_a_time_is_the_plain_test(monkeypatch, chunk):
+    rng = np.random.default_rng(chunk)
+    monkeypatch.setattr(intervals, "QUERY_CHUNK", chunk)
+    s, e = _spans(rng, 200, 10**6, 20_000)
+    iv = IntervalSet.of(s, e)
+    for t in (np.sort(rng.integers(-10, 10**6 + 30_000, 700)), rng.integers(-10, 10**6, 700), np.zeros(0, np.int64)):
+        want = np.array([bool(((iv.starts <= x) & (x < iv.ends)).any()) for x in t.tolist()], dtype=bool)
+        assert np.array_equal(iv.contains(t), want)
+    assert bool(iv.contains(int(iv.starts[0]))) and not bool(iv.contains(int(iv.ends[-1])))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 1 << 16])
+def test_distinct_names_a_chunk_at_a_time_keep_the_order_they_first_appear(monkeypatch, chunk):
+    rng = np.random.default_rng(chunk)
+    monkeypatch.setattr(program, "DISTINCT_CHUNK", chunk)
+    names = pd.Series(rng.choice(["b", "a", "c", "d", "e"], 500)).astype(pd.CategoricalDtype(["e", "d", "c", "b", "a", "z"]))
+    names[rng.random(500) < 0.1] = None
+    table = pd.DataFrame({"name": names})
+    where = rng.random(500) < 0.5
+    assert program._distinct(table) == [str(x) for x in names.dropna().unique()]
+    assert program._distinct(table, where=where) == [str(x) for x in names[where].dropna().unique()]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 16])
+def test_name_sums_a_chunk_at_a_time_are_groupby_sums(monkeypatch, chunk):
+    rng = np.random.default_rng(chunk)
+    monkeypatch.setattr(view, "_TAKE_CHUNK", chunk)
+    names = pd.Series(rng.choice(["gemm", "softmax", "copy", "zeta"], 400))
+    names[rng.random(400) < 0.05] = None
+    dur = rng.integers(0, 10**6, 400)
+    dur[:3] = 1 << 51  # (past 2**52 in all: the int64 path takes over part-way)
+    for categorical in (True, False):
+        col = names.astype("category") if categorical else names
+        want = pd.DataFrame({"name": col, "dur_ns": dur}).groupby("name", observed=True)["dur_ns"].sum()
+        got = view.Names.of(col).sum_by_name(dur)
+        assert [str(x) for x in got.index] == [str(x) for x in want.index] and got.tolist() == want.tolist()
+
+
+def test_host_thread_ids_may_be_narrow_only_in_the_host_table():
+    """The schema takes an int32 host thread column (an export's ids are 24 bits); nowhere else, and no narrower."""
+    gpu = empty_table(dict(gpu_columns()))
+    host = empty_table(HOST_COLUMNS).astype({"thread": "int32"})
+    Timeline("x", "nsys", gpu, host, empty_table(RANGE_COLUMNS)).validate()
+    with pytest.raises(ValueError, match="host.thread"):
+        Timeline("x", "nsys", gpu, host.astype({"thread": "int16"}), empty_table(RANGE_COLUMNS)).validate()
+    with pytest.raises(ValueError, match="ranges.thread"):
+        Timeline("x", "nsys", gpu, host, empty_table(RANGE_COLUMNS).astype({"thread": "int32"})).validate()
+
+
+def gpu_columns():
+    from diagnoser.timeline.tables import GPU_COLUMNS
+    return GPU_COLUMNS
+
+
+def test_an_export_reads_its_host_threads_as_int32_with_the_same_ids(fixtures_dir):
+    tl = read_nsys_sqlite(fixtures_dir / "nsys" / "s_train_gil_thread.sqlite.gz")
+    th = tl.host["thread"].to_numpy()
+    assert th.dtype == np.int32 and (th >= 0).all()
+    assert set(np.unique(th).tolist()) & set(tl.host_threads.os_calls["thread"].tolist())  # joins the OS calls' ids
