@@ -17,7 +17,7 @@ from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 from diagnoser.ingest.torch_trace import read_torch_trace
 from diagnoser.timeline import gaps as gaps_module
 from diagnoser.timeline import intervals, kernels, ops, program, setup, step_work, view
-from diagnoser.timeline.gaps import LAUNCH, Gaps, HostActivity, LaunchSpans, classify_gaps
+from diagnoser.timeline.gaps import LAUNCH, Gaps, HostActivity, CallSpans, classify_gaps
 from diagnoser.idle_classes import IDLE_CLASSES
 from diagnoser.timeline.intervals import IntervalSet
 from diagnoser.timeline.measure import timeline_metrics
@@ -76,9 +76,9 @@ def _spans(rng, n: int, horizon: int, longest: int) -> tuple[np.ndarray, np.ndar
     return s, s + rng.integers(-3, longest, n)  # (some empty or negative: dropped when merged)
 
 
-def test_launch_spans_merged_around_the_long_gaps_classify_as_every_launch_merged(monkeypatch):
-    """Synthetic calls and gaps: the launch spans meeting the long gaps, merged, give every gap the class (and every
-    long gap the launch share) that all launch spans merged give."""
+def test_call_spans_merged_around_the_long_gaps_classify_as_every_span_merged(monkeypatch):
+    """Synthetic calls and gaps: the launch spans (and every call) meeting the long gaps, merged, give every gap the
+    class (and every long gap the launch and CUDA-call shares) that all spans merged give."""
     empty = IntervalSet.of([], [])
     long_launch = long_other = 0
     for trial in range(12):
@@ -91,11 +91,13 @@ def test_launch_spans_merged_around_the_long_gaps_classify_as_every_launch_merge
         gs, ge = edges[0:-1:2], edges[1::2]  # disjoint and sorted, some shorter than the launch cutoff
         gs = gs[:ge.size]
         every = IntervalSet.of(np.concatenate((hs[calls], os_)), np.concatenate((he[calls], oe)))
-        spans = LaunchSpans(hs, he, calls, IntervalSet.of(os_, oe))
+        spans = CallSpans(hs, he, calls, IntervalSet.of(os_, oe))
         long = (ge - gs) > gaps_module.LAUNCH_GAP_MAX_NS.value
         around = spans.around(gs[long], ge[long])
         assert len(around) < len(every)  # (spans inside short gaps or outside every gap left out)
         assert np.array_equal(around.overlap(gs[long], ge[long]), every.overlap(gs[long], ge[long]))
+        all_calls = CallSpans(hs, he, None, empty).around(gs[long], ge[long])  # (every call: act.cuda)
+        assert np.array_equal(all_calls.overlap(gs[long], ge[long]), IntervalSet.of(hs, he).overlap(gs[long], ge[long]))
         act = HostActivity(empty, empty, every, empty, empty, empty, empty, np.zeros(0, np.int64),
                            np.zeros(0, np.int64), np.zeros(0, np.int64))
         want = classify_gaps(gs, ge, act, empty)
@@ -105,10 +107,10 @@ def test_launch_spans_merged_around_the_long_gaps_classify_as_every_launch_merge
     assert long_launch and long_other  # (the shares decided both ways)
 
 
-def test_launch_spans_are_never_classified_unmerged():
+def test_call_spans_are_never_classified_unmerged():
     """A HostActivity still holding unmerged spans is refused loudly, not read as no launches."""
     empty = IntervalSet.of([], [])
-    spans = LaunchSpans(np.array([0]), np.array([500_000]), np.array([True]), empty)
+    spans = CallSpans(np.array([0]), np.array([500_000]), np.array([True]), empty)
     act = HostActivity(empty, empty, spans, empty, empty, empty, empty, np.zeros(0, np.int64), np.zeros(0, np.int64),
                        np.zeros(0, np.int64))
     with pytest.raises(TypeError):

@@ -59,24 +59,26 @@ MAJORITY = settings.register("timeline.gap_majority", 0.5, "share", "share of an
 
 
 @dataclass
-class LaunchSpans:
-    """The host's launch calls (and the operators that launch) before they are merged: held as a mask over the
-    timeline's host columns, merged only `around` the long gaps they may explain (as intervals, every launch of a
-    10M-kernel export was 160 MB held through the idle gaps' classification)."""
+class CallSpans:
+    """Host calls (and operators) before they are merged: a mask over the timeline's host columns, merged only
+    `around` the long gaps they may explain (merged whole, a 10M-kernel export's launch calls were 160 MB and its
+    every call 340 MB held through the idle gaps' classification)."""
 
     start: np.ndarray  # every host call's start and end (the timeline view's columns)
     end: np.ndarray
-    calls: np.ndarray  # mask over them: the launch calls
-    ops: IntervalSet   # the launching operators (a torch trace's op tree; empty for an export)
+    calls: np.ndarray | None  # mask over them: the calls meant (None: every call)
+    ops: IntervalSet   # operators besides (the launching ones of a torch trace's op tree; else empty)
 
     def around(self, starts: np.ndarray, ends: np.ndarray) -> IntervalSet:
-        """The launch spans that overlap the intervals (sorted and disjoint), merged: within those intervals, the
-        same set as every launch span merged."""
+        """The spans that overlap the intervals (sorted and disjoint), merged: within those intervals, the same set
+        as every span merged."""
         hit = _meets(self.ops.starts, self.ops.ends, starts, ends)
         got_s, got_e = [self.ops.starts[hit]], [self.ops.ends[hit]]
         for a in range(0, self.start.size, GAP_CHUNK):
-            m = self.calls[a:a + GAP_CHUNK]
-            s, e = self.start[a:a + GAP_CHUNK][m], self.end[a:a + GAP_CHUNK][m]
+            s, e = self.start[a:a + GAP_CHUNK], self.end[a:a + GAP_CHUNK]
+            if self.calls is not None:
+                m = self.calls[a:a + GAP_CHUNK]
+                s, e = s[m], e[m]
             hit = _meets(s, e, starts, ends)
             got_s.append(s[hit])
             got_e.append(e[hit])
@@ -100,11 +102,11 @@ class HostActivity:
 
     data: IntervalSet           # marked data ranges and CPU operators that launch nothing
     sync: IntervalSet
-    launch: IntervalSet | LaunchSpans  # spans until merged around the long gaps (launch_around)
+    launch: IntervalSet | CallSpans  # spans until merged around the long gaps (merged_around)
     comm: IntervalSet
     pageable_copy: IntervalSet  # host calls that copied from pageable memory to the device
     alloc: IntervalSet          # device malloc/free and pinned host allocation calls
-    cuda: IntervalSet           # every host API call (to tell a host busy without CUDA calls)
+    cuda: IntervalSet | CallSpans  # every host API call (to tell a host busy without CUDA calls; as launch)
     input_copy: np.ndarray      # sorted GPU start times of host-to-device copies
     input_copy_bytes: np.ndarray  # their sizes, in the same order
     sync_rows: np.ndarray       # host rows of the synchronizing calls (for naming them)
@@ -181,8 +183,8 @@ def host_activity(tv: TimelineView) -> HostActivity:
 
     launch_mask = tv.host_is("launch", "graph_launch", "memset", "copy_async")
     launching_ops = top[launches > 0] if len(top) else top
-    launch = LaunchSpans(hs, he, launch_mask, IntervalSet.of(launching_ops["start_ns"].to_numpy(np.int64),
-                                                             launching_ops["end_ns"].to_numpy(np.int64)))
+    launch = CallSpans(hs, he, launch_mask, IntervalSet.of(launching_ops["start_ns"].to_numpy(np.int64),
+                                                           launching_ops["end_ns"].to_numpy(np.int64)))
 
     comm_r = ranges[name_mask(ranges["name"], COMM_RANGES)]
     comm_calls = tv.host_is("nccl")
@@ -193,7 +195,7 @@ def host_activity(tv: TimelineView) -> HostActivity:
     htod = copies[Names.of(tl.gpu["copy_kind"].iloc[copies]).equals("HtoD")]
     htod = htod[np.argsort(tv.gpu_start[htod], kind="stable")]
     return HostActivity(data, sync, launch, comm, IntervalSet.of(hs[pc], he[pc]), IntervalSet.of(hs[alloc], he[alloc]),
-                        IntervalSet.of(hs, he), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
+                        CallSpans(hs, he, None, IntervalSet.of([], [])), tv.gpu_start[htod], tl.gpu["bytes"].to_numpy()[htod],
                         np.flatnonzero(sync_mask), host, IntervalSet.of(marked_data["start_ns"], marked_data["end_ns"]),
                         host_cpu, side, compiling if len(compiling) else None)
 
@@ -496,10 +498,11 @@ GAP_CHUNK = 1 << 16  # gaps classified at a time (bounds the temporaries: ~20 ar
 POOLED_GAP_CHUNK = 1 << 20
 
 
-def launch_around(dev: DeviceBusy, steps: Steps, act: HostActivity) -> HostActivity:
-    """act with its launch spans merged around the long idle gaps of the device's steady steps: the only gaps
-    whose class they decide (a short gap is launch whatever the host did), and the pieces of them."""
-    if not isinstance(act.launch, LaunchSpans):
+def merged_around(dev: DeviceBusy, steps: Steps, act: HostActivity) -> HostActivity:
+    """act with its host call spans (launches, every call) merged around the long idle gaps of the device's steady
+    steps: the only gaps whose class they decide (a short gap is launch whatever the host did), the pieces of
+    them, and the sync gaps quiet_after_sync reads."""
+    if not isinstance(act.launch, CallSpans) and not isinstance(act.cuda, CallSpans):
         return act
     lo, hi = steps.steady_span
     gaps = GapRange.of(dev.compute, lo, hi)
@@ -509,12 +512,14 @@ def launch_around(dev: DeviceBusy, steps: Steps, act: HostActivity) -> HostActiv
         long = (e - s) > LAUNCH_GAP_MAX_NS.value
         starts.append(s[long])
         ends.append(e[long])
-    return replace(act, launch=act.launch.around(np.concatenate(starts), np.concatenate(ends)))
+    starts, ends = np.concatenate(starts), np.concatenate(ends)
+    return replace(act, **{name: spans.around(starts, ends) for name in ("launch", "cuda")
+                           for spans in [getattr(act, name)] if isinstance(spans, CallSpans)})
 
 
 def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     """Spans of the steady steps with no compute work on the device, classified."""
-    act = launch_around(dev, steps, act)
+    act = merged_around(dev, steps, act)
     lo, hi = steps.steady_span
     gaps = GapRange.of(dev.compute, lo, hi)  # built a chunk at a time: never held whole beside the pieces
     windows = steps.steady_windows

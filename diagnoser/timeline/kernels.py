@@ -207,7 +207,10 @@ def kernel_table(tv: TimelineView, steps: Steps) -> KernelTable:
 
 def category_times(kt: KernelTable) -> pd.DataFrame:
     """Time per category (ms over the steady window) and share of GPU activity time (%)."""
-    g = np.bincount(kt.category, weights=kt.dur_ns, minlength=len(KERNEL_CATEGORIES))
+    g = np.zeros(len(KERNEL_CATEGORIES))
+    for a in range(0, len(kt), ROW_CHUNK):  # (no intp copy of the categories and float copy of the durations; the
+        # sums are of integers, exact in float64 below 2**53 ns whatever the order)
+        g += np.bincount(kt.category[a:a + ROW_CHUNK], weights=kt.dur_ns[a:a + ROW_CHUNK], minlength=len(KERNEL_CATEGORIES))
     total = max(int(kt.dur_ns.sum()), 1)
     out = pd.DataFrame({"category": list(KERNEL_CATEGORIES)})
     out["time_ms"] = [float(g[i]) / 1e6 for i in range(len(KERNEL_CATEGORIES))]
@@ -221,11 +224,13 @@ def launch_stats(tv: TimelineView, kt: KernelTable) -> dict[str, float]:
     out: dict[str, float] = {}
     if n == 0:
         return out
-    dur = kt.dur_ns if n == k.size else kt.dur_ns[k]
+    own = n < k.size  # (the kernels' durations copied out: the median may reorder them, not copy them again)
+    dur = kt.dur_ns[k] if own else kt.dur_ns
+    short, total = np.count_nonzero(dur < SHORT_KERNEL_NS.value), float(dur.sum())
     out["kernels_per_step"] = n / max(kt.steady_steps, 1)
-    out["kernel_median_us"] = float(np.median(dur)) / 1e3
-    out["short_kernel_pct"] = 100.0 * (np.count_nonzero(dur < SHORT_KERNEL_NS.value) / n)
-    out["kernel_time_ms_per_step"] = float(dur.sum()) / 1e6 / max(kt.steady_steps, 1)
+    out["kernel_median_us"] = float(np.median(dur, overwrite_input=own)) / 1e3
+    out["short_kernel_pct"] = 100.0 * (short / n)
+    out["kernel_time_ms_per_step"] = total / 1e6 / max(kt.steady_steps, 1)
     del dur
     # the launch calls of these kernels, each call once (a graph launch starts many kernels), a chunk of rows at a time
     called = np.zeros(tv.host_start.size, dtype=bool)
@@ -365,11 +370,13 @@ def is_training(tl: Timeline, kt: KernelTable) -> bool:
 def graph_kernel_pct(tv: TimelineView, kt: KernelTable) -> float:
     """Share of steady kernel time launched by graph replays (cudaGraphLaunch / hipGraphLaunch)."""
     k = kt.is_kernel
-    total = float(kt.dur_ns[k].sum())
+    total = float(kt.dur_ns.sum(where=k))
     if total <= 0:
         return 0.0
-    rows = kt.launch_row[k]
-    graph = np.zeros(rows.size, dtype=bool)
-    known = rows >= 0
-    graph[known] = tv.host_is("graph_launch")[rows[known]]
-    return 100.0 * float(kt.dur_ns[k][graph].sum()) / total
+    by_graph, ns = tv.host_is("graph_launch"), 0
+    for a in range(0, k.size, ROW_CHUNK):  # (a chunk of rows at a time: no launch rows or durations copied whole)
+        rows = tv.launch_row[kt.gpu_rows(a, a + ROW_CHUNK)]
+        graph = k[a:a + ROW_CHUNK] & (rows >= 0)
+        graph[graph] = by_graph[rows[graph]]
+        ns += int(kt.dur_ns[a:a + ROW_CHUNK][graph].sum())
+    return 100.0 * float(ns) / total

@@ -21,7 +21,7 @@ from .gap_contents import idle_contents
 from .host_threads import COLLECT
 from .gaps import (_input_copy_at, staging_copy, ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
-                            device_busy, host_activity, idle_gaps, launch_around, per_step_breakdown,
+                            device_busy, host_activity, idle_gaps, merged_around, per_step_breakdown,
                             quiet_after_sync_ns, sync_wait_evidence, MAJORITY)
 from .intervals import IntervalSet, subtract
 from .debug_apis import anomaly_check_stats
@@ -160,7 +160,7 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     dev = max(devices, key=lambda d: (d.busy.overlap(lo, hi), -d.device))
     if len(devices) > 1:
         notes.append(f"{len(devices)} devices in one timeline: utilization is reported for device {dev.device}")
-    act = launch_around(dev, steps, act)  # (merged once, for the gaps and the communication gaps' pieces)
+    act = merged_around(dev, steps, act)  # (merged once, for the gaps and the communication gaps' pieces)
     gaps = idle_gaps(dev, steps, act)
     idle_ns = gaps.ns_by_class()
     busy_ns = int(dev.compute.overlap(windows.starts, windows.ends).sum())

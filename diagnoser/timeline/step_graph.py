@@ -17,7 +17,7 @@ from .api_kinds import API_KINDS
 from .attention import op_tree_spans
 from .fix_marks import (attention_blocks, compiled_regions, compiling, cudnn_trials, elementwise_chains, gil_holders,
                         gil_waits, nan_checks, new_shape_gemms, whole_matmuls)
-from .intervals import IntervalSet
+from .intervals import IntervalSet, is_sorted
 from .kernels import CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, _category, _tensor_core
 from .names import name_mask, optimizer_ranges
 from .steps import PHASE_PATTERNS
@@ -117,7 +117,8 @@ def shared_inputs(tv, at_roof=None) -> dict:
     return {"data": IntervalSet.of(r["start_ns"].to_numpy()[data_sel], r["end_ns"].to_numpy()[data_sel]),
             "op_tree": tv.op_tree if len(op_name_code) else None, "op_name_code": op_name_code,
             "opt": IntervalSet.of(opt["start_ns"], opt["end_ns"]) if len(opt) else None, "tree": tree,
-            "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "compile": compiling(tl),
+            "kinds": _call_kinds(tv), "thread": tl.host["thread"].to_numpy(), "host_sorted": is_sorted(tv.host_start),
+            "compile": compiling(tl),
             "region": compiled_regions(tl), "trials": cudnn_trials(tv), "holder": gil_holders(tl),
             "gil_waits": gil_waits(tl), "nan_checks": nan_checks(tl), "new_shape": new_shape_gemms(tl),
             "at_roof": at_roof}
@@ -165,13 +166,17 @@ def _step_calls(tv, steps, i: int, shared: dict):
     (launched by one of them, in call then start order) with the call of each; None without either."""
     hs, he = int(steps.host_start[i]), int(steps.host_end[i])
     host_start, kinds, gpu_launch = tv.host_start, shared["kinds"], tv.launch_row
-    # the step's GPU ops: launched by a call inside the step's host range
-    ops = np.flatnonzero((gpu_launch >= 0) & (tv.launch_ns >= hs) & (tv.launch_ns < he))
+    lo, hi = np.searchsorted(host_start, hs), np.searchsorted(host_start, he)  # host rows are sorted by start
+    # the step's GPU ops: launched by a call inside the step's host range (the calls lo..hi - 1, where the host
+    # rows are sorted: no launch time of every GPU row)
+    inside = (gpu_launch >= lo) & (gpu_launch < hi) if shared["host_sorted"] else \
+        (gpu_launch >= 0) & (tv.launch_ns >= hs) & (tv.launch_ns < he)
+    ops = np.flatnonzero(inside)
+    del inside
     if ops.size == 0:
         return None
     thread = shared["thread"]
     launching = np.unique(thread[gpu_launch[ops]])
-    lo, hi = np.searchsorted(host_start, hs), np.searchsorted(host_start, he)  # host rows are sorted by start
     window = np.arange(lo, hi)
     calls = window[np.isin(thread[window], launching) & (kinds[window] != OTHER)]
     calls = calls[np.argsort(host_start[calls], kind="stable")]
