@@ -16,7 +16,7 @@ import pytest
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 from diagnoser.ingest.torch_trace import read_torch_trace
 from diagnoser.timeline import gaps as gaps_module
-from diagnoser.timeline import intervals, kernels, ops, program, setup, step_work, view
+from diagnoser.timeline import intervals, kernels, ops, program, setup, step_work, steps, view
 from diagnoser.timeline.gaps import LAUNCH, Gaps, HostActivity, CallSpans, classify_gaps
 from diagnoser.idle_classes import IDLE_CLASSES
 from diagnoser.timeline.intervals import IntervalSet
@@ -26,7 +26,7 @@ from diagnoser.timeline.tables import HOST_COLUMNS, RANGE_COLUMNS, Timeline, emp
 # every chunk (and the few-names cut) the analyses take rows by, shrunk: 5 rows, 7 queries, ...
 SMALL = [(gaps_module, "GAP_CHUNK", 5), (intervals, "QUERY_CHUNK", 7), (ops, "GROUP_CHUNK", 3),
          (view, "_TAKE_CHUNK", 4), (kernels, "ROW_CHUNK", 6), (program, "DISTINCT_CHUNK", 2),
-         (setup, "_FIRST_CHUNK", 5), (setup, "FEW_NAMES", 0), (step_work, "WAIT_CHUNK", 3)]
+         (setup, "_FIRST_CHUNK", 5), (setup, "FEW_NAMES", 0), (step_work, "WAIT_CHUNK", 3), (steps, "STEP_END_CHUNK", 4)]
 
 FIXTURES = [("nsys", "launch_bound"), ("nsys", "s_cupy_pageable_upload"), ("nsys", "t_train_cpu_adamw"),
             ("nsys", "s_train_gil_thread"), ("nsys", "m_train_convnet_slow_loader"),

@@ -187,6 +187,7 @@ def _graph_launch_steps(tv: TimelineView) -> pd.DataFrame | None:
 # _steady_cv: cuts whose cv from running sums lies this close (relative) to the smallest are
 # recomputed exactly, at most this many (running sums in long double, shifted by the mean, err
 # below 1e-15 relative for 1e7 intervals: the exact minimum is always among them)
+STEP_END_CHUNK = 1 << 16  # GPU rows placed in their steps at a time (when each step's launched work ends)
 CV_TIE_WINDOW = 1e-11
 CV_EXACT_CUTS = 16
 
@@ -313,17 +314,18 @@ def find_steps(tv: TimelineView, setup_end_ns: int = -1) -> Steps:
               else [str(x) for x in ranges["name"].tolist()])
 
     # GPU work launched inside each host step range; the step is over when that work is done
-    launched, known = tv.launch_ns, tv.launch_known
-    gpu_end = tv.gpu_end
-    idx = np.searchsorted(hs, launched, side="right")
-    idx -= 1
-    inside = idx >= 0
-    np.maximum(idx, 0, out=idx)  # (rows before the first step are not inside)
-    inside &= known
-    inside &= launched < he[idx]
     last_gpu = np.full(hs.size, np.iinfo(np.int64).min, dtype=np.int64)
-    if inside.any():
-        np.maximum.at(last_gpu, idx[inside], gpu_end[inside])
+    for a in range(0, tv.gpu_start.size, STEP_END_CHUNK):  # (a chunk of GPU rows at a time: no launch times of all)
+        rows = slice(a, a + STEP_END_CHUNK)
+        launched = tv.launch_ns_of(rows)
+        idx = np.searchsorted(hs, launched, side="right")
+        idx -= 1
+        inside = idx >= 0
+        np.maximum(idx, 0, out=idx)  # (rows before the first step are not inside)
+        inside &= tv.launch_known[rows]
+        inside &= launched < he[idx]
+        if inside.any():
+            np.maximum.at(last_gpu, idx[inside], tv.gpu_end[rows][inside])
     end = np.maximum(he, last_gpu)
     end = np.maximum.accumulate(end)
     start = np.empty_like(hs)
