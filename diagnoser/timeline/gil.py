@@ -9,7 +9,6 @@ explains are covered by the Python frames of a thread that makes no CUDA calls.
 """
 from __future__ import annotations
 
-import re
 
 import numpy as np
 

@@ -14,7 +14,6 @@ and a note for each, so 512 ranks read as a few lines, not 512. Pure: renders no
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import numpy as np
