@@ -21,7 +21,7 @@ from diagnoser.timeline.gaps import LAUNCH, Gaps, HostActivity, CallSpans, class
 from diagnoser.idle_classes import IDLE_CLASSES
 from diagnoser.timeline.intervals import IntervalSet
 from diagnoser.timeline.measure import timeline_metrics
-from diagnoser.timeline.tables import HOST_COLUMNS, RANGE_COLUMNS, Timeline, empty_table
+from diagnoser.timeline.tables import GPU_COLUMNS, HOST_COLUMNS, RANGE_COLUMNS, Timeline, empty_table
 
 # every chunk (and the few-names cut) the analyses take rows by, shrunk: 5 rows, 7 queries, ...
 SMALL = [(gaps_module, "GAP_CHUNK", 5), (intervals, "QUERY_CHUNK", 7), (ops, "GROUP_CHUNK", 3),
@@ -172,18 +172,13 @@ def test_name_sums_a_chunk_at_a_time_are_groupby_sums(monkeypatch, chunk):
 
 def test_host_thread_ids_may_be_narrow_only_in_the_host_table():
     """The schema takes an int32 host thread column (an export's ids are 24 bits); nowhere else, and no narrower."""
-    gpu = empty_table(dict(gpu_columns()))
+    gpu = empty_table(GPU_COLUMNS)
     host = empty_table(HOST_COLUMNS).astype({"thread": "int32"})
     Timeline("x", "nsys", gpu, host, empty_table(RANGE_COLUMNS)).validate()
     with pytest.raises(ValueError, match="host.thread"):
         Timeline("x", "nsys", gpu, host.astype({"thread": "int16"}), empty_table(RANGE_COLUMNS)).validate()
     with pytest.raises(ValueError, match="ranges.thread"):
         Timeline("x", "nsys", gpu, host, empty_table(RANGE_COLUMNS).astype({"thread": "int32"})).validate()
-
-
-def gpu_columns():
-    from diagnoser.timeline.tables import GPU_COLUMNS
-    return GPU_COLUMNS
 
 
 def test_an_export_reads_its_host_threads_as_int32_with_the_same_ids(fixtures_dir):
