@@ -170,15 +170,18 @@ def test_name_sums_a_chunk_at_a_time_are_groupby_sums(monkeypatch, chunk):
         assert [str(x) for x in got.index] == [str(x) for x in want.index] and got.tolist() == want.tolist()
 
 
-def test_host_thread_ids_may_be_narrow_only_in_the_host_table():
-    """The schema takes an int32 host thread column (an export's ids are 24 bits); nowhere else, and no narrower."""
-    gpu = empty_table(GPU_COLUMNS)
+def test_only_the_narrowable_columns_may_be_int32():
+    """The schema takes int32 host threads and GPU bytes and grids (an export's ids are 24 bits, its sizes fit);
+    nowhere else, and no narrower."""
+    gpu = empty_table(GPU_COLUMNS).astype({"bytes": "int32", "grid": "int32"})
     host = empty_table(HOST_COLUMNS).astype({"thread": "int32"})
     Timeline("x", "nsys", gpu, host, empty_table(RANGE_COLUMNS)).validate()
     with pytest.raises(ValueError, match="host.thread"):
         Timeline("x", "nsys", gpu, host.astype({"thread": "int16"}), empty_table(RANGE_COLUMNS)).validate()
     with pytest.raises(ValueError, match="ranges.thread"):
         Timeline("x", "nsys", gpu, host, empty_table(RANGE_COLUMNS).astype({"thread": "int32"})).validate()
+    with pytest.raises(ValueError, match="gpu.start_ns"):
+        Timeline("x", "nsys", gpu.astype({"start_ns": "int32"}), host, empty_table(RANGE_COLUMNS)).validate()
 
 
 def test_an_export_reads_its_host_threads_as_int32_with_the_same_ids(fixtures_dir):
@@ -186,3 +189,24 @@ def test_an_export_reads_its_host_threads_as_int32_with_the_same_ids(fixtures_di
     th = tl.host["thread"].to_numpy()
     assert th.dtype == np.int32 and (th >= 0).all()
     assert set(np.unique(th).tolist()) & set(tl.host_threads.os_calls["thread"].tolist())  # joins the OS calls' ids
+
+
+def test_an_export_narrows_copy_sizes_and_grids_only_where_they_fit(fixtures_dir, tmp_path):
+    """A real export's copy sizes and grids read as int32, the same values; one copy past 2**31 bytes (the fixture
+    edited so: synthetic) keeps the column int64, its size exact."""
+    import gzip
+    import shutil
+    import sqlite3
+    src = fixtures_dir / "nsys" / "s_cupy_pageable_upload.sqlite.gz"
+    tl = read_nsys_sqlite(src)
+    assert tl.gpu["bytes"].dtype == np.int32 and tl.gpu["grid"].dtype == np.int32
+    assert int(tl.gpu["bytes"].sum()) > 0 and int(tl.gpu["grid"].max()) > 0
+    big = tmp_path / "big_copy.sqlite"
+    with gzip.open(src) as f, open(big, "wb") as out:
+        shutil.copyfileobj(f, out)
+    with sqlite3.connect(big) as conn:
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 5000000000 WHERE rowid = "
+                     "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY)")
+    wide = read_nsys_sqlite(big)
+    assert wide.gpu["bytes"].dtype == np.int64 and int(wide.gpu["bytes"].max()) == 5_000_000_000
+    assert wide.gpu["grid"].dtype == np.int32

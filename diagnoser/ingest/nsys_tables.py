@@ -22,12 +22,14 @@ from ..timeline.tables import (
     GPU_COLUMNS,
     GPU_KINDS,
     HOST_COLUMNS,
+    INT32_MAX,
+    INT32_MIN,
     MEMORY_COLUMNS,
-    NARROW_HOST_COLUMNS,
     RANGE_COLUMNS,
     RANGE_KINDS,
     as_int32,
     empty_table,
+    narrowed,
 )
 from .nsys_names import categorical_frame, codes_of_ids, distinct_ids, lookup_strings, sqlite_text
 from .sqlite_columns import ColumnPlan
@@ -78,6 +80,12 @@ def _integers(table: str, column: str, values: list) -> np.ndarray:
         return np.array(values, np.int64) if values else np.zeros(0, np.int64)
     except OverflowError:
         raise CorruptExport(f"{table}.{column} holds an integer beyond 64 bits") from None
+
+
+def _fits_int32(values) -> bool:
+    """Whether every value (an array, or one scalar for a part's rows) lies in int32's range."""
+    a = np.asarray(values)
+    return a.size == 0 or (INT32_MIN <= int(a.min()) and int(a.max()) <= INT32_MAX)
 
 
 def _what(value) -> str:
@@ -195,7 +203,8 @@ class ExportReader:
             return empty_table(GPU_COLUMNS)
         a = None  # the parts hold the columns alone: categorical_frame frees each as it is placed
         cats = {"kind": list(GPU_KINDS), "copy_kind": COPY_CATEGORIES, "name": names}
-        return categorical_frame(parts, GPU_COLUMNS, cats)
+        narrow = {c for c in ("bytes", "grid") if all(_fits_int32(p[c]) for p in parts)}  # (4 bytes a row each)
+        return categorical_frame(parts, narrowed(GPU_COLUMNS, narrow), cats)
 
     def copy_kinds(self) -> dict[int, str]:
         """copyKind id -> normalized label, from ENUM_CUDA_MEMCPY_OPER when the export has it."""
@@ -235,7 +244,7 @@ class ExportReader:
         names = sorted(set(labels))
         position = {name: k for k, name in enumerate(names)}
         data["name"] = codes_of_ids(data["name"], ids, [position[n] for n in labels])
-        return categorical_frame([data], NARROW_HOST_COLUMNS, {"name": names})
+        return categorical_frame([data], narrowed(HOST_COLUMNS, {"thread"}), {"name": names})  # (24-bit ids)
 
     def ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; names of non-default domains get `Domain:`."""

@@ -12,18 +12,18 @@ gpu        one row per GPU activity
   device       int32 CUDA device index
   stream       int32
   correlation  int32 joins to host.correlation (-1 when unknown)
-  bytes        int64 bytes moved/set (0 for kernels)
+  bytes        int64 bytes moved/set (0 for kernels); int32 where every value fits (NARROWABLE)
   copy_kind    str   "HtoD" | "DtoH" | "DtoD" | "HtoH" | "PtoP" | "" (kernels, memsets)
   pageable     bool  copy touches pageable (unpinned) host memory
-  grid         int64 blocks in the grid (gridX*gridY*gridZ; 0 when unknown or not a kernel)
+  grid         int64 blocks in the grid (gridX*gridY*gridZ; 0 when unknown or not a kernel); int32 as bytes
   block        int32 threads per block (0 when unknown or not a kernel)
 
 host       one row per CUDA runtime/driver API call on a host thread
   name         str   API name as recorded: "cudaLaunchKernel", "cudaStreamSynchronize", ...
   start_ns, end_ns int64
   thread       int64 host thread id (matched against ranges.thread and op_shapes: a torch trace's tid can
-               be a 64-bit pthread id); int32 where the source's ids are narrow (an Nsight Systems export's
-               thread ids are 24 bits: 4 bytes a call of 21M)
+               be a 64-bit pthread id); int32 where the source's ids are narrow (NARROWABLE: an Nsight
+               Systems export's thread ids are 24 bits)
   correlation  int32 joins to gpu.correlation (-1 when unknown)
 
 ranges     one row per CPU-side range: NVTX push/pop or start/end ranges, PyTorch user
@@ -77,7 +77,16 @@ HOST_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64",
     "correlation": "int32",
 }
-NARROW_HOST_COLUMNS = {**HOST_COLUMNS, "thread": "int32"}  # the host table of a source whose thread ids are narrow
+# int64 columns a reader may hold as int32 where every value fits: an Nsight Systems export's thread ids are 24 bits,
+# its copies' sizes and kernels' grids rarely pass 2**31 (4 bytes a row of its two biggest tables: 160 MB at 10M
+# kernels); a torch trace keeps int64 (64-bit pthread ids). Arithmetic on them goes through int64 (numpy's and
+# pandas' sums of int32 do).
+NARROWABLE = {"host": frozenset({"thread"}), "gpu": frozenset({"bytes", "grid"})}
+
+
+def narrowed(columns: dict[str, str], names) -> dict[str, str]:
+    """A table's schema with the named int64 columns (of NARROWABLE's) as int32."""
+    return {c: "int32" if c in names else t for c, t in columns.items()}
 RANGE_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64", "kind": "object",
 }
@@ -163,7 +172,7 @@ class Timeline:
             for col, dtype in columns.items():
                 got = str(table[col].dtype)
                 if got != dtype and not (dtype == "object" and got in ("string", "category")) \
-                        and not (label == "host" and got == NARROW_HOST_COLUMNS.get(col)):
+                        and not (got == "int32" and col in NARROWABLE.get(label, ())):
                     raise ValueError(f"timeline table {label}.{col} is {table[col].dtype}, expected {dtype}")
         bad = set(self.gpu["kind"].unique()) - set(GPU_KINDS)
         if bad:
