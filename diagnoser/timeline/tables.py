@@ -44,9 +44,10 @@ memory     one row per device-memory allocator event (PyTorch traces with profil
   device          int32 CUDA device index
 
 Ids, codes and small counts are int32 (a table's rows are most of a big trace's memory: 10M kernels
-and 21M runtime calls were 1.41 GB as int64); times, bytes and grid sizes stay int64. A reader
-narrows an id column with `as_int32`: ids beyond the int32 range wrap into it (ids are only joined
-and told apart, and no trace spans 2**31 of them).
+and 21M runtime calls were 1.41 GB as int64); times stay int64, and bytes, grid sizes and thread ids
+too unless every value fits (NARROWABLE, below). A reader narrows an id column with `as_int32`: ids
+beyond the int32 range wrap into it (ids are only joined and told apart, and no trace spans 2**31 of
+them).
 
 host_threads  what the host threads did besides CUDA calls (Nsight Systems exports only; None for
            other sources): a HostThreads of three tables, each empty when not traced, and `traced`,
