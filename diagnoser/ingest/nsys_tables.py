@@ -22,13 +22,12 @@ from ..timeline.tables import (
     GPU_COLUMNS,
     GPU_KINDS,
     HOST_COLUMNS,
-    INT32_MAX,
-    INT32_MIN,
     MEMORY_COLUMNS,
     RANGE_COLUMNS,
     RANGE_KINDS,
     as_int32,
     empty_table,
+    fits_int32,
     narrowed,
 )
 from .nsys_names import categorical_frame, codes_of_ids, distinct_ids, lookup_strings, sqlite_text
@@ -80,12 +79,6 @@ def _integers(table: str, column: str, values: list) -> np.ndarray:
         return np.array(values, np.int64) if values else np.zeros(0, np.int64)
     except OverflowError:
         raise CorruptExport(f"{table}.{column} holds an integer beyond 64 bits") from None
-
-
-def _fits_int32(values) -> bool:
-    """Whether every value (an array, or one scalar for a part's rows) lies in int32's range."""
-    a = np.asarray(values)
-    return a.size == 0 or (INT32_MIN <= int(a.min()) and int(a.max()) <= INT32_MAX)
 
 
 def _what(value) -> str:
@@ -203,7 +196,7 @@ class ExportReader:
             return empty_table(GPU_COLUMNS)
         a = None  # the parts hold the columns alone: categorical_frame frees each as it is placed
         cats = {"kind": list(GPU_KINDS), "copy_kind": COPY_CATEGORIES, "name": names}
-        narrow = {c for c in ("bytes", "grid") if all(_fits_int32(p[c]) for p in parts)}  # (4 bytes a row each)
+        narrow = {c for c in ("bytes", "grid") if all(fits_int32(p[c]) for p in parts)}  # (4 bytes a row each)
         return categorical_frame(parts, narrowed(GPU_COLUMNS, narrow), cats)
 
     def copy_kinds(self) -> dict[int, str]:

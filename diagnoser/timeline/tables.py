@@ -105,6 +105,12 @@ RANGE_KINDS = ("nvtx", "annotation", "op", "python")
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
+def fits_int32(values) -> bool:
+    """Whether every value (an array, or one scalar) lies in int32's range."""
+    a = np.asarray(values)
+    return a.size == 0 or (INT32_MIN <= int(a.min()) and int(a.max()) <= INT32_MAX)
+
+
 def as_int32(values) -> np.ndarray:
     """An id column as int32 (the schema's type for ids): values beyond the int32 range wrap into it
     (a negative one becomes -1, unknown; a large one keeps its low 31 bits). Ids are only joined and
@@ -112,7 +118,7 @@ def as_int32(values) -> np.ndarray:
     a = np.asarray(values)
     if a.dtype == np.int32:
         return a
-    if a.dtype.kind in "iu" and a.size and (int(a.min()) < INT32_MIN or int(a.max()) > INT32_MAX):
+    if a.dtype.kind in "iu" and not fits_int32(a):
         a = a.astype(np.int64)  # (a copy: the caller's array is left alone)
         wide = (a < INT32_MIN) | (a > INT32_MAX)
         a[wide] = np.where(a[wide] < 0, -1, a[wide] & INT32_MAX)
