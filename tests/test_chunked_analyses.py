@@ -60,6 +60,32 @@ def test_every_chunk_shrunk_measures_the_same(fixtures_dir, monkeypatch, source,
         assert whole[k] == chunked[k], k
 
 
+@pytest.mark.parametrize("source,name", FIXTURES)
+def test_kernel_rows_kept_as_runs_measure_as_an_index_does(fixtures_dir, monkeypatch, source, name):
+    """The kernel table's rows as runs (RowRuns, no index of every row) or as an index array: the same metrics,
+    tables and charts. The fixtures' steady rows are one slice each, so every 37th is dropped from the selection
+    (synthetic holes, the same for both: the 1M-kernel replicated export has 84 runs)."""
+    taken = []
+    rows_of = kernels._rows
+
+    def holed(mask):
+        mask = mask.copy()
+        mask[::37] = False
+        taken.append(rows_of(mask))
+        return taken[-1]
+    monkeypatch.setattr(kernels, "_rows", holed)
+    monkeypatch.setattr(kernels, "RUN_ROWS", 10**12)  # never runs
+    as_index = _measured(timeline_metrics(_read(fixtures_dir, source, name)))
+    assert not any(isinstance(r, view.RowRuns) for r in taken)
+    monkeypatch.setattr(kernels, "RUN_ROWS", 1)  # runs wherever the rows are not one slice
+    taken.clear()
+    as_runs = _measured(timeline_metrics(_read(fixtures_dir, source, name)))
+    assert all(isinstance(r, (slice, view.RowRuns)) for r in taken)  # (8 rows less the first: one slice)
+    assert as_index.keys() == as_runs.keys()
+    for k in as_index:
+        assert as_index[k] == as_runs[k], k
+
+
 def test_the_few_names_median_path_is_the_sorted_one(fixtures_dir, monkeypatch):
     """Start-up medians per name taken over each name's calls alone, or by one sort of the wanted names' calls."""
     tv = view.TimelineView(_read(fixtures_dir, "nsys", "t_train_cpu_adamw"))
@@ -129,6 +155,65 @@ def test_gap_sums_a_chunk_at_a_time_are_the_plain_sums(monkeypatch, chunk):
     sel = rng.random(s.size) < 0.3
     assert g.ns(sel) == int((e - s)[sel].sum()) == g.ns(np.flatnonzero(sel))
     assert g.ns(np.zeros(s.size, bool)) == 0 == g.ns(np.zeros(0, np.int64))
+
+
+def test_row_runs_are_the_index_they_stand_for():
+    """Synthetic masks of runs (single rows, long runs, runs at the edges): take, part, rows_at and positions_of
+    against the plain index array."""
+    rng = np.random.default_rng(7)
+    mask = np.zeros(5_000, bool)
+    for a in rng.integers(0, 5_000, 40).tolist():
+        mask[a:a + int(rng.integers(1, 300))] = True
+    mask[10] = mask[12] = mask[0] = mask[-1] = True  # single rows, the first and the last
+    rows = np.flatnonzero(mask)
+    runs = view.RowRuns.of_mask(mask)
+    values = rng.integers(-10**12, 10**12, mask.size)
+    assert len(runs) == rows.size and np.array_equal(runs.take(values), values[rows])
+    assert runs.take(values).dtype == values.dtype
+    assert np.array_equal(runs.rows_at(np.arange(rows.size)), rows)
+    for a, b in [(0, 1), (0, rows.size), (3, 4), (5, 900), (rows.size - 2, rows.size + 10), (7, 7)]:
+        got = runs.part(a, b)
+        assert np.array_equal(np.arange(mask.size)[got], rows[a:b]), (a, b)
+    probe = np.array([-5, 0, 9, 10, 11, 12, 13, 2_500, 4_999, 5_000, 10**6], dtype=np.int64)
+    assert np.array_equal(runs.positions_of(probe), np.searchsorted(rows, probe, side="left"))
+    assert len(view.RowRuns.of_mask(np.zeros(0, bool))) == 0 == len(view.RowRuns.of_mask(np.zeros(9, bool)))
+    assert view.RowRuns.of_mask(np.zeros(0, bool)).take(values).size == 0
+    ends = view.RowRuns.of_mask(np.array([True, False, True, True]))  # runs at both ends
+    assert ends.starts.tolist() == [0, 2] and ends.stops.tolist() == [1, 4]
+
+
+@pytest.mark.parametrize("piece", [1, 3, 50, 10**6])
+def test_a_union_merged_a_piece_at_a_time_overlaps_as_the_whole_does(piece):
+    """Synthetic sorted intervals (overlapping, nested, empty, negative) cut into pieces of `piece` intervals:
+    union_overlap is IntervalSet.of(all).overlap for every query."""
+    rng = np.random.default_rng(piece)
+    s, e = _spans(rng, 600, 10**6, 40_000)
+    e[::17] = s[::17] + 200_000  # long ones that swallow the next pieces
+    a = np.sort(rng.integers(-1_000, 10**6, 90))
+    b = a + rng.integers(0, 60_000, 90)
+    pieces = ((s[k:k + piece], e[k:k + piece]) for k in range(0, s.size, piece))
+    assert np.array_equal(intervals.union_overlap(pieces, a, b), IntervalSet.of(s, e).overlap(a, b))
+    assert np.array_equal(intervals.union_overlap(iter(()), a, b), np.zeros(a.size, np.int64))
+
+
+def test_launch_durations_past_int32_are_read_whole(fixtures_dir, monkeypatch):
+    """step_work's launch-duration cap from int32 durations, and from int64 once one does not fit (a launch
+    made to last 3 s on a real trace: synthetic), as a plain percentile of int64 durations gives it."""
+    tv = view.TimelineView(_read(fixtures_dir, "torch", "host_sync"))
+    st = steps.find_steps(tv)
+    want = step_work.step_work(tv, st)
+    monkeypatch.setattr(step_work, "WAIT_CHUNK", 5)
+    assert step_work.step_work(tv, st) == want
+    launch = np.flatnonzero(tv.host_is(*step_work.LAUNCH_KINDS))
+    he = tv.host_end.copy()
+    he[launch[len(launch) // 2]] = tv.host_start[launch[len(launch) // 2]] + 3 * 10**9
+    caps = []
+    percentile = np.percentile
+    monkeypatch.setattr(step_work.np, "percentile", lambda x, q, **k: caps.append(x.dtype) or percentile(x, q, **k))
+    monkeypatch.setattr(tv, "host_end", he, raising=False)
+    got = step_work.step_work(tv, st)
+    assert caps == [np.dtype(np.int64)]
+    assert got.keys() == want.keys()
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 16])

@@ -134,7 +134,7 @@ def unfused_attention(kt, step_starts: np.ndarray | None, softmax_cat: int, gemm
             return 0, 0, "op tree"
         launch_row = kt.launch_row
         thread_of = kt.tv.tl.host["thread"].to_numpy()
-        launched = kt.tv.launch_ns_of(kt.rows)
+        launched = kt.launch_ns
         hit = np.zeros(k.size, dtype=bool)
         known = k & (launch_row >= 0)
         threads = np.full(k.size, None, dtype=object)
@@ -178,7 +178,7 @@ def _nvtx_blocks(kt, softmax: np.ndarray, host_windows: IntervalSet | None) -> t
     if not len(r):
         return None
     rs, re_ = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
-    launched = kt.tv.launch_ns_of(kt.rows)
+    launched = kt.launch_ns
     k = kt.is_kernel & (kt.launch_row >= 0)
     order = np.argsort(launched[k], kind="stable")
     rows = np.flatnonzero(k)[order]

@@ -43,6 +43,30 @@ CUM_BLOCK = 4096  # intervals per entry of the coarse cumulative table the spars
 QUERY_CHUNK = 1 << 16  # queries answered at a time (overlap)
 
 
+def union_overlap(pieces, a, b) -> np.ndarray:
+    """`IntervalSet.of(every start, every end).overlap(a, b)` for intervals given as (starts, ends) pieces in start
+    order (each piece sorted by start, none starting before the pieces before it), merged a piece at a time: no
+    interval array of every piece at once. A merged interval is final once one starts past its end, so each piece
+    passes on only its last merged interval (the carry) to the next; the sets counted are disjoint, so their
+    overlaps add up exactly."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    out = np.zeros(np.broadcast(a, b).shape, dtype=np.int64)
+    carry = None
+    for s, e in pieces:
+        if carry is not None:
+            s, e = np.concatenate((carry[:1], s)), np.concatenate((carry[1:], e))
+        merged = IntervalSet.of(s, e)
+        if not len(merged):
+            continue
+        if len(merged) > 1:
+            out += IntervalSet(merged.starts[:-1], merged.ends[:-1]).overlap(a, b)
+        carry = np.array([merged.starts[-1], merged.ends[-1]], dtype=np.int64)
+    if carry is not None:
+        out += IntervalSet(carry[:1], carry[1:]).overlap(a, b)
+    return out
+
+
 @dataclass(frozen=True)
 class IntervalSet:
     """Sorted, disjoint [start, end) intervals with a cumulative covered-length table."""

@@ -20,7 +20,7 @@ from .intervals import IntervalSet, is_sorted
 from .names import COMM_KERNEL, lazy_pattern, name_mask, optimizer_ranges
 from .steps import Steps
 from .attention import unfused_attention
-from .view import Names, TimelineView, codes_of
+from .view import Names, RowRuns, TimelineView, codes_of, take_rows
 
 # The categories (diagnoser/kernel_categories.py) by name. First match wins; order matters (an attention
 # kernel contains "gemm"-like tile names).
@@ -135,11 +135,15 @@ class KernelTable:
     demand (they would double the memory of a 10M-kernel trace for a few uses)."""
 
     def __init__(self, tv: TimelineView, rows, steady_ns: int, steady_steps: int):
-        self.tv, self.rows = tv, rows  # rows: slice or index array into the timeline's gpu table
+        self.tv, self.rows = tv, rows  # rows: slice, RowRuns or index array into the timeline's gpu table
         self.steady_ns, self.steady_steps = steady_ns, steady_steps
         self.names: Names = tv.gpu_names.subset(rows)
-        self.is_kernel: np.ndarray = tv.is_kernel[rows]  # else a copy or memset
-        dur = tv.gpu_end[rows] - tv.gpu_start[rows]
+        self.is_kernel: np.ndarray = take_rows(tv.is_kernel, rows)  # else a copy or memset
+        if isinstance(rows, RowRuns):  # (take makes new arrays: the difference in place)
+            dur = rows.take(tv.gpu_end)
+            dur -= rows.take(tv.gpu_start)
+        else:
+            dur = tv.gpu_end[rows] - tv.gpu_start[rows]
         self.dur_ns: np.ndarray = np.maximum(dur, 0, out=dur)
         per_name = self.names.per_unique("category", lambda n: CATEGORY_CODE[_category(n)],
                                          CATEGORY_CODE[_category("")])
@@ -159,19 +163,34 @@ class KernelTable:
 
     @property
     def start_ns(self) -> np.ndarray:
-        return self.tv.gpu_start[self.rows]
+        return take_rows(self.tv.gpu_start, self.rows)
 
     @property
     def launch_row(self) -> np.ndarray:
         """Host row of each row's launch call, -1 when unknown."""
-        return self.tv.launch_row[self.rows]
+        return take_rows(self.tv.launch_row, self.rows)
+
+    @property
+    def launch_ns(self) -> np.ndarray:
+        """When each row's launch call began (its own start where the launch is unknown)."""
+        return self.tv.launch_ns_of(self.rows)
 
     def gpu_rows(self, a: int, b: int):
         """The timeline's gpu rows of this table's rows a..b - 1 (a slice or an index array)."""
         if isinstance(self.rows, slice):
             start = self.rows.start or 0
             return slice(start + a, start + min(b, len(self)))
+        if isinstance(self.rows, RowRuns):
+            return self.rows.part(a, b)
         return self.rows[a:b]
+
+    def timeline_rows(self, positions: np.ndarray) -> np.ndarray:
+        """The timeline's gpu row (int64) of each of this table's rows at `positions`."""
+        if isinstance(self.rows, slice):
+            return np.asarray(positions, dtype=np.int64) + (self.rows.start or 0)
+        if isinstance(self.rows, RowRuns):
+            return self.rows.rows_at(np.asarray(positions, dtype=np.int64))
+        return self.rows[positions].astype(np.int64)
 
     def during(self, s: int, e: int) -> tuple[int, int]:
         """The rows a..b - 1 of this table among which lie all that run during [s, e) (each starts before e and
@@ -184,20 +203,28 @@ class KernelTable:
         if isinstance(self.rows, slice):
             first = self.rows.start or 0
             a, b = min(max(lo - first, 0), n), min(max(hi - first, 0), n)
+        elif isinstance(self.rows, RowRuns):
+            a, b = (int(x) for x in self.rows.positions_of(np.array([lo, hi], dtype=np.int64)))
         else:
             a, b = (int(x) for x in np.searchsorted(self.rows, [lo, hi], side="left"))
         return a, max(a, b)
 
     def column(self, name: str) -> np.ndarray:
-        return self.tv.tl.gpu[name].to_numpy()[self.rows]
+        return take_rows(self.tv.tl.gpu[name].to_numpy(), self.rows)
+
+
+RUN_ROWS = 64  # rows a run holds on average, at least, for a selection to be kept as runs (RowRuns)
 
 
 def _rows(mask: np.ndarray):
-    """The rows a mask selects, as a slice when they are contiguous (no copy), else indices."""
-    rows = np.flatnonzero(mask)
-    if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
-        return slice(int(rows[0]), int(rows[-1]) + 1)
-    return rows
+    """The rows a mask selects: a slice when they are contiguous (no copy), runs when they are few long
+    runs (no index of every row), else indices."""
+    runs = RowRuns.of_mask(mask)
+    if len(runs.starts) == 1:
+        return slice(int(runs.starts[0]), int(runs.stops[0]))
+    if len(runs.starts) * RUN_ROWS <= len(runs):
+        return runs
+    return np.flatnonzero(mask)
 
 
 def kernel_table(tv: TimelineView, steps: Steps) -> KernelTable:

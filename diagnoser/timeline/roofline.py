@@ -135,7 +135,7 @@ def _kernels_at_roof(kt, known, k_op, op_gid, group_keys, rows, cause) -> tuple[
     g = np.where(k_op >= 0, op_gid[np.maximum(k_op, 0)], -1)
     hit = (g >= 0) & (share[np.maximum(g, 0)] > 0) if share.size else np.zeros(g.size, bool)
     rows_of_kt = np.flatnonzero(known)[hit]
-    gpu_rows = np.arange(kt.tv.gpu_start.size)[kt.rows][rows_of_kt].astype(np.int64)
+    gpu_rows = kt.timeline_rows(rows_of_kt)
     order = np.argsort(gpu_rows, kind="stable")
     return gpu_rows[order], (kt.dur_ns[rows_of_kt] * share[g[hit]])[order]
 

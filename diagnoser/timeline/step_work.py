@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .intervals import IntervalSet
+from .intervals import IntervalSet, is_sorted, union_overlap
+from .tables import fits_int32
 from .view import values_at
 
 WAIT_KINDS = ("sync", "copy_sync", "free")
@@ -40,13 +41,15 @@ def step_work(tv, steps) -> dict:
     hs, he = tv.host_start, tv.host_end
     if hs.size:
         launch = tv.host_is(*LAUNCH_KINDS)
-        if launch.any():  # (int64 durations: np.percentile reads them as float64 would; its copy is not needed)
-            ld, n = np.empty(int(np.count_nonzero(launch)), dtype=np.int64), 0
+        if launch.any():  # (whole durations, exact as int32 or int64: np.percentile reads either as float64 would)
+            ld, n = np.empty(int(np.count_nonzero(launch)), dtype=np.int32), 0  # (int64 once one does not fit)
             for a in range(0, hs.size, WAIT_CHUNK):  # (a chunk of calls at a time: no start and end copied whole)
                 m = launch[a:a + WAIT_CHUNK]
-                k = int(np.count_nonzero(m))
-                np.subtract(he[a:a + WAIT_CHUNK][m], hs[a:a + WAIT_CHUNK][m], out=ld[n:n + k])
-                n += k
+                d = he[a:a + WAIT_CHUNK][m] - hs[a:a + WAIT_CHUNK][m]
+                if ld.dtype != np.int64 and not fits_int32(d):
+                    ld = ld.astype(np.int64)
+                ld[n:n + d.size] = d
+                n += d.size
             cap = max(3.0 * float(np.percentile(ld, 25, overwrite_input=True)), 20_000.0)
             del ld
         else:
@@ -55,15 +58,19 @@ def step_work(tv, steps) -> dict:
         for a in range(0, hs.size, WAIT_CHUNK):  # the launches past the cap, a chunk of calls at a time
             d = he[a:a + WAIT_CHUNK] - hs[a:a + WAIT_CHUNK]
             waits[a:a + WAIT_CHUNK] |= launch[a:a + WAIT_CHUNK] & (d > cap)
-        blocked = IntervalSet.of(hs[waits], he[waits])
-        span = (steps.host_end[idx] - steps.host_start[idx]).astype(float)
-        host = (span - blocked.overlap(steps.host_start[idx], steps.host_end[idx])) / 1e6
+        q0, q1 = steps.host_start[idx], steps.host_end[idx]
+        if is_sorted(hs):  # (calls in start order: the waits merged a chunk at a time, not copied out whole)
+            blocked = union_overlap(((hs[a:a + WAIT_CHUNK][waits[a:a + WAIT_CHUNK]], he[a:a + WAIT_CHUNK][waits[a:a + WAIT_CHUNK]])
+                                     for a in range(0, hs.size, WAIT_CHUNK)), q0, q1)
+        else:
+            blocked = IntervalSet.of(hs[waits], he[waits]).overlap(q0, q1)
+        host = ((q1 - q0).astype(float) - blocked) / 1e6
         out["host_work_ms_per_step"] = float(np.median(host))
         out["host_work_spread_pct"] = _spread_pct(host)
     return out
 
 
-WAIT_CHUNK = 1 << 20  # host calls compared with the launch cap at a time (no duration column of every call)
+WAIT_CHUNK = 1 << 16  # host calls compared with the launch cap at a time (no duration column of every call)
 GAP_STEPS = 50  # steady steps read for the host gaps (the first ones)
 GAP_EVENTS = 400_000  # ... and no more ops and calls than this in them (halving the steps read)
 

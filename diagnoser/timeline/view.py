@@ -52,6 +52,68 @@ def true_rows(mask: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return idx + np.searchsorted(trues_before, idx, side="right")
 
 
+class RowRuns:
+    """Rows of a table as runs of consecutive rows, [starts[i], stops[i]) in increasing order: a selection
+    that is a few long runs (the steady steps' GPU rows: about a run a step) without an index of every row
+    (8 bytes a row, kept as long as the selection). `take(values)` is `values[rows]` (a new array)."""
+
+    def __init__(self, starts: np.ndarray, stops: np.ndarray):
+        self.starts, self.stops = starts.astype(np.int64), stops.astype(np.int64)
+        self.offsets = np.concatenate(([0], np.cumsum(self.stops - self.starts)))  # position of each run's first row
+
+    @classmethod
+    def of_mask(cls, mask: np.ndarray) -> "RowRuns":
+        """The runs of True rows of a mask (found from its edges: no index of every row)."""
+        if not mask.size:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        edge = np.diff(mask.view(np.int8))  # +1 where a run begins (after), -1 where one ends
+        starts, stops = np.flatnonzero(edge == 1) + 1, np.flatnonzero(edge == -1) + 1
+        del edge
+        if mask[0]:
+            starts = np.concatenate(([0], starts))
+        if mask[-1]:
+            stops = np.concatenate((stops, [mask.size]))
+        return cls(starts, stops)
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def take(self, values: np.ndarray) -> np.ndarray:
+        out = np.empty(len(self), dtype=values.dtype)
+        for k, (a, b) in enumerate(zip(self.starts.tolist(), self.stops.tolist())):
+            out[self.offsets[k]:self.offsets[k + 1]] = values[a:b]
+        return out
+
+    def part(self, a: int, b: int):
+        """The rows at positions a..b - 1 of the selection: a slice within one run, else an index array."""
+        b = min(b, len(self))
+        if a >= b:
+            return slice(0, 0)
+        k = int(np.searchsorted(self.offsets, a, side="right")) - 1
+        if b <= self.offsets[k + 1]:
+            first = int(self.starts[k] + (a - self.offsets[k]))
+            return slice(first, first + (b - a))
+        return self.rows_at(np.arange(a, b))
+
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        """The row at each position of the selection."""
+        k = np.searchsorted(self.offsets, positions, side="right") - 1
+        return self.starts[k] + (positions - self.offsets[k])
+
+    def positions_of(self, rows: np.ndarray) -> np.ndarray:
+        """For each row, the positions of the selection's rows before it (np.searchsorted(index, rows, "left"))."""
+        k = np.searchsorted(self.starts, rows, side="right") - 1  # the last run starting at or before the row
+        ok = k >= 0
+        k = np.maximum(k, 0)
+        inside = np.minimum(rows, self.stops[k]) - self.starts[k]
+        return np.where(ok, self.offsets[k] + np.maximum(inside, 0), 0)
+
+
+def take_rows(values: np.ndarray, rows) -> np.ndarray:
+    """`values[rows]` for rows a slice, an index array, a mask or RowRuns."""
+    return rows.take(values) if isinstance(rows, RowRuns) else values[rows]
+
+
 class Names:
     """A name column as codes into its distinct values; a pattern is matched once per distinct name."""
 
@@ -70,8 +132,8 @@ class Names:
         return int(self.codes.size)
 
     def subset(self, rows) -> "Names":
-        """The names of some rows (a mask, an index array or a slice)."""
-        return Names(self.codes[rows], self.uniques, self.categorical, self._cache)
+        """The names of some rows (a mask, an index array, a slice or RowRuns)."""
+        return Names(take_rows(self.codes, rows), self.uniques, self.categorical, self._cache)
 
     def per_unique(self, key, label, missing) -> np.ndarray:
         """`label(str(name))` for each distinct name, plus `missing` last (picked by code -1)."""
@@ -257,8 +319,8 @@ class TimelineView:
     def launch_ns_of(self, rows) -> np.ndarray:
         """`launch_ns[rows]` (a slice, an index array or a mask) without every row's built and kept."""
         if "launch_ns" in self.__dict__:
-            return self.launch_ns[rows]
-        return _gather(self.host_start, self.launch_row[rows], self.gpu_start[rows])
+            return take_rows(self.launch_ns, rows)
+        return _gather(self.host_start, take_rows(self.launch_row, rows), take_rows(self.gpu_start, rows))
 
     @cached_property
     def op_tree(self) -> OpTree:
