@@ -1,7 +1,8 @@
 """The user cache directory and its JSON entries: what start-up would otherwise recompute from files
 that did not change (the checked rule files: rulespec/cache.py; the shared rule conditions settings
 take their defaults from: settings.py; compiled templates: report/template_env.py; the compiled methods of
-dataclasses: dataclass_code.py, code like the templates', for the command's own process only).
+dataclasses: dataclass_code.py, code like the templates', for the command's own process only; the built
+shipped rule pack: rulespec/cache.py, marshal of plain values).
 
 An entry is JSON (never a pickle: nothing in the cache can run code), one file per key in the user
 cache directory (`$DIAGNOSER_CACHE_DIR`, else `$XDG_CACHE_HOME/diagnoser`, else `~/.cache/diagnoser`),
@@ -79,7 +80,12 @@ def write_atomic(path: Path, data: bytes) -> bool:
 
 
 def _prune(d: Path, kind: str) -> None:
-    entries = list(d.glob(f"{kind}-*.json"))
+    prune(d, kind, ".json")
+
+
+def prune(d: Path, kind: str, suffix: str) -> None:
+    """Past MAX_ENTRIES entries of a kind (files `KIND-*SUFFIX`), the oldest are removed."""
+    entries = list(d.glob(f"{kind}-*{suffix}"))
     if len(entries) <= MAX_ENTRIES:
         return
     entries.sort(key=lambda p: p.stat().st_mtime)

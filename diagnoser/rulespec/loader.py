@@ -349,6 +349,15 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
     made (RulePack.provenance): each user pack with the rules it adds and the shipped ones it
     replaces, each --param with its default, and pack settings.
     """
+    user_paths, overrides = list(user_paths), list(overrides)
+    key = None
+    if shipped_dir is not None and not user_paths and not overrides:  # the shipped pack alone: built once, kept
+        files = rule_files(shipped_dir)
+        key = cache.pack_key(str(shipped_dir), [(p.name, read_text(p)) for p in files],
+                             None if known_facts is None else list(known_facts))
+        hit = cache.get_pack(key)
+        if hit is not None:
+            return hit
     rules: dict[str, Rule] = {}
     trees: dict[str, str] = {}
     sources = [(p, True, None) for p in (rule_files(shipped_dir) if shipped_dir else [])]
@@ -404,7 +413,10 @@ def build_pack(shipped_dir: Path | None, user_paths: Iterable[Path] = (), overri
     for entry in packs.values():
         entry["rules"].sort()
         entry["replaces"].sort()
-    return RulePack(rules=rules, trees=trees, params=applied, packs=list(packs.values()), settings=pack_settings)
+    pack = RulePack(rules=rules, trees=trees, params=applied, packs=list(packs.values()), settings=pack_settings)
+    if key is not None and not pack_settings:  # (settings are checked against every analysis's: not kept)
+        cache.put_pack(key, pack)
+    return pack
 
 
 def _apply_override(rules: dict[str, Rule], item: str, shared: dict | None = None, pack_params: dict | None = None) -> dict:
