@@ -16,7 +16,7 @@ import pytest
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 from diagnoser.ingest.torch_trace import read_torch_trace
 from diagnoser.timeline import gaps as gaps_module
-from diagnoser.timeline import intervals, kernels, ops, program, setup, step_work, steps, view
+from diagnoser.timeline import gil, intervals, kernels, ops, program, setup, step_work, steps, view
 from diagnoser.timeline.gaps import LAUNCH, Gaps, HostActivity, CallSpans, classify_gaps
 from diagnoser.idle_classes import IDLE_CLASSES
 from diagnoser.timeline.intervals import IntervalSet
@@ -27,7 +27,7 @@ from diagnoser.timeline.tables import GPU_COLUMNS, HOST_COLUMNS, RANGE_COLUMNS, 
 SMALL = [(gaps_module, "GAP_CHUNK", 5), (intervals, "QUERY_CHUNK", 7), (ops, "GROUP_CHUNK", 3),
          (view, "_TAKE_CHUNK", 4), (kernels, "ROW_CHUNK", 6), (program, "DISTINCT_CHUNK", 2),
          (setup, "_FIRST_CHUNK", 5), (setup, "FEW_NAMES", 0), (step_work, "WAIT_CHUNK", 3), (steps, "STEP_END_CHUNK", 4),
-         (intervals, "SORTED_CHUNK", 3)]
+         (intervals, "SORTED_CHUNK", 3), (gil, "GAP_CHUNK", 3)]
 
 FIXTURES = [("nsys", "launch_bound"), ("nsys", "s_cupy_pageable_upload"), ("nsys", "t_train_cpu_adamw"),
             ("nsys", "s_train_gil_thread"), ("nsys", "m_train_convnet_slow_loader"),
@@ -150,12 +150,22 @@ def test_gap_sums_a_chunk_at_a_time_are_the_plain_sums(monkeypatch, chunk):
     monkeypatch.setattr(gaps_module, "GAP_CHUNK", chunk)
     s = np.sort(rng.integers(0, 10**15, 1000))
     e = s + rng.integers(0, 10**9, s.size)
+    e[[5, 17, 600]] = s[[5, 17, 600]] + [1 << 31, 5 << 32, (1 << 31) - 1]  # (two of 2**31 ns or more, one just under)
     cls = rng.integers(0, len(IDLE_CLASSES), s.size).astype(np.int8)
-    g = Gaps(0, s, e, cls)
+    long = np.flatnonzero(e - s > (1 << 31) - 1)
+    assert long.tolist() == [5, 17]
+    g = Gaps(0, s, np.minimum(e - s, (1 << 31) - 1).astype(np.int32), cls, long_rows=long, long_ns=(e - s)[long])
     assert g.ns_by_class() == {c: int((e - s)[cls == i].sum()) for i, c in enumerate(IDLE_CLASSES)}
     sel = rng.random(s.size) < 0.3
+    sel[[5, 600]] = True
     assert g.ns(sel) == int((e - s)[sel].sum()) == g.ns(np.flatnonzero(sel))
     assert g.ns(np.zeros(s.size, bool)) == 0 == g.ns(np.zeros(0, np.int64))
+    assert np.array_equal(g.ends(), e) and g.ends().dtype == np.int64
+    for pick in (sel, np.flatnonzero(sel), np.flatnonzero(sel)[::-1], slice(3, 20), slice(None), np.array([17, 5, 17])):
+        assert np.array_equal(g.end_of(pick), e[pick]) and np.array_equal(g.lengths(pick), (e - s)[pick])
+        assert np.array_equal(g.spans(pick)[0], s[pick])
+    for lo, hi in ((int(s[10]), int(e[40])), (-5, 0), (int(s[-1]), 1 << 62), (int(e[3]), int(e[3]) + 1), (int(s[6]) - 1, int(s[6]))):
+        assert np.array_equal(g.overlapping(lo, hi), (e > lo) & (s < hi)), (lo, hi)
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 16])
@@ -228,6 +238,62 @@ def test_launch_durations_past_int32_are_read_whole(fixtures_dir, monkeypatch):
     got = step_work.step_work(tv, st)
     assert caps == [np.dtype(np.int64)]
     assert got.keys() == want.keys()
+
+
+def test_kept_gaps_of_2_31_ns_or_more_keep_their_whole_length(fixtures_dir, monkeypatch):
+    """A real trace's kept gaps, and the same with the device's work after one gap moved 3 s later (synthetic): the
+    long gap's whole length is kept aside, every sum and end exact, whatever the chunk (idle_gaps is called as
+    _utilization calls it)."""
+    from diagnoser.timeline.measure import _steps_measured
+    tl = _read(fixtures_dir, "torch", "host_sync")
+    tv = view.TimelineView(tl)
+    _, st, _, _ = _steps_measured(tl, tv)
+    act = gaps_module.host_activity(tv)
+    dev = gaps_module.device_busy(tv)[0]
+    act = gaps_module.merged_around(dev, st, act)
+    kept = gaps_module.idle_gaps(dev, st, act)
+    assert kept.length.dtype == np.int32 and not kept.long_rows.size and len(kept) > 10
+    i = len(kept) // 2
+    at = int(kept.start[i])
+    shift = 3 * 10**9
+    later = dev.compute.starts > at
+    moved = dataclasses.replace(dev, compute=IntervalSet(np.where(later, dev.compute.starts + shift, dev.compute.starts),
+                                                         np.where(later, dev.compute.ends + shift, dev.compute.ends)),
+                                compute_start=np.where(dev.compute_start > at, dev.compute_start + shift, dev.compute_start))
+    stretched = dataclasses.replace(st, end=np.where(st.end > at, st.end + shift, st.end),
+                                    start=np.where(st.start > at, st.start + shift, st.start))
+    for chunk in (1 << 16, 3):
+        monkeypatch.setattr(gaps_module, "GAP_CHUNK", chunk)
+        wide = gaps_module.idle_gaps(moved, stretched, act)
+        assert wide.long_rows.size >= 1 and int(wide.long_ns.max()) >= shift
+        whole = wide.ends() - wide.start
+        assert int(whole.max()) >= shift and wide.ns(np.ones(len(wide), bool)) == int(whole.sum())
+        assert sum(wide.ns_by_class().values()) == int(whole.sum())
+
+
+def test_kept_gaps_threads_as_codes_widen_past_127_threads(fixtures_dir, monkeypatch):
+    """The kept gaps' launching threads are int8 codes into the ids seen; a trace whose every call is on its own
+    thread (a real trace's thread column renumbered so: synthetic) widens them, and the ids read back are the
+    same whatever the chunk."""
+    from diagnoser.timeline.measure import _steps_measured
+    tl = _read(fixtures_dir, "nsys", "launch_bound")
+    tv = view.TimelineView(tl)
+    _, st, _, _ = _steps_measured(tl, tv)
+    act = gaps_module.host_activity(tv)
+    dev = gaps_module.device_busy(tv)[0]
+    act = gaps_module.merged_around(dev, st, act)
+    kept = gaps_module.idle_gaps(dev, st, act)
+    assert kept.thread_code.dtype == np.int8 and 0 < kept.thread_ids.size <= 127
+    many = dataclasses.replace(dev, host_thread=np.arange(dev.host_thread.size, dtype=np.int64) + 10**6)
+    got = {}
+    for chunk in (1 << 16, 7):
+        monkeypatch.setattr(gaps_module, "GAP_CHUNK", chunk)
+        wide = gaps_module.idle_gaps(many, st, act)
+        assert wide.thread_code.dtype in (np.int16, np.int32) and wide.thread_ids.size > 127
+        got[chunk] = wide.threads(slice(None))
+        assert set(got[chunk].tolist()) <= set(many.host_thread.tolist()) | {-1}
+    assert np.array_equal(got[1 << 16], got[7])
+    assert np.array_equal(kept.threads(np.arange(len(kept))), kept.thread_ids[kept.thread_code])
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 16])

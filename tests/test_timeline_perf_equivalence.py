@@ -433,7 +433,7 @@ def test_per_step_breakdown_of_the_first_steps_is_the_head_of_every_step(tmp_pat
     try:
         assert len(gaps.start) > 64 * 4
         small = idle_gaps(dev, steps, host_activity(tv))
-        assert all(np.array_equal(getattr(small, f), getattr(gaps, f)) for f in ("start", "end", "cls", "after_sync", "thread"))
+        assert all(np.array_equal(getattr(small, f), getattr(gaps, f)) for f in ("start", "length", "cls", "after_sync", "thread_code", "long_rows", "long_ns", "thread_ids"))
         assert per_step_breakdown(dev, steps, gaps, limit=limit) == every[:limit]
     finally:
         gaps_module.GAP_CHUNK = chunk

@@ -29,7 +29,7 @@ API calls are recognized by kind (timeline/api_kinds.py), the same for CUDA and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -256,32 +256,88 @@ def device_busy(tv: TimelineView) -> list[DeviceBusy]:
 
 @dataclass
 class Gaps:
-    """Idle gaps of one device in the steady steps; times in ns."""
+    """Idle gaps of one device in the steady steps, in time order; times in ns. A gap is kept as its start and
+    its length, int32 (4 bytes a gap less than an end: a long trace has millions of gaps); the few of 2**31 ns or
+    more keep their whole length aside (`long_rows`, `long_ns`). Ends and exact lengths are built for the gaps
+    asked for: `lengths`, `end_of`, `spans`."""
 
     device: int
     start: np.ndarray
-    end: np.ndarray
+    length: np.ndarray  # int32, clipped at INT32_MAX: read it through lengths()
     cls: np.ndarray  # per gap, its class as an index into IDLE_CLASSES
     after_sync: np.ndarray | None = None  # per gap: the (whole) gap began as a sync returned, outside optimizer steps
-    thread: np.ndarray | None = None  # per gap: the host thread that launched the work ending it (-1: unknown)
+    thread_code: np.ndarray | None = None  # per gap: the host thread that launched the work ending it, as an index
+    # into thread_ids (int8 for up to 127 threads: a trace has a few; read through threads())
+    long_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # sorted: gaps of 2**31 ns or more
+    long_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ... and their lengths
+    thread_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the threads' ids (-1: unknown)
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def threads(self, sel) -> np.ndarray | None:
+        """The launching thread's id (-1: unknown) of each selected gap; None where the trace has no host threads."""
+        return None if self.thread_code is None else self.thread_ids[self.thread_code[sel]]
+
+    def lengths(self, sel) -> np.ndarray:
+        """The exact lengths (int64) of the selected gaps (a mask, indices or a slice)."""
+        out = self.length[sel].astype(np.int64)
+        if self.long_rows.size:
+            rows = _rows_of(sel, self.start.size)
+            hit = np.flatnonzero(np.isin(rows, self.long_rows))
+            out[hit] = self.long_ns[np.searchsorted(self.long_rows, rows[hit])]
+        return out
+
+    def end_of(self, sel) -> np.ndarray:
+        """The ends (int64) of the selected gaps."""
+        out = self.lengths(sel)
+        out += self.start[sel]
+        return out
+
+    def spans(self, sel) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the selected gaps."""
+        return self.start[sel], self.end_of(sel)
+
+    def ends(self) -> np.ndarray:
+        """Every gap's end (a new array: for a pass that needs all of them)."""
+        return self.end_of(slice(None))
+
+    def overlapping(self, lo: int, hi: int) -> np.ndarray:
+        """Mask of the gaps that overlap [lo, hi), a chunk at a time (no end of every gap)."""
+        out = np.empty(self.start.size, dtype=bool)
+        for a in range(0, self.start.size, GAP_CHUNK):
+            s = self.start[a:a + GAP_CHUNK]
+            out[a:a + GAP_CHUNK] = (s < hi) & (s + self.lengths(slice(a, a + GAP_CHUNK)) > lo)
+        return out
 
     def ns(self, sel: np.ndarray) -> int:
         """The summed length of the selected gaps (a mask or indices), without a temporary of every gap."""
         if sel.dtype != bool:
-            return int((self.end[sel] - self.start[sel]).sum())
+            return int(self.lengths(sel).sum())
         total = 0
         for a in range(0, sel.size, GAP_CHUNK):
             b = a + GAP_CHUNK
-            total += int((self.end[a:b] - self.start[a:b])[sel[a:b]].sum())
+            total += int(self.lengths(slice(a, b))[sel[a:b]].sum())
         return total
 
     def ns_by_class(self) -> dict[str, int]:
         sums = [0] * len(IDLE_CLASSES)
         for a in range(0, self.start.size, GAP_CHUNK):  # (a chunk at a time: no temporaries the size of the gaps)
-            dur, cls = self.end[a:a + GAP_CHUNK] - self.start[a:a + GAP_CHUNK], self.cls[a:a + GAP_CHUNK]
+            dur, cls = self.lengths(slice(a, a + GAP_CHUNK)), self.cls[a:a + GAP_CHUNK]
             for i in range(len(IDLE_CLASSES)):
                 sums[i] += int(dur[cls == i].sum())
         return dict(zip(IDLE_CLASSES, sums))
+
+
+def _rows_of(sel, n: int) -> np.ndarray:
+    """The rows a selection picks, in its order (a mask, indices or a slice of n rows)."""
+    if isinstance(sel, slice):
+        return np.arange(*sel.indices(n))
+    sel = np.asarray(sel)
+    return np.flatnonzero(sel) if sel.dtype == bool else sel.astype(np.int64, copy=False)
+
+
+_INT32_MAX = (1 << 31) - 1
 
 
 DATA, HOST, SYNC, ALLOC, LAUNCH, COMM, UNEXPLAINED = (
@@ -387,13 +443,18 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, act: HostActivity, comm_
     return cls
 
 
+def may_stage(act: HostActivity) -> bool:
+    """Whether staging_copy can find a gap at all: an export with CPU samples and host-to-device input copies."""
+    return act.side is not None and bool(len(act.side.samples)) and bool(len(act.input_copy))
+
+
 def staging_copy(starts: np.ndarray, ends: np.ndarray, act: HostActivity, thread: np.ndarray | None) -> np.ndarray:
     """Long gaps ending in a host-to-device copy whose launching thread, sampled, sat in the C library (copying the
     host array into a staging buffer) for most of them, outside marked data ranges: the upload of data already in
     host memory, not input being prepared (an export with CPU samples; pooled: samples are sparse)."""
     out = np.zeros(starts.size, dtype=bool)
     side = act.side
-    if side is None or not len(side.samples) or not len(act.input_copy):
+    if not may_stage(act):
         return out
     long = (ends - starts) > LAUNCH_GAP_MAX_NS.value
     if not long.any():
@@ -524,7 +585,9 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
     gaps = GapRange.of(dev.compute, lo, hi)  # built a chunk at a time: never held whole beside the pieces
     windows = steps.steady_windows
     cuts = np.unique(np.concatenate((windows.starts, windows.ends)))
-    cols, n = None, 0  # start, end, class, after_sync, thread of the kept pieces, filled chunk by chunk
+    cols, n = None, 0  # start, length, class, after_sync, thread of the kept pieces, filled chunk by chunk
+    long_rows, long_ns = [], []  # the kept pieces of 2**31 ns or more: their rows and whole lengths
+    thread_ids: dict[int, int] = {}  # launching thread id -> its code
     chunk = POOLED_GAP_CHUNK if act.side is not None and len(act.side.samples) else GAP_CHUNK
     for a in range(0, len(gaps), chunk):
         s, e = gaps.chunk(a, a + chunk)
@@ -538,18 +601,36 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
         # keeping only the pieces inside steady step windows
         ps, pe, gap = _cut(s, e, cuts)
         inside = windows.contains(ps + (pe - ps) // 2)
-        pieces = (ps, pe, cls if gap is None else cls[gap], at_sync if gap is None else at_sync[gap],
+        length = pe - ps  # (a new array: the pieces may be views of the device's intervals)
+        pieces = (ps, length, cls if gap is None else cls[gap], at_sync if gap is None else at_sync[gap],
                   None if by is None else (by if gap is None else by[gap]))
         if cols is None:  # sized once (each cut adds at most one piece): no list of chunks to join at the end
-            cols = [None if p is None else np.empty(len(gaps) + cuts.size, p.dtype) for p in pieces]
+            cols = [None if p is None else np.empty(len(gaps) + cuts.size, (None, np.int32, None, None, np.int8)[i] or p.dtype)
+                    for i, p in enumerate(pieces)]
+        if pieces[4] is not None:  # the threads as codes into the ids seen (a few: int8, wider past 127)
+            code, ids = pd.factorize(pieces[4])  # (hashed, in one pass: no sort of the chunk)
+            pieces = pieces[:4] + (np.array([thread_ids.setdefault(t, len(thread_ids)) for t in ids.tolist()],
+                                            dtype=np.int64)[code],)
+            if len(thread_ids) > np.iinfo(cols[4].dtype).max:
+                cols[4] = cols[4].astype(np.int16 if len(thread_ids) <= np.iinfo(np.int16).max else np.int32)
         k = int(np.count_nonzero(inside))
+        kept = length[inside]
+        long = np.flatnonzero(kept > _INT32_MAX)
+        if long.size:  # (their lengths aside, clipped in the column)
+            long_rows.append(long + n)
+            long_ns.append(kept[long])
+            np.minimum(length, _INT32_MAX, out=length)
+        del kept
         for col, p in zip(cols, pieces):
             if col is not None:
                 np.compress(inside, p, out=col[n:n + k])
         n += k
     if cols is None:
-        return Gaps(dev.device, *gaps.chunk(0, 0), np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
-    return Gaps(dev.device, *(None if c is None else c[:n].copy() if n < c.size // 2 else c[:n] for c in cols))
+        return Gaps(dev.device, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, dtype=np.int8),
+                    np.zeros(0, dtype=bool))
+    return Gaps(dev.device, *(None if c is None else c[:n].copy() if n < c.size // 2 else c[:n] for c in cols),
+                *((np.concatenate(long_rows), np.concatenate(long_ns)) if long_rows else (np.zeros(0, np.int64),) * 2),
+                np.array(list(thread_ids), dtype=np.int64))
 
 
 def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -561,11 +642,11 @@ def quiet_after_sync(gaps: Gaps, act: HostActivity) -> tuple[np.ndarray, np.ndar
     if gaps.after_sync is not None:
         sel &= gaps.after_sync
     sel = np.flatnonzero(sel)  # (the long ones among these: no temporary of every gap's length)
-    sel = sel[gaps.end[sel] - gaps.start[sel] > LAUNCH_GAP_MAX_NS.value]
+    sel = sel[gaps.lengths(sel) > LAUNCH_GAP_MAX_NS.value]
     if not sel.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), None
-    s, e = gaps.start[sel], gaps.end[sel]
-    th = gaps.thread[sel] if gaps.thread is not None else None
+    s, e = gaps.spans(sel)
+    th = gaps.threads(sel)
     dur = np.maximum(e - s, 1)
     blocked = _share([act.sync], s, e, dur)
     cuda = _share([act.cuda], s, e, dur)
@@ -590,24 +671,24 @@ def per_step_breakdown(dev: DeviceBusy, steps: Steps, gaps: Gaps, limit: int | N
     s, e = steps.start[idx], steps.end[idx]
     busy = dev.busy.overlap(s, e)
     compute = dev.compute.overlap(s, e)
-    gs, ge, cls = gaps.start, gaps.end, gaps.cls
+    gs, cls = gaps.start, gaps.cls
     if idx.size < steps.steady.size and is_sorted(gs):  # only the gaps before the first step left out (sorted)
         n = int(np.searchsorted(gs, steps.start[steps.steady[idx.size]], side="left"))
-        gs, ge, cls = gs[:n], ge[:n], cls[:n]
+        gs, cls = gs[:n], cls[:n]
     # gap -> (its step, its class) as one bin; the same per-bin sums as one pass per class. A chunk of gaps
     # at a time when the bins are few (each chunk's sums are whole nanoseconds: exact in float64)
     bins = idx.size * len(IDLE_CLASSES)
     chunk = GAP_CHUNK if bins <= GAP_CHUNK else max(gs.size, 1)
     sums = np.zeros(bins)
     for a in range(0, gs.size, chunk):
-        cs, ce = gs[a:a + chunk], ge[a:a + chunk]
+        cs = gs[a:a + chunk]
         key = np.searchsorted(s, cs, side="right") - 1
         inside = key >= 0
         if idx.size < steps.steady.size:  # gaps from the first step left out on belong to the steps left out
             inside &= cs < steps.start[steps.steady[idx.size]]
         key *= len(IDLE_CLASSES)
         key += cls[a:a + chunk]
-        sums += np.bincount(key[inside], weights=(ce - cs)[inside], minlength=bins)
+        sums += np.bincount(key[inside], weights=gaps.lengths(slice(a, a + cs.size))[inside], minlength=bins)
     sums = sums.reshape(-1, len(IDLE_CLASSES))
     by_cls = {c: sums[:, i] for i, c in enumerate(IDLE_CLASSES)}
     return [{"index": int(i), "label": steps.labels[i], "start_ns": int(s[k]), "end_ns": int(e[k]),
@@ -624,7 +705,7 @@ def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int, act: HostActivit
     sel = gaps.cls == HOST
     if not sel.any():
         return {}
-    gs, ge = gaps.start[sel], gaps.end[sel]
+    gs, ge = gaps.spans(sel)
     out = {}
     text = _covering_ranges(tv, gs, ge, steps, min_top=MAJORITY.value * float((ge - gs).sum()))
     if text:
@@ -634,7 +715,7 @@ def host_gap_evidence(tv: TimelineView, gaps: Gaps, steps: int, act: HostActivit
     if frame:
         out["host_gap_python"] = frame
     if act is not None and act.side is not None:
-        functions = function_text(act.side, gs, ge, gaps.thread[sel] if gaps.thread is not None else None)
+        functions = function_text(act.side, gs, ge, gaps.threads(sel))
         if functions:
             out["host_gap_functions"] = functions
     return out
@@ -735,7 +816,7 @@ def data_gap_evidence(tv: TimelineView, gaps: Gaps, act: HostActivity, steps: in
     sel = gaps.cls == DATA
     if not sel.any():
         return {}
-    gs, ge = gaps.start[sel], gaps.end[sel]
+    gs, ge = gaps.spans(sel)
     out: dict = {}
     text = _covering_ranges(tv, gs, ge, steps)
     if text:

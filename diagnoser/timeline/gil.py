@@ -34,9 +34,12 @@ def _thread_label(names: dict, tid: int) -> str:
     return f"{name} (thread {tid})" if name else f"thread {tid}"
 
 
-def gil_stats_export(tl: Timeline, windows: IntervalSet, gs: np.ndarray, ge: np.ndarray, steps: int) -> dict:
+GAP_CHUNK = 1 << 16  # idle gaps measured against the waits at a time
+
+
+def gil_stats_export(tl: Timeline, windows: IntervalSet, gaps, steps: int) -> dict:
     """From an export's OS calls (and samples): the launching threads' waits for the GIL in the steady steps,
-    the idle they cover (`gs`, `ge`: the idle gaps), and the thread sampled running meanwhile."""
+    the idle they cover (`gaps`: the idle gaps, timeline.gaps.Gaps), and the thread sampled running meanwhile."""
     h = tl.host_threads
     if h is None or "osrt" not in h.traced or not len(tl.host) or steps <= 0:
         return {}
@@ -60,7 +63,10 @@ def gil_stats_export(tl: Timeline, windows: IntervalSet, gs: np.ndarray, ge: np.
         return {"gil_idle_pct": 0.0}
     waits = IntervalSet.of(s, e)
     span = max(windows.total, 1)
-    idle = float(waits.overlap(gs, ge).sum()) if gs.size else 0.0
+    idle = 0  # (a chunk of gaps at a time: no end of every gap)
+    for a in range(0, len(gaps), GAP_CHUNK):
+        idle += int(waits.overlap(*gaps.spans(slice(a, a + GAP_CHUNK))).sum())
+    idle = float(idle)
     top_call = max(set(names.tolist()), key=lambda n: (int((names == n).sum()), n))
     out = {"gil_waits_per_step": float(s.size) / steps, "gil_wait_ms_per_step": float(d.sum()) / 1e6 / steps,
            "gil_idle_pct": 100.0 * idle / span, "gil_waits_at_interval_pct": 100.0 * at_interval,

@@ -19,7 +19,7 @@ from ..text_safety import regex_any_of
 from .tables import Timeline
 from .gap_contents import idle_contents
 from .host_threads import COLLECT
-from .gaps import (_input_copy_at, staging_copy, ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
+from .gaps import (_input_copy_at, may_stage, staging_copy, ALLOC, COMM, COMM_KERNEL, DATA, IDLE_CLASSES, LAUNCH, SYNC, queued_mask, classify_gaps,
                             data_gap_evidence, host_gap_evidence,
                             device_busy, host_activity, idle_gaps, merged_around, per_step_breakdown,
                             quiet_after_sync_ns, sync_wait_evidence, MAJORITY)
@@ -143,7 +143,7 @@ def _pct(gaps, sel: np.ndarray, span: float) -> float:
 def _ending_in_copy(gaps, sel: np.ndarray, act) -> np.ndarray:
     """The selected gaps (a mask) that end in a host-to-device copy, as indices (only those are searched)."""
     rows = np.flatnonzero(sel)
-    return rows[_input_copy_at(gaps.end[rows], act) >= 0]
+    return rows[_input_copy_at(gaps.end_of(rows), act) >= 0]
 
 
 def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tuple[list[StepRow], RankComm, tuple] | None:
@@ -193,14 +193,14 @@ def _utilization(tv: TimelineView, steps, act, v: dict, notes: list[str]) -> tup
     v.update(host_gap_evidence(tv, gaps, max(steps.steady.size, 1), act))
     _unexplained_evidence(tv, gaps, act, windows, span, max(steps.steady.size, 1), v)
     comm_gaps = gaps.cls == COMM
-    gs, ge = gaps.start[comm_gaps], gaps.end[comm_gaps]
+    gs, ge = gaps.spans(comm_gaps)
     comm = RankComm(_collectives(tv, steps, dev.device), gs, ge, _host_held(dev, gs, ge, act),
                     int(span), int(steps.steady.size))
     i = middle_step(steps)
     strip_gaps = None
     if i is not None:  # the gaps of the step the strip draws (the rest are freed)
-        inside = (gaps.end > steps.start[i]) & (gaps.start < steps.end[i])
-        strip_gaps = (i, dev.device, gaps.start[inside], gaps.end[inside], gaps.cls[inside])
+        inside = gaps.overlapping(int(steps.start[i]), int(steps.end[i]))
+        strip_gaps = (i, dev.device, *gaps.spans(inside), gaps.cls[inside])
     return step_rows, comm, strip_gaps
 
 
@@ -209,11 +209,12 @@ def _unexplained_evidence(tv: TimelineView, gaps, act, windows, span: float, nst
     staging copy, the interpreter lock, torch.compile compiling, what lies inside them; where the source
     cannot see one, none when too little idle could hold it."""
     unexplained = gaps.cls == IDLE_CLASSES.index("unexplained")
-    staged = unexplained & staging_copy(gaps.start, gaps.end, act, gaps.thread)
+    staged = unexplained & (staging_copy(gaps.start, gaps.ends(), act, gaps.threads(slice(None))) if may_stage(act)
+                            else False)
     data = gaps.cls == DATA
     if staged.any():  # the host staging data already in host memory for the upload that ends the gap
         v["idle_staging_copy_pct"] = 100.0 * float(gaps.ns(staged)) / span
-        at = _input_copy_at(gaps.end[staged], act)
+        at = _input_copy_at(gaps.end_of(staged), act)
         v["staged_copy_mb_per_step"] = float(act.input_copy_bytes[at[at >= 0]].sum()) / 1e6 / nsteps
     elif tv.tl.source != "nsys" or (act.side is not None and act.side.sees_compute and len(act.side.samples)) \
             or _pct(gaps, _ending_in_copy(gaps, data, act), span) < UNSEEN_FLOOR_PCT.value:
@@ -224,17 +225,17 @@ def _unexplained_evidence(tv: TimelineView, gaps, act, windows, span: float, nst
             and "data_gap_ranges" not in v and (act.marked_data is None or not len(act.marked_data)):
         v["data_gap_unseen"] = f"`{COLLECT}`"
     if tv.tl.source == "nsys":  # the launching threads waiting for the interpreter lock, the thread holding it
-        v.update(gil_stats_export(tv.tl, windows, gaps.start, gaps.end, nsteps))
+        v.update(gil_stats_export(tv.tl, windows, gaps, nsteps))
     elif unexplained.any():
-        v.update(gil_stats_torch(tv.tl, gaps.start[unexplained], gaps.end[unexplained], windows))
+        v.update(gil_stats_torch(tv.tl, *gaps.spans(unexplained), windows))
     if "gil_idle_pct" not in v and _pct(gaps, unexplained, span) < UNSEEN_FLOOR_PCT.value:
         # waits for the GIL leave unexplained idle: too little of it holds none worth naming
         v["gil_idle_pct"] = 0.0
     if act.compile is not None and unexplained.any():  # the unexplained idle torch.compile spends compiling
-        v["idle_compile_pct"] = 100.0 * float(act.compile.overlap(gaps.start[unexplained], gaps.end[unexplained]).sum()) / span
+        v["idle_compile_pct"] = 100.0 * float(act.compile.overlap(*gaps.spans(unexplained)).sum()) / span
     if unexplained.any():  # what the trace shows inside the gaps no class explains, with its share
-        contents = idle_contents(tv, gaps.start[unexplained], gaps.end[unexplained], act.side,
-                                 gaps.thread[unexplained] if gaps.thread is not None else None, nsteps)
+        contents = idle_contents(tv, *gaps.spans(unexplained), act.side,
+                                 gaps.threads(unexplained), nsteps)
         if contents:
             v["idle_unexplained_contents"] = contents
 
