@@ -605,7 +605,8 @@ def idle_gaps(dev: DeviceBusy, steps: Steps, act: HostActivity) -> Gaps:
         pieces = (ps, length, cls if gap is None else cls[gap], at_sync if gap is None else at_sync[gap],
                   None if by is None else (by if gap is None else by[gap]))
         if cols is None:  # sized once (each cut adds at most one piece): no list of chunks to join at the end
-            cols = [None if p is None else np.empty(len(gaps) + cuts.size, (None, np.int32, None, None, np.int8)[i] or p.dtype)
+            narrow = {1: np.int32, 4: np.int8}  # the lengths (the long ones aside) and the thread codes (widened)
+            cols = [None if p is None else np.empty(len(gaps) + cuts.size, narrow.get(i, p.dtype))
                     for i, p in enumerate(pieces)]
         if pieces[4] is not None:  # the threads as codes into the ids seen (a few: int8, wider past 127)
             code, ids = pd.factorize(pieces[4])  # (hashed, in one pass: no sort of the chunk)
