@@ -240,18 +240,21 @@ def test_launch_durations_past_int32_are_read_whole(fixtures_dir, monkeypatch):
     assert got.keys() == want.keys()
 
 
-def test_kept_gaps_of_2_31_ns_or_more_keep_their_whole_length(fixtures_dir, monkeypatch):
-    """A real trace's kept gaps, and the same with the device's work after one gap moved 3 s later (synthetic): the
-    long gap's whole length is kept aside, every sum and end exact, whatever the chunk (idle_gaps is called as
-    _utilization calls it)."""
+def _kept_gaps(fixtures_dir, source: str, name: str):
+    """A real trace's device, steps, host activity and kept idle gaps, as _utilization builds them."""
     from diagnoser.timeline.measure import _steps_measured
-    tl = _read(fixtures_dir, "torch", "host_sync")
+    tl = _read(fixtures_dir, source, name)
     tv = view.TimelineView(tl)
     _, st, _, _ = _steps_measured(tl, tv)
-    act = gaps_module.host_activity(tv)
     dev = gaps_module.device_busy(tv)[0]
-    act = gaps_module.merged_around(dev, st, act)
-    kept = gaps_module.idle_gaps(dev, st, act)
+    act = gaps_module.merged_around(dev, st, gaps_module.host_activity(tv))
+    return dev, st, act, gaps_module.idle_gaps(dev, st, act)
+
+
+def test_kept_gaps_of_2_31_ns_or_more_keep_their_whole_length(fixtures_dir, monkeypatch):
+    """A real trace's kept gaps, and the same with the device's work after one gap moved 3 s later (synthetic): the
+    long gap's whole length is kept aside, every sum and end exact, whatever the chunk."""
+    dev, st, act, kept = _kept_gaps(fixtures_dir, "torch", "host_sync")
     assert kept.length.dtype == np.int32 and not kept.long_rows.size and len(kept) > 10
     i = len(kept) // 2
     at = int(kept.start[i])
@@ -275,14 +278,7 @@ def test_kept_gaps_threads_as_codes_widen_past_127_threads(fixtures_dir, monkeyp
     """The kept gaps' launching threads are int8 codes into the ids seen; a trace whose every call is on its own
     thread (a real trace's thread column renumbered so: synthetic) widens them, and the ids read back are the
     same whatever the chunk."""
-    from diagnoser.timeline.measure import _steps_measured
-    tl = _read(fixtures_dir, "nsys", "launch_bound")
-    tv = view.TimelineView(tl)
-    _, st, _, _ = _steps_measured(tl, tv)
-    act = gaps_module.host_activity(tv)
-    dev = gaps_module.device_busy(tv)[0]
-    act = gaps_module.merged_around(dev, st, act)
-    kept = gaps_module.idle_gaps(dev, st, act)
+    dev, st, act, kept = _kept_gaps(fixtures_dir, "nsys", "launch_bound")
     assert kept.thread_code.dtype == np.int8 and 0 < kept.thread_ids.size <= 127
     many = dataclasses.replace(dev, host_thread=np.arange(dev.host_thread.size, dtype=np.int64) + 10**6)
     got = {}

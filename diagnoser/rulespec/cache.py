@@ -62,10 +62,11 @@ _rulespec_digest: str | None = None
 
 
 def _rulespec() -> str:
-    """Every rulespec module's source (the checks and the param values' sanitizing too, beside the loader)."""
+    """Every rulespec module's source (the checks and the param values' sanitizing too, beside the loader) and the
+    version (what _loader hashes of the loader's own sources is in it: a pack read from the cache needs no _loader)."""
     global _rulespec_digest
     if _rulespec_digest is None:
-        h = hashlib.sha256(_loader().encode())
+        h = hashlib.sha256(f"{PACK_FORMAT} {__version__}".encode())
         for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
             try:
                 h.update(path.name.encode() + b"\0" + path.read_bytes())
