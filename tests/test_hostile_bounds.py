@@ -48,6 +48,39 @@ def test_tiny_gzip_members_cost_their_own_size(tmp_path):
         assert f.read() == piece * 3000
 
 
+def _inflaters():
+    """The inflaters input_files may use: ISA-L's where installed (the default), and zlib (its fallback)."""
+    import zlib
+
+    from diagnoser.ingest import input_files
+    yield pytest.param(zlib, id="zlib")
+    if input_files._inflate is not zlib:
+        yield pytest.param(input_files._inflate, id="isal")
+
+
+@pytest.mark.parametrize("inflate", list(_inflaters()))
+def test_either_inflater_reads_the_same_bytes_and_refuses_the_same_damage(tmp_path, fixtures_dir, monkeypatch, inflate):
+    """A real trace as two members with zero padding between them reads whole; cut short, or with a byte of its
+    deflate data changed (synthetic damage), it is one InputError naming the gzip problem, whichever inflater."""
+    from diagnoser.errors import InputError
+    from diagnoser.ingest import input_files
+    monkeypatch.setattr(input_files, "_inflate", inflate)
+    plain = gzip.decompress((fixtures_dir / "torch" / "host_sync.pt.trace.json.gz").read_bytes())
+    half = len(plain) // 2
+    whole = gzip.compress(plain[:half], mtime=0) + b"\0" * 512 + gzip.compress(plain[half:], mtime=0)
+    path = tmp_path / "two_members.pt.trace.json.gz"
+    path.write_bytes(whole)
+    with open_input(path) as f:
+        assert f.read() == plain
+    for name, data, words in (("cut", whole[:len(whole) // 3], "truncated gzip data"),
+                              ("flipped", whole[:5000] + bytes([whole[5000] ^ 0xFF]) + whole[5001:], "gzip data")):
+        damaged = tmp_path / f"{name}.pt.trace.json.gz"
+        damaged.write_bytes(data)
+        with pytest.raises(InputError, match=words), open_input(damaged) as f:
+            while f.read(1 << 20):
+                pass
+
+
 def test_whitespace_after_the_header_is_not_an_event(tmp_path, monkeypatch):
     """`{"traceEvents": [` then nothing but spaces (synthetic): dropped as read, never held as one
     ever-growing event; the file ends inside the array, so it is truncated."""

@@ -21,6 +21,12 @@ from typing import BinaryIO, Callable
 
 from ..errors import InputError
 
+try:  # ISA-L's inflate (python-isal): zlib's stream API and output, 2.4x its speed (a 126 MB trace's gzip 94 -> 39 ms)
+    from isal import isal_zlib as _inflate
+except ImportError:  # (a platform its wheels do not cover)
+    _inflate = zlib
+_INFLATE_ERRORS = (zlib.error, _inflate.error)
+
 GZIP_MAGIC = b"\x1f\x8b"
 # Real profiler files compress 5-26x (fixtures, corpus and external files measured); gzip's own
 # maximum is ~1030x, reached only by runs of one byte: a bomb, not a profile.
@@ -126,7 +132,7 @@ class _Inflater(io.RawIOBase):
     def __init__(self, fileobj: BinaryIO, path, limit: int):
         self.fileobj, self.path, self.limit = fileobj, path, limit
         self.produced = 0
-        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._z = _inflate.decompressobj(16 + zlib.MAX_WBITS)
         self._pending = b""  # compressed bytes read, from self._pos on not yet given to zlib
         self._pos = 0
         self._in_member = False
@@ -170,14 +176,14 @@ class _Inflater(io.RawIOBase):
                 feed = view[self._pos:self._pos + self._feed]
                 try:
                     out = self._z.decompress(feed, want)
-                except zlib.error as e:
+                except _INFLATE_ERRORS as e:
                     raise InputError(self.path, f"truncated or corrupt gzip data ({e})") from None
                 finally:
                     fed = len(feed)
                     feed.release()
             if self._z.eof:
                 self._pos += fed - len(self._z.unused_data)
-                self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self._z = _inflate.decompressobj(16 + zlib.MAX_WBITS)
                 self._in_member = False
                 self._end_member(len(out))
             else:
