@@ -371,3 +371,72 @@ def test_an_export_narrows_copy_sizes_and_grids_only_where_they_fit(fixtures_dir
     wide = read_nsys_sqlite(big)
     assert wide.gpu["bytes"].dtype == np.int64 and int(wide.gpu["bytes"].max()) == 5_000_000_000
     assert wide.gpu["grid"].dtype == np.int32
+
+
+def test_an_export_narrows_devices_streams_and_blocks_only_where_they_fit(fixtures_dir, tmp_path, monkeypatch):
+    """A real export's devices read as int8, its streams and blocks as int16, the same values and the same report
+    as read at the schema's int32; a stream id past int16 and a device index past int8 (the fixture edited so:
+    synthetic) widen their columns only, values exact."""
+    import gzip
+    import shutil
+    import sqlite3
+
+    from diagnoser.pipeline import diagnose
+    from diagnoser.report.render import render_report
+    from diagnoser.timeline import tables
+    src = fixtures_dir / "nsys" / "sdpa_attention.sqlite.gz"
+    tl = read_nsys_sqlite(src)
+    assert (tl.gpu["device"].dtype, tl.gpu["stream"].dtype, tl.gpu["block"].dtype) == (np.int8, np.int16, np.int16)
+    assert int(tl.gpu["block"].max()) > 0
+    narrow_report = render_report(diagnose([str(src)]), "json")
+    schema_only = {"host": tables.NARROWABLE["host"],
+                   "gpu": {c: t for c, t in tables.NARROWABLE["gpu"].items() if c in ("bytes", "grid")}}
+    with monkeypatch.context() as m:
+        m.setattr(tables, "NARROWABLE", schema_only)
+        m.setattr("diagnoser.ingest.nsys_tables.NARROWABLE", schema_only)
+        wide = read_nsys_sqlite(src)
+        assert (wide.gpu["device"].dtype, wide.gpu["stream"].dtype, wide.gpu["block"].dtype) == (np.int32,) * 3
+        assert render_report(diagnose([str(src)]), "json") == narrow_report
+    for c in ("device", "stream", "block"):
+        np.testing.assert_array_equal(tl.gpu[c].to_numpy(), wide.gpu[c].to_numpy())
+    edited = tmp_path / "wide_ids.sqlite"
+    with gzip.open(src) as f, open(edited, "wb") as out:
+        shutil.copyfileobj(f, out)
+    with sqlite3.connect(edited) as conn:
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 40000, deviceId = 300 WHERE rowid = "
+                     "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    ids = read_nsys_sqlite(edited)
+    assert (ids.gpu["device"].dtype, ids.gpu["stream"].dtype, ids.gpu["block"].dtype) == (np.int16, np.int32, np.int16)
+    assert int(ids.gpu["stream"].max()) == 40000 and int(ids.gpu["device"].max()) == 300
+
+
+def test_narrowest_picks_the_first_type_every_part_fits():
+    from diagnoser.timeline.tables import narrowest
+    assert narrowest("gpu", "device", [np.array([0, 3], np.int32), 0]) == "int8"
+    assert narrowest("gpu", "device", [np.array([-1, 200], np.int32)]) == "int16"
+    assert narrowest("gpu", "device", [np.array([1 << 20], np.int32)]) is None
+    assert narrowest("gpu", "stream", [np.zeros(0, np.int32), 32767]) == "int16"
+    assert narrowest("gpu", "stream", [-32769]) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merged_places_are_the_stable_sort_of_the_parts(seed, monkeypatch):
+    """Sorted parts merged by rank (synthetic starts with many ties, empty parts, chunks smaller than a part)
+    place every row where a stable argsort of the concatenation does; unsorted parts are sorted whole."""
+    from diagnoser.ingest import nsys_names
+    monkeypatch.setattr(nsys_names, "MERGE_CHUNK", 7)
+    rng = np.random.default_rng(seed)
+    parts = [np.sort(rng.integers(0, 40, size)) for size in rng.integers(0, 60, 4)] + [np.zeros(0, np.int64)]
+    if seed % 3 == 2:
+        parts[0] = rng.integers(0, 40, 50)  # (not in order)
+    bounds = np.cumsum([0] + [p.size for p in parts])
+    dest = nsys_names._places(parts, bounds)
+    order = np.argsort(np.concatenate(parts), kind="stable")
+    expected = np.empty(order.size, np.int64)
+    expected[order] = np.arange(order.size)
+    if dest is None:
+        np.testing.assert_array_equal(expected, np.arange(order.size))
+    else:
+        np.testing.assert_array_equal(dest, expected)
+    following = [np.arange(5), np.arange(4, 9), np.zeros(0, np.int64), np.arange(9, 12)]
+    assert nsys_names._places(following, np.cumsum([0] + [p.size for p in following])) is None

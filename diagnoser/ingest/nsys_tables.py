@@ -23,12 +23,13 @@ from ..timeline.tables import (
     GPU_KINDS,
     HOST_COLUMNS,
     MEMORY_COLUMNS,
+    NARROWABLE,
     RANGE_COLUMNS,
     RANGE_KINDS,
     as_int32,
     empty_table,
-    fits_int32,
     narrowed,
+    narrowest,
 )
 from .nsys_names import categorical_frame, codes_of_ids, distinct_ids, lookup_strings, sqlite_text
 from .sqlite_columns import ColumnPlan
@@ -196,7 +197,7 @@ class ExportReader:
             return empty_table(GPU_COLUMNS)
         a = None  # the parts hold the columns alone: categorical_frame frees each as it is placed
         cats = {"kind": list(GPU_KINDS), "copy_kind": COPY_CATEGORIES, "name": names}
-        narrow = {c for c in ("bytes", "grid") if all(fits_int32(p[c]) for p in parts)}  # (4 bytes a row each)
+        narrow = {c: t for c in NARROWABLE["gpu"] for t in [narrowest("gpu", c, [p[c] for p in parts])] if t}
         return categorical_frame(parts, narrowed(GPU_COLUMNS, narrow), cats)
 
     def copy_kinds(self) -> dict[int, str]:
@@ -237,7 +238,7 @@ class ExportReader:
         names = sorted(set(labels))
         position = {name: k for k, name in enumerate(names)}
         data["name"] = codes_of_ids(data["name"], ids, [position[n] for n in labels])
-        return categorical_frame([data], narrowed(HOST_COLUMNS, {"thread"}), {"name": names})  # (24-bit ids)
+        return categorical_frame([data], narrowed(HOST_COLUMNS, {"thread": "int32"}), {"name": names})  # (24-bit ids)
 
     def ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; names of non-default domains get `Domain:`."""

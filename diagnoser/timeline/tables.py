@@ -9,14 +9,14 @@ gpu        one row per GPU activity
   name         str   demangled kernel name; for copies/sets a label like "Memcpy HtoD"
   start_ns     int64
   end_ns       int64
-  device       int32 CUDA device index
-  stream       int32
+  device       int32 CUDA device index; int8 (or int16) where every value fits (NARROWABLE)
+  stream       int32; int16 where every value fits (NARROWABLE)
   correlation  int32 joins to host.correlation (-1 when unknown)
   bytes        int64 bytes moved/set (0 for kernels); int32 where every value fits (NARROWABLE)
   copy_kind    str   "HtoD" | "DtoH" | "DtoD" | "HtoH" | "PtoP" | "" (kernels, memsets)
   pageable     bool  copy touches pageable (unpinned) host memory
   grid         int64 blocks in the grid (gridX*gridY*gridZ; 0 when unknown or not a kernel); int32 as bytes
-  block        int32 threads per block (0 when unknown or not a kernel)
+  block        int32 threads per block (0 when unknown or not a kernel); int16 where every value fits (NARROWABLE)
 
 host       one row per CUDA runtime/driver API call on a host thread
   name         str   API name as recorded: "cudaLaunchKernel", "cudaStreamSynchronize", ...
@@ -78,16 +78,35 @@ HOST_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64",
     "correlation": "int32",
 }
-# int64 columns a reader may hold as int32 where every value fits: an Nsight Systems export's thread ids are 24 bits,
-# its copies' sizes and kernels' grids rarely pass 2**31 (4 bytes a row of its two biggest tables: 160 MB at 10M
-# kernels); a torch trace keeps int64 (64-bit pthread ids). Arithmetic on them goes through int64 (numpy's and
-# pandas' sums of int32 do).
-NARROWABLE = {"host": frozenset({"thread"}), "gpu": frozenset({"bytes", "grid"})}
+# columns a reader may hold narrower than the schema's type where every value fits, and the types it may use: an
+# Nsight Systems export's thread ids are 24 bits, its copies' sizes and kernels' grids rarely pass 2**31 (4 bytes a
+# row of its two biggest tables: 160 MB at 10M kernels), its devices are a few small indexes, its streams small
+# ids and its blocks at most 1,024 threads (5 more bytes a kernel: 50 MB at 10M); a torch trace keeps the schema's
+# types (64-bit pthread ids; streams and devices fall back to pids and tids). Arithmetic on them goes through int64
+# (numpy's and pandas' sums of small integers do; keys are packed in int64, `ops._group_rows`).
+NARROWABLE = {"host": {"thread": ("int32",)},
+              "gpu": {"bytes": ("int32",), "grid": ("int32",), "device": ("int8", "int16"), "stream": ("int16",),
+                      "block": ("int16",)}}
 
 
-def narrowed(columns: dict[str, str], names) -> dict[str, str]:
-    """A table's schema with the named int64 columns (of NARROWABLE's) as int32."""
-    return {c: "int32" if c in names else t for c, t in columns.items()}
+def narrowed(columns: dict[str, str], types: dict[str, str]) -> dict[str, str]:
+    """A table's schema with the named columns as the given (NARROWABLE) types."""
+    return {c: types.get(c, t) for c, t in columns.items()}
+
+
+def narrowest(label: str, column: str, parts) -> str | None:
+    """The narrowest NARROWABLE type of a table's column that holds every value of `parts` (arrays or scalars),
+    None when none does (the schema's type then)."""
+    for dtype in NARROWABLE[label][column]:
+        info = np.iinfo(dtype)
+        if all(_within(p, info.min, info.max) for p in parts):
+            return dtype
+    return None
+
+
+def _within(values, lo: int, hi: int) -> bool:
+    a = np.asarray(values)
+    return a.size == 0 or (lo <= int(a.min()) and int(a.max()) <= hi)
 RANGE_COLUMNS = {
     "name": "object", "start_ns": "int64", "end_ns": "int64", "thread": "int64", "kind": "object",
 }
@@ -107,8 +126,7 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 def fits_int32(values) -> bool:
     """Whether every value (an array, or one scalar) lies in int32's range."""
-    a = np.asarray(values)
-    return a.size == 0 or (INT32_MIN <= int(a.min()) and int(a.max()) <= INT32_MAX)
+    return _within(values, INT32_MIN, INT32_MAX)
 
 
 def as_int32(values) -> np.ndarray:
@@ -179,7 +197,7 @@ class Timeline:
             for col, dtype in columns.items():
                 got = str(table[col].dtype)
                 if got != dtype and not (dtype == "object" and got in ("string", "category")) \
-                        and not (got == "int32" and col in NARROWABLE.get(label, ())):
+                        and got not in NARROWABLE.get(label, {}).get(col, ()):
                     raise ValueError(f"timeline table {label}.{col} is {table[col].dtype}, expected {dtype}")
         bad = set(self.gpu["kind"].unique()) - set(GPU_KINDS)
         if bad:
