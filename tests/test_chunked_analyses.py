@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from diagnoser import ordering
 from diagnoser.ingest.nsys_sqlite import read_nsys_sqlite
 from diagnoser.ingest.torch_trace import read_torch_trace
 from diagnoser.timeline import gaps as gaps_module
@@ -27,7 +28,7 @@ from diagnoser.timeline.tables import GPU_COLUMNS, HOST_COLUMNS, RANGE_COLUMNS, 
 SMALL = [(gaps_module, "GAP_CHUNK", 5), (intervals, "QUERY_CHUNK", 7), (ops, "GROUP_CHUNK", 3),
          (view, "_TAKE_CHUNK", 4), (kernels, "ROW_CHUNK", 6), (program, "DISTINCT_CHUNK", 2),
          (setup, "_FIRST_CHUNK", 5), (setup, "FEW_NAMES", 0), (step_work, "WAIT_CHUNK", 3), (steps, "STEP_END_CHUNK", 4),
-         (intervals, "SORTED_CHUNK", 3), (gil, "GAP_CHUNK", 3)]
+         (ordering, "SORTED_CHUNK", 3), (gil, "GAP_CHUNK", 3)]
 
 FIXTURES = [("nsys", "launch_bound"), ("nsys", "s_cupy_pageable_upload"), ("nsys", "t_train_cpu_adamw"),
             ("nsys", "s_train_gil_thread"), ("nsys", "m_train_convnet_slow_loader"),
@@ -171,14 +172,14 @@ def test_gap_sums_a_chunk_at_a_time_are_the_plain_sums(monkeypatch, chunk):
 @pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 16])
 def test_sortedness_a_chunk_at_a_time_is_the_plain_test(monkeypatch, chunk):
     """Synthetic arrays, a descent at every position (chunk edges included): as `(a[1:] >= a[:-1]).all()`."""
-    monkeypatch.setattr(intervals, "SORTED_CHUNK", chunk)
+    monkeypatch.setattr(ordering, "SORTED_CHUNK", chunk)
     for n in (0, 1, 2, 3, 7, 8):
         a = np.arange(n, dtype=np.int64)
-        assert intervals.is_sorted(a) and intervals.is_sorted(np.full(n, 5))
+        assert ordering.is_sorted(a) and ordering.is_sorted(np.full(n, 5))
         for i in range(1, n):
             b = a.copy()
             b[i] = b[i - 1] - 1
-            assert intervals.is_sorted(b) is bool((b[1:] >= b[:-1]).all()) is False
+            assert ordering.is_sorted(b) is bool((b[1:] >= b[:-1]).all()) is False
 
 
 def test_row_runs_are_the_index_they_stand_for():

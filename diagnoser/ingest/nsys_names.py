@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from ..timeline.intervals import is_sorted
+from ..ordering import is_sorted
 from ..timeline.tables import as_int32
 from .sqlite_columns import empty_column
 

@@ -13,19 +13,6 @@ import numpy as np
 from ..native import native_module
 
 
-def is_sorted(a: np.ndarray) -> bool:
-    """Whether `a` never decreases (compared a chunk at a time: no mask of every row)."""
-    n = a.size
-    for k in range(0, n - 1, SORTED_CHUNK):
-        hi = min(k + SORTED_CHUNK, n - 1)
-        if not (a[k + 1:hi + 1] >= a[k:hi]).all():
-            return False
-    return True
-
-
-SORTED_CHUNK = 1 << 16
-
-
 def searchsorted(values: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
     """`np.searchsorted(values, t, side)`; sorted t (the interval queries' times mostly are) by the extension's
     galloping search (native/sorted_search.c: each from the previous answer, reading `values` forwards), else

@@ -15,8 +15,9 @@ from .. import settings
 from ..case_blind import ascii_lower, found
 from ..kernel_categories import KERNEL_CATEGORIES, MEMORY_BOUND_CATEGORIES
 from ..kernel_names import ALIGNED_BYTES, gemm_alignment
+from ..ordering import is_sorted
 from .tables import Timeline
-from .intervals import IntervalSet, is_sorted
+from .intervals import IntervalSet
 from .names import COMM_KERNEL, lazy_pattern, name_mask, optimizer_ranges
 from .steps import Steps
 from .attention import unfused_attention

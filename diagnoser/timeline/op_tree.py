@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .intervals import is_sorted
+from ..ordering import is_sorted
 
 PARENT_JUMP_ROUNDS = 40  # pointer-jumping rounds before the stack walk takes over (a chain of ranges closing one by one)
 NESTING_DEPTH = 256  # deepest nesting an innermost-op search walks up

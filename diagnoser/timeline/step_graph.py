@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..ordering import is_sorted
 from . import device_peaks
 from .api_kinds import API_KINDS
 from .attention import op_tree_spans
 from .fix_marks import (attention_blocks, compiled_regions, compiling, cudnn_trials, elementwise_chains, gil_holders,
                         gil_waits, nan_checks, new_shape_gemms, whole_matmuls)
-from .intervals import IntervalSet, is_sorted
+from .intervals import IntervalSet
 from .kernels import CATEGORY_CODE, COMMUNICATION, GEMM, OPTIMIZER, _category, _tensor_core
 from .names import name_mask, optimizer_ranges
 from .steps import PHASE_PATTERNS

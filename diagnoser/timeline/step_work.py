@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .intervals import IntervalSet, is_sorted, union_overlap
+from ..ordering import is_sorted
+from .intervals import IntervalSet, union_overlap
 from .tables import fits_int32
 from .view import values_at
 

@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from ..case_blind import ascii_lower, found_each
+from ..ordering import is_sorted
 from .api_kinds import API_KINDS, api_kind
-from .intervals import is_sorted, searchsorted
+from .intervals import searchsorted
 from .op_tree import OpTree
 from .tables import Timeline
 
