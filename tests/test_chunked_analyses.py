@@ -353,23 +353,27 @@ def test_an_export_reads_its_host_threads_as_int32_with_the_same_ids(fixtures_di
     assert set(np.unique(th).tolist()) & set(tl.host_threads.os_calls["thread"].tolist())  # joins the OS calls' ids
 
 
-def test_an_export_narrows_copy_sizes_and_grids_only_where_they_fit(fixtures_dir, tmp_path):
-    """A real export's copy sizes and grids read as int32, the same values; one copy past 2**31 bytes (the fixture
-    edited so: synthetic) keeps the column int64, its size exact."""
+def _edited_export(src, dest, sql: str):
+    """A gzipped fixture export unpacked to dest and changed by one SQL statement (synthetic edits of real data)."""
     import gzip
     import shutil
     import sqlite3
+    with gzip.open(src) as f, open(dest, "wb") as out:
+        shutil.copyfileobj(f, out)
+    with sqlite3.connect(dest) as conn:
+        conn.execute(sql)
+    return dest
+
+
+def test_an_export_narrows_copy_sizes_and_grids_only_where_they_fit(fixtures_dir, tmp_path):
+    """A real export's copy sizes and grids read as int32, the same values; one copy past 2**31 bytes (the fixture
+    edited so: synthetic) keeps the column int64, its size exact."""
     src = fixtures_dir / "nsys" / "s_cupy_pageable_upload.sqlite.gz"
     tl = read_nsys_sqlite(src)
     assert tl.gpu["bytes"].dtype == np.int32 and tl.gpu["grid"].dtype == np.int32
     assert int(tl.gpu["bytes"].sum()) > 0 and int(tl.gpu["grid"].max()) > 0
-    big = tmp_path / "big_copy.sqlite"
-    with gzip.open(src) as f, open(big, "wb") as out:
-        shutil.copyfileobj(f, out)
-    with sqlite3.connect(big) as conn:
-        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 5000000000 WHERE rowid = "
-                     "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY)")
-    wide = read_nsys_sqlite(big)
+    wide = read_nsys_sqlite(_edited_export(src, tmp_path / "big_copy.sqlite", "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET "
+                                           "bytes = 5000000000 WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY)"))
     assert wide.gpu["bytes"].dtype == np.int64 and int(wide.gpu["bytes"].max()) == 5_000_000_000
     assert wide.gpu["grid"].dtype == np.int32
 
@@ -378,10 +382,6 @@ def test_an_export_narrows_devices_streams_and_blocks_only_where_they_fit(fixtur
     """A real export's devices read as int8, its streams and blocks as int16, the same values and the same report
     as read at the schema's int32; a stream id past int16 and a device index past int8 (the fixture edited so:
     synthetic) widen their columns only, values exact."""
-    import gzip
-    import shutil
-    import sqlite3
-
     from diagnoser.pipeline import diagnose
     from diagnoser.report.render import render_report
     from diagnoser.timeline import tables
@@ -400,13 +400,9 @@ def test_an_export_narrows_devices_streams_and_blocks_only_where_they_fit(fixtur
         assert render_report(diagnose([str(src)]), "json") == narrow_report
     for c in ("device", "stream", "block"):
         np.testing.assert_array_equal(tl.gpu[c].to_numpy(), wide.gpu[c].to_numpy())
-    edited = tmp_path / "wide_ids.sqlite"
-    with gzip.open(src) as f, open(edited, "wb") as out:
-        shutil.copyfileobj(f, out)
-    with sqlite3.connect(edited) as conn:
-        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 40000, deviceId = 300 WHERE rowid = "
-                     "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
-    ids = read_nsys_sqlite(edited)
+    ids = read_nsys_sqlite(_edited_export(src, tmp_path / "wide_ids.sqlite", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "
+                                          "streamId = 40000, deviceId = 300 WHERE rowid = (SELECT min(rowid) FROM "
+                                          "CUPTI_ACTIVITY_KIND_KERNEL)"))
     assert (ids.gpu["device"].dtype, ids.gpu["stream"].dtype, ids.gpu["block"].dtype) == (np.int16, np.int32, np.int16)
     assert int(ids.gpu["stream"].max()) == 40000 and int(ids.gpu["device"].max()) == 300
 
