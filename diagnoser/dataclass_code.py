@@ -16,13 +16,12 @@ import builtins
 import contextlib
 import dataclasses
 import importlib.util
-import marshal
 import sys
 import types
 
-from .disk_cache import cache_dir, write_atomic
+from .disk_cache import cache_dir, dump_marshal, load_marshal
 
-FORMAT = "diagnoser.dataclass-code/1"
+FORMAT = "diagnoser.dataclass-code/2"  # {"format", "value": {source: code}} (disk_cache.dump_marshal)
 MAX_ENTRIES = 4096  # sources; past this the file starts over with the run's own (methods of other versions)
 
 
@@ -35,22 +34,10 @@ def _path():
 
 def _load(path) -> dict:
     """{source: code} from the cache file; {} for a missing, unreadable, corrupt or foreign one."""
-    try:
-        entry = marshal.loads(path.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
+    code = load_marshal(path, FORMAT)
+    if not isinstance(code, dict):
         return {}
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT or not isinstance(entry.get("code"), dict):
-        return {}
-    return {s: c for s, c in entry["code"].items() if type(s) is str and type(c) is types.CodeType}
-
-
-def _save(path, code: dict) -> None:
-    """Atomically (disk_cache.write_atomic); silently skipped when the cache cannot be written."""
-    try:
-        data = marshal.dumps({"format": FORMAT, "code": code})
-    except ValueError:
-        return
-    write_atomic(path, data)
+    return {s: c for s, c in code.items() if type(s) is str and type(c) is types.CodeType}
 
 
 @contextlib.contextmanager
@@ -79,4 +66,4 @@ def cached_dataclass_code():
     finally:
         del dataclasses.exec
         if new:
-            _save(path, {**known, **new} if len(known) + len(new) <= MAX_ENTRIES else new)
+            dump_marshal(path, FORMAT, {**known, **new} if len(known) + len(new) <= MAX_ENTRIES else new)

@@ -1,8 +1,9 @@
 """The user cache directory and its JSON entries: what start-up would otherwise recompute from files
 that did not change (the checked rule files: rulespec/cache.py; the shared rule conditions settings
 take their defaults from: settings.py; compiled templates: report/template_env.py; the compiled methods of
-dataclasses: dataclass_code.py, code like the templates', for the command's own process only; the built
-shipped rule pack: rulespec/cache.py, marshal of plain values).
+dataclasses: dataclass_code.py, code like the templates', and the compiled regular expressions: regex_code.py,
+both for the command's own process only; the built shipped rule pack: rulespec/cache.py, marshal of plain
+values).
 
 An entry is JSON (never a pickle: nothing in the cache can run code), one file per key in the user
 cache directory (`$DIAGNOSER_CACHE_DIR`, else `$XDG_CACHE_HOME/diagnoser`, else `~/.cache/diagnoser`),
@@ -13,6 +14,7 @@ miss: the caller computes the value; `DIAGNOSER_NO_CACHE=1` turns the cache off.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import tempfile
 from pathlib import Path
@@ -77,6 +79,27 @@ def write_atomic(path: Path, data: bytes) -> bool:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def load_marshal(path: Path, fmt: str):
+    """The value of a marshal entry written by dump_marshal in `fmt`; None for a missing, unreadable, corrupt or
+    foreign file (the caller checks the value's shape)."""
+    try:
+        entry = marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(entry, dict) or entry.get("format") != fmt:
+        return None
+    return entry.get("value")
+
+
+def dump_marshal(path: Path, fmt: str, value) -> None:
+    """Atomically (write_atomic); silently skipped when the value cannot be marshalled or the cache written."""
+    try:
+        data = marshal.dumps({"format": fmt, "value": value})
+    except ValueError:
+        return
+    write_atomic(path, data)
 
 
 def _prune(d: Path, kind: str) -> None:

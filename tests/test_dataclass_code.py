@@ -117,8 +117,9 @@ def test_a_corrupt_or_foreign_cache_file_is_a_miss_and_is_written_over(cache):
     with dataclass_code.cached_dataclass_code():
         _make()
     (path,) = cache.glob("dataclass-code-*.marshal")
-    for bad in (b"not marshal", marshal.dumps([1, 2]), marshal.dumps({"format": "other", "code": {}}),
-                marshal.dumps({"format": dataclass_code.FORMAT, "code": {"def f(): pass": "not code"}})):
+    for bad in (b"not marshal", marshal.dumps([1, 2]), marshal.dumps({"format": "other", "value": {}}),
+                marshal.dumps({"format": dataclass_code.FORMAT, "value": {"def f(): pass": "not code"}}),
+                marshal.dumps({"format": dataclass_code.FORMAT, "value": ["not", "a", "dict"]})):
         path.write_bytes(bad)
         with dataclass_code.cached_dataclass_code():
             made = _make()

@@ -15,6 +15,7 @@ import click
 from .. import limits
 from .._version import __version__
 from ..dataclass_code import cached_dataclass_code
+from ..regex_code import cached_regex_code
 from ..errors import DiagnoserError
 from ..report import DEFAULT_TOP
 from ..text_safety import visible_line
@@ -159,7 +160,8 @@ def main(argv=None):
     signals = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
     previous_handlers = {s: signal.getsignal(s) for s in signals}
     try:
-        with limits.owning_process(), cached_dataclass_code():  # the run's dataclasses: their methods' code cached
+        # the run's dataclasses and regular expressions: their methods' and matchers' code cached
+        with limits.owning_process(), cached_dataclass_code(), cached_regex_code():
             _main(argv)
     except limits.Terminated as e:  # a signal that lands while an error is being reported
         sys.exit(128 + e.signum)

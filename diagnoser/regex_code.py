@@ -1,0 +1,110 @@
+"""The code Python's regular-expression compiler writes for each pattern, kept in the user cache for the
+command's own process (as dataclass_code.py keeps the dataclasses' methods).
+
+Every start compiles the same ~250 patterns again (numpy's and pandas' at import, jinja2's, the
+package's name and kernel patterns): parsing each and writing its matcher code is ~13 ms of CPU, a
+tenth of what the command costs on top of `import pandas`. The same pattern and flags always compile
+to the same code on one Python build (the code is all the compiler produces; the engine checks it again
+when it is loaded), so while `cached_regex_code()` is active the compiler's last step runs on the code
+written before: `re.compile` returns the same pattern object (equal, with the same flags and groups)
+and re's own cache works as ever. The file is keyed by the exact Python build and the engine's code
+format (`_sre.MAGIC`, `CODESIZE`); a missing, corrupt or foreign file is a miss; a cached entry the
+engine refuses is compiled as always; `DIAGNOSER_NO_CACHE=1` turns it off (diagnoser/disk_cache.py).
+Only the command's main() turns it on: a library caller's patterns are compiled as always.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from .disk_cache import cache_dir, dump_marshal, load_marshal
+
+FORMAT = "diagnoser.regex-code/1"  # {(pattern, flags): (flags, code, groups, groupindex, indexgroup)}
+MAX_ENTRIES = 4096  # patterns; past this the file starts over with the run's own
+
+
+def _engine():
+    """(re._compiler, _sre) where the compiler's steps are the ones this module repeats (CPython 3.11+), else None."""
+    try:
+        import _sre
+        from re import _compiler, _parser
+    except ImportError:
+        return None
+    if not all(hasattr(m, n) for m, n in ((_compiler, "_code"), (_compiler, "compile"), (_parser, "parse"),
+                                          (_sre, "compile"), (_sre, "MAGIC"), (_sre, "CODESIZE"))):
+        return None
+    return _compiler, _parser, _sre
+
+
+def _path(sre):
+    directory = cache_dir()
+    if directory is None:
+        return None
+    build = f"{sys.implementation.cache_tag}-{sys.hexversion:x}-{sre.MAGIC}-{sre.CODESIZE}"
+    return directory / f"regex-code-{build}.marshal"
+
+
+def _entry_ok(key, value) -> bool:
+    return (type(key) is tuple and len(key) == 2 and type(key[0]) in (str, bytes) and type(key[1]) is int
+            and type(value) is tuple and len(value) == 5 and type(value[0]) is int and type(value[1]) is list
+            and type(value[2]) is int and type(value[3]) is dict and type(value[4]) is tuple)
+
+
+def _load(path) -> dict:
+    """{(pattern, flags): compiled parts} from the cache file; {} for a missing, unreadable, corrupt or foreign one."""
+    entries = load_marshal(path, FORMAT)
+    if not isinstance(entries, dict):
+        return {}
+    return {k: v for k, v in entries.items() if _entry_ok(k, v)}
+
+
+def _compiled_parts(compiler, parser, pattern, flags: int) -> tuple:
+    """What re._compiler.compile hands the engine for `pattern` (its own steps, in its order), as plain values."""
+    parsed = parser.parse(pattern, flags)
+    code = compiler._code(parsed, flags)
+    groupindex = dict(parsed.state.groupdict)
+    indexgroup = [None] * parsed.state.groups
+    for name, i in groupindex.items():
+        indexgroup[i] = name
+    return (int(flags | parsed.state.flags), [int(c) for c in code], parsed.state.groups - 1, groupindex,
+            tuple(indexgroup))
+
+
+@contextlib.contextmanager
+def cached_regex_code():
+    """Within this block, a str or bytes pattern compiled before is built from its cached code; the patterns
+    compiled for the first time are added to the cache when the block ends."""
+    engine = _engine()
+    path = None if engine is None else _path(engine[2])
+    if path is None or _ACTIVE:  # no cache, or already active (a nested main)
+        yield
+        return
+    compiler, parser, sre = engine
+    original = compiler.compile
+    known = _load(path)
+    new: dict = {}
+
+    def compile_cached(p, flags=0):
+        if type(p) not in (str, bytes) or flags & compiler.SRE_FLAG_DEBUG:
+            return original(p, flags)
+        key = (p, int(flags))
+        parts = known.get(key)
+        if parts is not None:
+            try:
+                return sre.compile(p, *parts)
+            except (RuntimeError, TypeError, ValueError, OverflowError):  # refused by the engine: compiled anew
+                known.pop(key, None)
+        parts = new[key] = _compiled_parts(compiler, parser, p, flags)
+        return sre.compile(p, *parts)
+
+    _ACTIVE["compile"] = original
+    compiler.compile = compile_cached
+    try:
+        yield
+    finally:
+        compiler.compile = _ACTIVE.pop("compile")
+        if new:
+            dump_marshal(path, FORMAT, {**known, **new} if len(known) + len(new) <= MAX_ENTRIES else new)
+
+
+_ACTIVE: dict = {}  # the compiler's own function while a block is active (a nested block leaves it in charge)
