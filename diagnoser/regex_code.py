@@ -10,17 +10,24 @@ written before: `re.compile` returns the same pattern object (equal, with the sa
 and re's own cache works as ever. The file is keyed by the exact Python build and the engine's code
 format (`_sre.MAGIC`, `CODESIZE`); a missing, corrupt or foreign file is a miss; a cached entry the
 engine refuses is compiled as always; `DIAGNOSER_NO_CACHE=1` turns it off (diagnoser/disk_cache.py).
-Only the command's main() turns it on: a library caller's patterns are compiled as always.
+A pattern is kept once a second run has compiled it: some are built anew by every process (the standard
+tokenizer's, which numpy's import runs, joins the members of a set, whose order changes with each
+process's string hashing), and one such pattern a run would grow the file without end; a short digest of
+every pattern compiled is noted, in a small file of its own (the last MAX_SEEN). Only the command's main() turns the cache on: a
+library caller's patterns are compiled as always.
 """
 from __future__ import annotations
 
 import contextlib
 import sys
+import zlib
 
 from .disk_cache import cache_dir, dump_marshal, load_marshal
 
 FORMAT = "diagnoser.regex-code/1"  # {(pattern, flags): (flags, code, groups, groupindex, indexgroup)}
+SEEN_FORMAT = "diagnoser.regex-seen/1"  # [digest of each pattern a run compiled, ...], oldest first
 MAX_ENTRIES = 4096  # patterns; past this the file starts over with the run's own
+MAX_SEEN = 1024  # digests; the oldest go first
 
 
 def _engine():
@@ -36,12 +43,18 @@ def _engine():
     return _compiler, _parser, _sre
 
 
-def _path(sre):
+def _path(sre, kind: str = "code"):
     directory = cache_dir()
     if directory is None:
         return None
     build = f"{sys.implementation.cache_tag}-{sys.hexversion:x}-{sre.MAGIC}-{sre.CODESIZE}"
-    return directory / f"regex-code-{build}.marshal"
+    return directory / f"regex-{kind}-{build}.marshal"
+
+
+def _digest(key: tuple) -> int:
+    """A short stable digest of (pattern, flags) (repr escapes what UTF-8 cannot hold); a collision only keeps a
+    pattern a run early."""
+    return zlib.crc32(repr(key).encode("utf-8"))
 
 
 def _entry_ok(key, value) -> bool:
@@ -58,6 +71,11 @@ def _load(path) -> dict:
     return {k: v for k, v in entries.items() if _entry_ok(k, v)}
 
 
+def _load_seen(path) -> list:
+    seen = load_marshal(path, SEEN_FORMAT)
+    return [d for d in seen if type(d) is int] if isinstance(seen, list) else []
+
+
 def _compiled_parts(compiler, parser, pattern, flags: int) -> tuple:
     """What re._compiler.compile hands the engine for `pattern` (its own steps, in its order), as plain values."""
     parsed = parser.parse(pattern, flags)
@@ -72,8 +90,8 @@ def _compiled_parts(compiler, parser, pattern, flags: int) -> tuple:
 
 @contextlib.contextmanager
 def cached_regex_code():
-    """Within this block, a str or bytes pattern compiled before is built from its cached code; the patterns
-    compiled for the first time are added to the cache when the block ends."""
+    """Within this block, a str or bytes pattern kept before is built from its cached code; when the block ends,
+    the patterns compiled here that an earlier run compiled too are kept, the others noted."""
     engine = _engine()
     path = None if engine is None else _path(engine[2])
     if path is None or _ACTIVE:  # no cache, or already active (a nested main)
@@ -81,8 +99,11 @@ def cached_regex_code():
         return
     compiler, parser, sre = engine
     original = compiler.compile
-    known = _load(path)
+    seen_path = _path(sre, "seen")
+    known, seen = _load(path), _load_seen(seen_path)
+    earlier = set(seen)
     new: dict = {}
+    fresh: list = []  # digests of the patterns no earlier run compiled
 
     def compile_cached(p, flags=0):
         if type(p) not in (str, bytes) or flags & compiler.SRE_FLAG_DEBUG:
@@ -93,8 +114,14 @@ def cached_regex_code():
             try:
                 return sre.compile(p, *parts)
             except (RuntimeError, TypeError, ValueError, OverflowError):  # refused by the engine: compiled anew
-                known.pop(key, None)
-        parts = new[key] = _compiled_parts(compiler, parser, p, flags)
+                parts = new[key] = _compiled_parts(compiler, parser, p, flags)  # (and kept so)
+                return sre.compile(p, *parts)
+        parts = _compiled_parts(compiler, parser, p, flags)
+        digest = _digest(key)
+        if digest in earlier:
+            new[key] = parts
+        else:
+            fresh.append(digest)
         return sre.compile(p, *parts)
 
     _ACTIVE["compile"] = original
@@ -105,6 +132,8 @@ def cached_regex_code():
         compiler.compile = _ACTIVE.pop("compile")
         if new:
             dump_marshal(path, FORMAT, {**known, **new} if len(known) + len(new) <= MAX_ENTRIES else new)
+        if fresh:
+            dump_marshal(seen_path, SEEN_FORMAT, (seen + fresh)[-MAX_SEEN:])
 
 
 _ACTIVE: dict = {}  # the compiler's own function while a block is active (a nested block leaves it in charge)

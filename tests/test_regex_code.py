@@ -55,19 +55,34 @@ def cache(tmp_path, monkeypatch):
 def test_patterns_compiled_with_the_cache_cold_or_warm_are_the_patterns_compiled_without_it(cache):
     plain = _compile_all()
     with regex_code.cached_regex_code():
-        cold = _compile_all()
+        first = _compile_all()
+    assert not list(cache.glob("regex-code-*")), "one run's patterns are only noted"
+    assert len(regex_code._load_seen(next(cache.glob("regex-seen-*.marshal")))) >= len(PATTERNS)
+    with regex_code.cached_regex_code():
+        second = _compile_all()
     (path,) = cache.glob("regex-code-*.marshal")
-    assert len(regex_code._load(path)) >= len(PATTERNS)
+    assert len(regex_code._load(path)) >= len(PATTERNS), "a second run's are kept"
     written = path.stat().st_mtime_ns
     with regex_code.cached_regex_code():
         warm = _compile_all()
     assert path.stat().st_mtime_ns == written, "a warm block compiles nothing new, so writes nothing"
-    for before, *after in zip(plain, cold, warm):
+    for before, *after in zip(plain, first, second, warm):
         for p in after:
             assert p == before  # CPython compares the flags and the matcher code
             assert (p.pattern, p.flags, p.groups, p.groupindex) == (before.pattern, before.flags, before.groups,
                                                                     before.groupindex)
-    assert _behaviour(cold) == _behaviour(warm) == _behaviour(plain)
+    assert _behaviour(first) == _behaviour(second) == _behaviour(warm) == _behaviour(plain)
+
+
+def test_a_pattern_built_anew_by_every_run_is_never_kept_and_the_notes_stay_bounded(cache, monkeypatch):
+    monkeypatch.setattr(regex_code, "MAX_SEEN", 16)
+    for i in range(12):  # like the tokenizer's pattern: its alternatives in another order each process
+        with regex_code.cached_regex_code():
+            _compile_all()
+            re.compile("|".join(f"w{(i * 7 + j) % 13}" for j in range(13)))
+    (path,) = cache.glob("regex-code-*.marshal")
+    assert set(regex_code._load(path)) == {(p, int(f)) for p, f in PATTERNS}
+    assert len(regex_code._load_seen(next(cache.glob("regex-seen-*.marshal")))) == 16
 
 
 def test_errors_and_warnings_of_a_bad_pattern_are_the_compilers(cache):
@@ -85,9 +100,11 @@ def test_the_commands_own_patterns_from_the_cache_are_those_compiled_without_it(
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root), DIAGNOSER_CACHE_DIR=str(tmp_path))
     env.pop("DIAGNOSER_NO_CACHE", None)
-    got = subprocess.run([sys.executable, "-m", "diagnoser.cli", str(root / "fixtures/torch/host_sync.pt.trace.json.gz"),
-                          "--format", "json"], env=env, capture_output=True, text=True)
-    assert got.returncode == 0, got.stderr[-2000:]
+    for _ in range(2):  # kept from the second run on
+        got = subprocess.run([sys.executable, "-m", "diagnoser.cli",
+                              str(root / "fixtures/torch/host_sync.pt.trace.json.gz"), "--format", "json"],
+                             env=env, capture_output=True, text=True)
+        assert got.returncode == 0, got.stderr[-2000:]
     (path,) = tmp_path.glob("regex-code-*.marshal")
     entries = regex_code._load(path)
     assert len(entries) > 100
@@ -98,8 +115,9 @@ def test_the_commands_own_patterns_from_the_cache_are_those_compiled_without_it(
 
 
 def test_a_corrupt_or_foreign_cache_file_or_entry_is_a_miss_and_is_written_over(cache):
-    with regex_code.cached_regex_code():
-        _compile_all()
+    for _ in range(2):
+        with regex_code.cached_regex_code():
+            _compile_all()
     (path,) = cache.glob("regex-code-*.marshal")
     good = regex_code._load(path)
     key = (PATTERNS[0][0], 0)
