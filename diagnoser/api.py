@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .errors import DiagnoserError
 from .report import DEFAULT_TOP
+from .text_safety import NOT_SHOWN
 from .diagnosis import Report
 
 if TYPE_CHECKING:  # (only for the annotations: the command line imports this module at start-up)
@@ -83,7 +84,8 @@ class DiagnosisReport(Report):
     settings...) with the rules in force, as a library returns it: tables, formats, the runs the inputs
     are (one entry per separate run, each with its inputs)."""
 
-    rules: list["Rule"] = field(default_factory=list)  # the rules in force, by id
+    # the rules in force, by id: no text format shows them from here (JUnit takes them, and escapes, apart)
+    rules: list["Rule"] = field(default_factory=list, metadata=NOT_SHOWN)
 
     @property
     def runs(self) -> list[dict]:

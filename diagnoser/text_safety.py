@@ -232,16 +232,20 @@ PROSE_FIELDS = frozenset({"title", "message", "fix", "verify", "collect"})
 _SCALARS = frozenset({int, float, bool})  # nothing in them to show
 
 
+# a dataclass field's metadata for what no text renderer reads (displayable leaves it as it is)
+NOT_SHOWN = {"shown": False}
+
+
 @functools.lru_cache(maxsize=None)
 def _field_names(kind: type) -> tuple[str, ...]:
-    """A dataclass's field names (dataclasses.fields builds its tuple on every call)."""
-    return tuple(f.name for f in dataclasses.fields(kind))
+    """A dataclass's field names that a renderer may show (dataclasses.fields builds its tuple on every call)."""
+    return tuple(f.name for f in dataclasses.fields(kind) if f.metadata.get("shown", True))
 
 
 def displayable(obj, line: bool = True):
     """`obj` (a Report, a Finding, a comparison dict...) with every string in it shown by visible_line
     (prose fields by visible_text), for a text or HTML renderer; JSON renders the original. Objects
-    with nothing to escape come back as they are (the same object)."""
+    with nothing to escape come back as they are (the same object); so do a dataclass's NOT_SHOWN fields."""
     kind = type(obj)
     if kind is str:
         if obj.isascii() and obj.isprintable():  # (most names: nothing to escape, no per-character lookups)

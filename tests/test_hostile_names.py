@@ -262,3 +262,20 @@ def test_nsys_rep_export_hint_quotes_the_file_name():
     # the folder is kept and a name that starts with `-` keeps its `./` (else it pastes as an option)
     assert export_command(Path("runs/a.nsys-rep")) == "nsys export --type sqlite -o runs/a.sqlite runs/a.nsys-rep"
     assert shlex.split(export_command(Path("--x.nsys-rep")))[-3:] == ["-o", "./--x.sqlite", "./--x.nsys-rep"]
+
+
+def test_the_rules_in_force_are_left_as_they_are_and_junit_still_shows_a_hostile_rule_escaped():
+    """A report's rules (DiagnosisReport.rules: NOT_SHOWN) are not walked for the text formats, which never read
+    them; JUnit, which names every rule, shows a hostile rule name escaped all the same."""
+    import dataclasses
+
+    import diagnoser
+    report = diagnoser.diagnose(str(FIX / "torch/host_sync.pt.trace.json.gz"))
+    first = report.findings[0].rule
+    rules = [dataclasses.replace(r, name=r.name + HOSTILE) if r.id == first else r for r in report.rules]
+    report = dataclasses.replace(report, rules=rules)
+    assert displayable(report).rules is report.rules
+    junit = report.render("junit")
+    assert _raw_controls(junit) == [] and "\\x1b]52" in junit
+    for fmt in ("md", "html", "terminal", "json"):
+        assert HOSTILE not in report.render(fmt), fmt
