@@ -21,6 +21,9 @@ TIMELINE_KINDS = ("nsys-sqlite", "nsys-rep", "torch-trace")
 
 @dataclass(frozen=True)
 class Absence:
+    """Facts that are missing because what they measure is absent (no GEMMs, no collectives), not because
+    the input could not record it: told apart by a present count fact at its `none` value."""
+
     facts: frozenset[str]  # the facts missing when the thing is absent
     kinds: tuple[str, ...]  # input kinds that record the events they measure
     evidence: str  # a present fact that says how many were found ...

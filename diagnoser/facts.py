@@ -32,6 +32,9 @@ class Subject:
 
 @dataclass(frozen=True)
 class Fact:
+    """One measured value: a catalogue name, its value and unit, the input (and reader) that measured it, and
+    the subject (kernel, op, rank...) it is about, None for the run."""
+
     name: str
     value: Value
     unit: str

@@ -41,6 +41,9 @@ KERNEL_ROWS = 8  # per-kernel rows a grouped finding shows in text reports (JSON
 
 @dataclass
 class Finding:
+    """What a rule concluded about the run or one subject: its texts filled in with the measured values, the
+    evidence, the estimated gain and the prediction of the fix."""
+
     rule: str
     name: str
     category: str
@@ -142,6 +145,9 @@ def prediction_json(p: dict) -> dict:
 
 @dataclass(frozen=True)
 class NotEvaluated:
+    """A rule that could not be evaluated (on some or all of its subjects): the facts it needs and how to
+    collect them."""
+
     rule: str
     title: str
     tree: str

@@ -16,6 +16,8 @@ from ..rulespec.values import sanitize
 
 @dataclass
 class Record:
+    """The facts of one subject (or of the run) gathered into the record the rules are evaluated on."""
+
     scope: str  # "run" or the subject kind
     subject: Subject | None
     values: dict[str, Value] = field(default_factory=dict)

@@ -21,6 +21,8 @@ HEADLINE = (
 
 @dataclass
 class RunSection:
+    """The part of a report about one of several separate runs."""
+
     run: int
     inputs: list[str]
     findings: list = field(default_factory=list)  # this run's findings, in the report's order

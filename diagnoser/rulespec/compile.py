@@ -20,6 +20,8 @@ from .operators import OPERATORS
 
 @dataclass(frozen=True)
 class RegexFlag:
+    """A `matches` test of a rule: the derived boolean fact the engine reads in its place."""
+
     field: str
     fact: str
     pattern: str
@@ -27,6 +29,8 @@ class RegexFlag:
 
 @dataclass(frozen=True)
 class CompiledRule:
+    """A rule lowered for the engine: its predicate as a tuple tree, its regex tests and the facts it reads."""
+
     rule_id: str
     scope: str
     predicate: tuple

@@ -81,6 +81,8 @@ TEXT_FIELDS = ("title", "message", "fix", "verify", "refs")
 
 @dataclass
 class Rule:
+    """One rule of a decision tree, as its YAML file states it (checked): its condition, texts, params."""
+
     id: str
     name: str
     title: str

@@ -202,6 +202,9 @@ def host_activity(tv: TimelineView) -> HostActivity:
 
 @dataclass
 class DeviceBusy:
+    """One device's busy time (all activity, compute, communication) and where each compute activity was
+    launched from."""
+
     device: int
     busy: IntervalSet      # any activity (kernels, copies, memsets, NCCL included)
     compute: IntervalSet   # activity other than communication kernels

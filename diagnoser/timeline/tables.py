@@ -160,6 +160,9 @@ class HostThreads:
 
 @dataclass
 class Timeline:
+    """One rank's timeline as a reader builds it: GPU activity, host API calls and host ranges as tables (the
+    schema above), with what the input says about its devices, rank, process groups and clock."""
+
     path: str
     source: str  # "nsys" | "torch"
     gpu: pd.DataFrame
