@@ -437,3 +437,27 @@ def test_merged_places_are_the_stable_sort_of_the_parts(seed, monkeypatch):
         np.testing.assert_array_equal(dest, expected)
     following = [np.arange(5), np.arange(4, 9), np.zeros(0, np.int64), np.arange(9, 12)]
     assert nsys_names._places(following, np.cumsum([0] + [p.size for p in following])) is None
+
+
+def test_the_matches_of_one_categorical_column_are_worked_out_once_for_it_and_its_subsets():
+    """Names.of on a categorical column, on subsets of its rows and on a later read of it share the distinct names'
+    work (their strings, lower-cased, each pattern's hits); the masks are those of a plain search; the shared
+    entry goes with the column's categories."""
+    import gc
+    import re
+
+    names = ["aten::mm", "ProfilerStep#3", "cudaLaunchKernel", None, "aten::MM", "ncclKernel_AllReduce"]
+    col = pd.Series(pd.Categorical(names * 3))
+    pattern = re.compile(r"aten::mm|nccl", re.I)
+    whole, part = view.Names.of(col), view.Names.of(col[col.index % 2 == 0])
+    assert whole._cache is part._cache is view.Names.of(col.copy())._cache
+    assert whole.mask(pattern).tolist() == [n is not None and bool(pattern.search(n)) for n in names * 3]
+    assert part.mask(pattern).tolist() == [n is not None and bool(pattern.search(n)) for n in (names * 3)[::2]]
+    assert ("search", pattern) in whole._cache
+    other = view.Names.of(pd.Series(pd.Categorical(["x"])))
+    assert other._cache is not whole._cache and not other.mask(pattern).any()
+    assert view.Names.of(pd.Series(names, dtype=object))._cache is not whole._cache  # plain columns: their own
+    before = len(view._SHARED_CACHES)
+    del whole, part, col, other
+    gc.collect()
+    assert len(view._SHARED_CACHES) < before

@@ -8,6 +8,7 @@ GPU-row -> launch-call join, done once by sorted-array search rather than a hash
 from __future__ import annotations
 
 import re
+import weakref
 from functools import cached_property
 
 import numpy as np
@@ -115,6 +116,22 @@ def take_rows(values: np.ndarray, rows) -> np.ndarray:
     return rows.take(values) if isinstance(rows, RowRuns) else values[rows]
 
 
+# what is worked out per distinct name (the names as str, lower-cased, each pattern's hits), per categories Index:
+# a categorical column, every subset of its rows and every later read of it hold the same one, so the analyses'
+# many matches of one column (name_mask on a table's rows) share it; an entry goes when its Index does
+_SHARED_CACHES: dict[int, tuple] = {}
+
+
+def _shared_cache(uniques) -> dict:
+    key = id(uniques)
+    hit = _SHARED_CACHES.get(key)
+    if hit is not None and hit[0]() is uniques:
+        return hit[1]
+    cache: dict = {}
+    _SHARED_CACHES[key] = (weakref.ref(uniques, lambda _, key=key: _SHARED_CACHES.pop(key, None)), cache)
+    return cache
+
+
 class Names:
     """A name column as codes into its distinct values; a pattern is matched once per distinct name."""
 
@@ -127,7 +144,8 @@ class Names:
     @classmethod
     def of(cls, values: pd.Series) -> "Names":
         codes, uniques = codes_of(values)
-        return cls(codes, uniques, isinstance(values.dtype, pd.CategoricalDtype))
+        categorical = isinstance(values.dtype, pd.CategoricalDtype)
+        return cls(codes, uniques, categorical, _shared_cache(uniques) if categorical else None)
 
     def __len__(self) -> int:
         return int(self.codes.size)
