@@ -21,13 +21,17 @@ from __future__ import annotations
 import contextlib
 import sys
 import zlib
+from array import array
 
 from .disk_cache import cache_dir, dump_marshal, load_marshal
 
-FORMAT = "diagnoser.regex-code/1"  # {(pattern, flags): (flags, code, groups, groupindex, indexgroup)}
+# {(pattern, flags): (flags, code, groups, groupindex, indexgroup)}, the code as the bytes of its CODESIZE-byte
+# units (a third of the memory a list of ints holds while the run lasts)
+FORMAT = "diagnoser.regex-code/2"
 SEEN_FORMAT = "diagnoser.regex-seen/1"  # [digest of each pattern a run compiled, ...], oldest first
 MAX_ENTRIES = 4096  # patterns; past this the file starts over with the run's own
 MAX_SEEN = 1024  # digests; the oldest go first
+CODE_UNIT = "I"  # array type of one unit of matcher code (_sre.CODESIZE bytes)
 
 
 def _engine():
@@ -39,6 +43,8 @@ def _engine():
         return None
     if not all(hasattr(m, n) for m, n in ((_compiler, "_code"), (_compiler, "compile"), (_parser, "parse"),
                                           (_sre, "compile"), (_sre, "MAGIC"), (_sre, "CODESIZE"))):
+        return None
+    if array(CODE_UNIT).itemsize != _sre.CODESIZE:
         return None
     return _compiler, _parser, _sre
 
@@ -59,7 +65,7 @@ def _digest(key: tuple) -> int:
 
 def _entry_ok(key, value) -> bool:
     return (type(key) is tuple and len(key) == 2 and type(key[0]) in (str, bytes) and type(key[1]) is int
-            and type(value) is tuple and len(value) == 5 and type(value[0]) is int and type(value[1]) is list
+            and type(value) is tuple and len(value) == 5 and type(value[0]) is int and type(value[1]) is bytes
             and type(value[2]) is int and type(value[3]) is dict and type(value[4]) is tuple)
 
 
@@ -84,8 +90,16 @@ def _compiled_parts(compiler, parser, pattern, flags: int) -> tuple:
     indexgroup = [None] * parsed.state.groups
     for name, i in groupindex.items():
         indexgroup[i] = name
-    return (int(flags | parsed.state.flags), [int(c) for c in code], parsed.state.groups - 1, groupindex,
+    return (int(flags | parsed.state.flags), array(CODE_UNIT, code).tobytes(), parsed.state.groups - 1, groupindex,
             tuple(indexgroup))
+
+
+def _built(sre, pattern, parts: tuple):
+    """The pattern object from its compiled parts (what re._compiler.compile's last step does)."""
+    flags, code, groups, groupindex, indexgroup = parts
+    units = array(CODE_UNIT)
+    units.frombytes(code)
+    return sre.compile(pattern, flags, units.tolist(), groups, groupindex, indexgroup)
 
 
 @contextlib.contextmanager
@@ -112,17 +126,17 @@ def cached_regex_code():
         parts = known.get(key)
         if parts is not None:
             try:
-                return sre.compile(p, *parts)
+                return _built(sre, p, parts)
             except (RuntimeError, TypeError, ValueError, OverflowError):  # refused by the engine: compiled anew
                 parts = new[key] = _compiled_parts(compiler, parser, p, flags)  # (and kept so)
-                return sre.compile(p, *parts)
+                return _built(sre, p, parts)
         parts = _compiled_parts(compiler, parser, p, flags)
         digest = _digest(key)
         if digest in earlier:
             new[key] = parts
         else:
             fresh.append(digest)
-        return sre.compile(p, *parts)
+        return _built(sre, p, parts)
 
     _ACTIVE["compile"] = original
     compiler.compile = compile_cached

@@ -111,7 +111,7 @@ def test_the_commands_own_patterns_from_the_cache_are_those_compiled_without_it(
     import _sre
     for (pattern, flags), parts in entries.items():
         re.purge()
-        assert _sre.compile(pattern, *parts) == re.compile(pattern, flags), pattern
+        assert regex_code._built(_sre, pattern, parts) == re.compile(pattern, flags), pattern
 
 
 def test_a_corrupt_or_foreign_cache_file_or_entry_is_a_miss_and_is_written_over(cache):
@@ -122,7 +122,7 @@ def test_a_corrupt_or_foreign_cache_file_or_entry_is_a_miss_and_is_written_over(
     good = regex_code._load(path)
     key = (PATTERNS[0][0], 0)
     flags, code, groups, groupindex, indexgroup = good[key]
-    refused = {key: (flags, [0xFFFF] * 3, groups, groupindex, indexgroup)}  # code the engine does not accept
+    refused = {key: (flags, b"\xff\xff\x00\x00" * 3, groups, groupindex, indexgroup)}  # code the engine refuses
     for bad in (b"not marshal", marshal.dumps([1, 2]), marshal.dumps({"format": "other", "value": good}),
                 marshal.dumps({"format": regex_code.FORMAT, "value": {"pattern": "not parts"}}),
                 marshal.dumps({"format": regex_code.FORMAT, "value": refused})):
