@@ -45,8 +45,11 @@ def _escape(cp: int) -> str:
     return _SHORT.get(cp) or (f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}")
 
 
-_LINE = {cp: _escape(cp) for cp in _CONTROLS + _INVISIBLE + _NONCHARACTERS}
-_TEXT = {cp: v for cp, v in _LINE.items() if cp not in (0x09, 0x0A)}
+# (the 2,048 surrogates' escapes, the same in every table, made once: a dict comprehension each cost ~1 ms a start)
+_SURROGATES = {cp: f"\\u{cp:04x}" for cp in _NONCHARACTERS if 0xD800 <= cp < 0xE000}
+_LINE = {**{cp: _escape(cp) for cp in _CONTROLS + _INVISIBLE + _NONCHARACTERS if cp not in _SURROGATES}, **_SURROGATES}
+_TEXT = dict(_LINE)
+del _TEXT[0x09], _TEXT[0x0A]
 
 
 def visible_line(text) -> str:
@@ -60,7 +63,7 @@ def visible_text(text) -> str:
 
 
 # JSON: what visible_line escapes, as a `\\uXXXX` escape (json.dumps already escapes C0 itself)
-_JSON = {cp: f"\\u{cp:04x}" for cp in _LINE if cp >= 0x20}
+_JSON = {**{cp: f"\\u{cp:04x}" for cp in _LINE if cp >= 0x20 and cp not in _SURROGATES}, **_SURROGATES}
 
 
 @functools.cache

@@ -18,7 +18,7 @@ import numpy as np
 from .gaps import IDLE_CLASSES
 from .kernels import KERNEL_CATEGORIES, KernelTable
 from .steps import PROFILER_STEP, Steps
-from .view import TimelineView, values_at
+from .view import Names, TimelineView, values_at
 
 STRIP_MAX_RECTS = 400     # per stream
 STRIP_MAX_LANES = 6       # the busiest streams
@@ -100,9 +100,9 @@ def _explain(tv: TimelineView, s: int, e: int, gaps: list) -> list:
     # a range that spans the whole step (the step's own annotation, a loop around it) explains nothing
     cand = np.flatnonzero((re_ > s) & (rs < e) & ~((rs <= s) & (re_ >= e)))
     # the names and kinds of the step's ranges only (not an object per range of the trace)
+    if cand.size:  # (the step ranges: matched once per distinct name, shared with the steps' search)
+        cand = cand[~Names.of(r["name"]).subset(cand).mask(PROFILER_STEP)]
     rnames = values_at(r["name"], cand) if cand.size else np.zeros(0, object)
-    keep = np.array([not PROFILER_STEP.search(str(n)) for n in rnames.tolist()], bool)
-    cand, rnames = cand[keep], rnames[keep]
     rkind = values_at(r["kind"], cand) if cand.size else np.zeros(0, object)
     hs, he = tv.host_start, tv.host_end
     api = np.flatnonzero((he > s) & (hs < e))
