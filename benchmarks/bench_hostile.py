@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = REPO.parent / "shared" / "hostile"
-DIAGNOSE = [sys.executable, "-c", "import sys; from diagnoser.cli import main; main(sys.argv[1:])"]
+DIAGNOSE = [sys.executable, "-m", "diagnoser.cli"]  # the command as its console script runs it (cli.run)
 
 
 def sparse(path: Path, head: bytes, size: int) -> Path:

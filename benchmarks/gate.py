@@ -209,7 +209,9 @@ def startup(gate: Gate, base: str | None, repeat: int = 9) -> None:
         # (cli._no_blas_workers); the reference `import pandas` is measured so too, and as it is by default
         blas = {} if "OPENBLAS_NUM_THREADS" in env else {"OPENBLAS_NUM_THREADS": "1"}
         pandas, pandas_default = [], []
-        diagnose = [sys.executable, "-c", "import sys; from diagnoser.cli import main; main(sys.argv[1:])", trace]
+        # the command as its console script runs it (cli.run; a version without it: main, its command then)
+        diagnose = [sys.executable, "-c", "try:\n    from diagnoser.cli import run\nexcept ImportError:\n"
+                    "    from diagnoser.cli import main as run\nrun()", trace]
         for side, where in sides(base):  # bytecode and the user cache, as an installed package has them after
             for _ in range(2):  # its first runs (a regular expression's code is kept from its second: regex_code.py)
                 cpu_of(diagnose, dict(env, PYTHONPATH=where) if where else env, where or str(REPO))

@@ -1,5 +1,5 @@
 """`python -m diagnoser.cli`: the same as `diagnose`."""
-from . import main
+from . import run
 
 if __name__ == "__main__":  # importing the package's modules (the fuzz runner does) runs nothing
-    main()
+    run()
