@@ -1,25 +1,26 @@
 """The code Python's regular-expression compiler writes for each pattern, kept in the user cache for the
 command's own process (as dataclass_code.py keeps the dataclasses' methods).
 
-Every start compiles the same ~250 patterns again (numpy's and pandas' at import, jinja2's, the
-package's name and kernel patterns): parsing each and writing its matcher code is ~13 ms of CPU, a
-tenth of what the command costs on top of `import pandas`. The same pattern and flags always compile
-to the same code on one Python build (the code is all the compiler produces; the engine checks it again
-when it is loaded), so while `cached_regex_code()` is active the compiler's last step runs on the code
-written before: `re.compile` returns the same pattern object (equal, with the same flags and groups)
-and re's own cache works as ever. The file is keyed by the exact Python build and the engine's code
-format (`_sre.MAGIC`, `CODESIZE`); a missing, corrupt or foreign file is a miss; a cached entry the
-engine refuses is compiled as always; `DIAGNOSER_NO_CACHE=1` turns it off (diagnoser/disk_cache.py).
-A pattern is kept once a second run has compiled it: some are built anew by every process (the standard
-tokenizer's, which numpy's import runs, joins the members of a set, whose order changes with each
-process's string hashing), and one such pattern a run would grow the file without end; a short digest of
-every pattern compiled is noted, in a small file of its own (the last MAX_SEEN). Only the command's main() turns the cache on: a
-library caller's patterns are compiled as always.
+Every start compiles the same ~250 patterns again (numpy's and pandas' at import, jinja2's, the package's name
+and kernel patterns): parsing each and writing its matcher code is ~13 ms of CPU, a tenth of what the command
+costs on top of `import pandas`. The same pattern and flags always compile to the same code on one Python build
+(the code is all the compiler produces; the engine checks it again when it is loaded), so while
+`cached_regex_code()` is active the compiler's last step runs on the code written before: `re.compile` returns the
+same pattern object (equal: the same flags and code; the same groups) and re's own cache works as ever. A pattern
+is kept only when its parts build the compiler's own pattern again (a Python whose compiler takes other steps
+keeps nothing), and once a second run has compiled it: some are built anew by every process (the standard
+tokenizer's, which numpy's import runs, joins the members of a set, in an order that changes with each process's
+string hashing), and one such pattern a run would grow the file without end; a short digest of every pattern a
+run compiles is noted in a small file of its own (the last MAX_SEEN). The files are keyed by the exact Python build
+and the engine's code format (`_sre.MAGIC`, `CODESIZE`); a missing, corrupt or foreign file is a miss; a cached
+entry the engine refuses is compiled as always; `DIAGNOSER_NO_CACHE=1` turns it off (diagnoser/disk_cache.py). Only
+the command's main() turns the cache on: a library caller's patterns are compiled as always.
 """
 from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 import zlib
 from array import array
 
@@ -94,6 +95,18 @@ def _compiled_parts(compiler, parser, pattern, flags: int) -> tuple:
             tuple(indexgroup))
 
 
+def _checked_parts(compiler, parser, sre, pattern, flags: int, compiled) -> tuple | None:
+    """The parts to keep for `pattern`: None unless they build a pattern equal to the compiler's own (the same
+    flags and code: a Python whose compiler takes other steps than these keeps nothing)."""
+    try:
+        with warnings.catch_warnings():  # (the compiler has shown the pattern's warnings once already)
+            warnings.simplefilter("ignore")
+            parts = _compiled_parts(compiler, parser, pattern, flags)
+        return parts if _built(sre, pattern, parts) == compiled else None
+    except Exception:  # noqa: BLE001 - whatever goes wrong here, the pattern is simply not kept
+        return None
+
+
 def _built(sre, pattern, parts: tuple):
     """The pattern object from its compiled parts (what re._compiler.compile's last step does)."""
     flags, code, groups, groupindex, indexgroup = parts
@@ -124,19 +137,21 @@ def cached_regex_code():
             return original(p, flags)
         key = (p, int(flags))
         parts = known.get(key)
+        refused = False
         if parts is not None:
             try:
                 return _built(sre, p, parts)
             except (RuntimeError, TypeError, ValueError, OverflowError):  # refused by the engine: compiled anew
-                parts = new[key] = _compiled_parts(compiler, parser, p, flags)  # (and kept so)
-                return _built(sre, p, parts)
-        parts = _compiled_parts(compiler, parser, p, flags)
+                refused = True
+        compiled = original(p, flags)  # a miss returns the compiler's own pattern (its errors and warnings too)
         digest = _digest(key)
-        if digest in earlier:
-            new[key] = parts
+        if refused or digest in earlier:
+            parts = _checked_parts(compiler, parser, sre, p, flags, compiled)
+            if parts is not None:
+                new[key] = parts
         else:
             fresh.append(digest)
-        return _built(sre, p, parts)
+        return compiled
 
     _ACTIVE["compile"] = original
     compiler.compile = compile_cached

@@ -154,3 +154,19 @@ def test_nothing_outlives_the_block_and_no_cache_means_none(cache, monkeypatch):
         assert _compiler.compile is original
         _compile_all()
     assert not list(cache.glob("regex-code-*"))
+
+
+def test_parts_that_do_not_build_the_compilers_own_pattern_are_never_kept(cache, monkeypatch):
+    """As on a Python whose compiler takes other steps: the parts are checked against its own pattern."""
+    real = regex_code._compiled_parts
+
+    def other_steps(*args):
+        flags, code, groups, groupindex, indexgroup = real(*args)
+        return flags ^ re.DOTALL, code, groups, groupindex, indexgroup
+
+    monkeypatch.setattr(regex_code, "_compiled_parts", other_steps)
+    for _ in range(3):
+        with regex_code.cached_regex_code():
+            made = _compile_all()
+        assert made == _compile_all()  # what a miss returns is the compiler's own
+    assert not list(cache.glob("regex-code-*")), "nothing kept"
