@@ -50,3 +50,11 @@ def corpus_dir() -> Path:
     if not CORPUS.is_dir():
         pytest.skip("../shared/corpus is not present")
     return CORPUS
+
+
+@pytest.fixture
+def user_cache(tmp_path, monkeypatch) -> Path:
+    """An empty user cache folder (DIAGNOSER_CACHE_DIR), the cache on."""
+    monkeypatch.setenv("DIAGNOSER_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DIAGNOSER_NO_CACHE", raising=False)
+    return tmp_path

@@ -37,18 +37,11 @@ def _methods(cls) -> dict:
     return {name: fn.__code__ for name, fn in vars(cls).items() if callable(fn) and hasattr(fn, "__code__")}
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DIAGNOSER_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("DIAGNOSER_NO_CACHE", raising=False)
-    return tmp_path
-
-
-def test_classes_made_with_the_cache_cold_or_warm_are_the_classes_made_without_it(cache):
+def test_classes_made_with_the_cache_cold_or_warm_are_the_classes_made_without_it(user_cache):
     plain = _make()
     with dataclass_code.cached_dataclass_code():
         cold = _make()
-    files = list(cache.glob("dataclass-code-*.marshal"))
+    files = list(user_cache.glob("dataclass-code-*.marshal"))
     assert len(files) == 1
     written = files[0].stat().st_mtime_ns
     with dataclass_code.cached_dataclass_code():
@@ -69,7 +62,7 @@ def test_classes_made_with_the_cache_cold_or_warm_are_the_classes_made_without_i
     assert Ordered(1) < Ordered(2) and not hasattr(Ordered(1), "__dict__")
 
 
-def test_the_package_classes_imported_with_the_cache_have_the_code_of_those_imported_without(cache):
+def test_the_package_classes_imported_with_the_cache_have_the_code_of_those_imported_without(user_cache):
     """The package's own dataclasses (their modules imported in a fresh process): without the block, in a
     cold block, in a warm one: each method's code and each __init__'s annotations are the same."""
     import os
@@ -97,7 +90,7 @@ def test_the_package_classes_imported_with_the_cache_have_the_code_of_those_impo
              "                    out.append((name, m, sig(c), repr(fn.__annotations__)))\n"
              "print(len(out), repr(out))\n")
     root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=str(root), DIAGNOSER_CACHE_DIR=str(cache), PYTHONHASHSEED="0")
+    env = dict(os.environ, PYTHONPATH=str(root), DIAGNOSER_CACHE_DIR=str(user_cache), PYTHONHASHSEED="0")
     env.pop("DIAGNOSER_NO_CACHE", None)
 
     def methods(mode):
@@ -107,16 +100,16 @@ def test_the_package_classes_imported_with_the_cache_have_the_code_of_those_impo
 
     plain = methods("off")
     assert int(plain.split()[0]) > 50  # the classes' methods were seen
-    assert not list(cache.glob("dataclass-code-*"))
+    assert not list(user_cache.glob("dataclass-code-*"))
     assert methods("on") == plain  # cold: compiled and written
-    assert list(cache.glob("dataclass-code-*"))
+    assert list(user_cache.glob("dataclass-code-*"))
     assert methods("on") == plain  # warm: read back
 
 
-def test_a_corrupt_or_foreign_cache_file_is_a_miss_and_is_written_over(cache):
+def test_a_corrupt_or_foreign_cache_file_is_a_miss_and_is_written_over(user_cache):
     with dataclass_code.cached_dataclass_code():
         _make()
-    (path,) = cache.glob("dataclass-code-*.marshal")
+    (path,) = user_cache.glob("dataclass-code-*.marshal")
     for bad in (b"not marshal", marshal.dumps([1, 2]), marshal.dumps({"format": "other", "value": {}}),
                 marshal.dumps({"format": dataclass_code.FORMAT, "value": {"def f(): pass": "not code"}}),
                 marshal.dumps({"format": dataclass_code.FORMAT, "value": ["not", "a", "dict"]})):
@@ -127,7 +120,7 @@ def test_a_corrupt_or_foreign_cache_file_is_a_miss_and_is_written_over(cache):
         assert dataclass_code._load(path), "rewritten with the block's own code"
 
 
-def test_nothing_outlives_the_block_and_no_cache_means_none(cache, monkeypatch):
+def test_nothing_outlives_the_block_and_no_cache_means_none(user_cache, monkeypatch):
     with dataclass_code.cached_dataclass_code():
         assert "exec" in vars(dataclasses)
         with dataclass_code.cached_dataclass_code():  # nested: the outer one stays in charge
@@ -138,10 +131,10 @@ def test_nothing_outlives_the_block_and_no_cache_means_none(cache, monkeypatch):
         with dataclass_code.cached_dataclass_code():
             raise RuntimeError("an error inside")
     assert "exec" not in vars(dataclasses)
-    for f in cache.glob("dataclass-code-*"):
+    for f in user_cache.glob("dataclass-code-*"):
         f.unlink()
     monkeypatch.setenv("DIAGNOSER_NO_CACHE", "1")
     with dataclass_code.cached_dataclass_code():
         assert "exec" not in vars(dataclasses)
         _make()
-    assert not list(cache.glob("dataclass-code-*"))
+    assert not list(user_cache.glob("dataclass-code-*"))

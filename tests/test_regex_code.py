@@ -45,22 +45,15 @@ def _behaviour(pats):
     return out
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DIAGNOSER_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("DIAGNOSER_NO_CACHE", raising=False)
-    return tmp_path
-
-
-def test_patterns_compiled_with_the_cache_cold_or_warm_are_the_patterns_compiled_without_it(cache):
+def test_patterns_compiled_with_the_cache_cold_or_warm_are_the_patterns_compiled_without_it(user_cache):
     plain = _compile_all()
     with regex_code.cached_regex_code():
         first = _compile_all()
-    assert not list(cache.glob("regex-code-*")), "one run's patterns are only noted"
-    assert len(regex_code._load_seen(next(cache.glob("regex-seen-*.marshal")))) >= len(PATTERNS)
+    assert not list(user_cache.glob("regex-code-*")), "one run's patterns are only noted"
+    assert len(regex_code._load_seen(next(user_cache.glob("regex-seen-*.marshal")))) >= len(PATTERNS)
     with regex_code.cached_regex_code():
         second = _compile_all()
-    (path,) = cache.glob("regex-code-*.marshal")
+    (path,) = user_cache.glob("regex-code-*.marshal")
     assert len(regex_code._load(path)) >= len(PATTERNS), "a second run's are kept"
     written = path.stat().st_mtime_ns
     with regex_code.cached_regex_code():
@@ -74,18 +67,18 @@ def test_patterns_compiled_with_the_cache_cold_or_warm_are_the_patterns_compiled
     assert _behaviour(first) == _behaviour(second) == _behaviour(warm) == _behaviour(plain)
 
 
-def test_a_pattern_built_anew_by_every_run_is_never_kept_and_the_notes_stay_bounded(cache, monkeypatch):
+def test_a_pattern_built_anew_by_every_run_is_never_kept_and_the_notes_stay_bounded(user_cache, monkeypatch):
     monkeypatch.setattr(regex_code, "MAX_SEEN", 16)
     for i in range(12):  # like the tokenizer's pattern: its alternatives in another order each process
         with regex_code.cached_regex_code():
             _compile_all()
             re.compile("|".join(f"w{(i * 7 + j) % 13}" for j in range(13)))
-    (path,) = cache.glob("regex-code-*.marshal")
+    (path,) = user_cache.glob("regex-code-*.marshal")
     assert set(regex_code._load(path)) == {(p, int(f)) for p, f in PATTERNS}
-    assert len(regex_code._load_seen(next(cache.glob("regex-seen-*.marshal")))) == 16
+    assert len(regex_code._load_seen(next(user_cache.glob("regex-seen-*.marshal")))) == 16
 
 
-def test_errors_and_warnings_of_a_bad_pattern_are_the_compilers(cache):
+def test_errors_and_warnings_of_a_bad_pattern_are_the_compilers(user_cache):
     with regex_code.cached_regex_code():
         re.purge()
         with pytest.raises(re.error, match="missing \\)"):
@@ -114,11 +107,11 @@ def test_the_commands_own_patterns_from_the_cache_are_those_compiled_without_it(
         assert regex_code._built(_sre, pattern, parts) == re.compile(pattern, flags), pattern
 
 
-def test_a_corrupt_or_foreign_cache_file_or_entry_is_a_miss_and_is_written_over(cache):
+def test_a_corrupt_or_foreign_cache_file_or_entry_is_a_miss_and_is_written_over(user_cache):
     for _ in range(2):
         with regex_code.cached_regex_code():
             _compile_all()
-    (path,) = cache.glob("regex-code-*.marshal")
+    (path,) = user_cache.glob("regex-code-*.marshal")
     good = regex_code._load(path)
     key = (PATTERNS[0][0], 0)
     flags, code, groups, groupindex, indexgroup = good[key]
@@ -133,7 +126,7 @@ def test_a_corrupt_or_foreign_cache_file_or_entry_is_a_miss_and_is_written_over(
         assert regex_code._load(path)[key] == good[key], "rewritten with the block's own code"
 
 
-def test_nothing_outlives_the_block_and_no_cache_means_none(cache, monkeypatch):
+def test_nothing_outlives_the_block_and_no_cache_means_none(user_cache, monkeypatch):
     from re import _compiler
     original = _compiler.compile
     with regex_code.cached_regex_code():
@@ -147,16 +140,16 @@ def test_nothing_outlives_the_block_and_no_cache_means_none(cache, monkeypatch):
         with regex_code.cached_regex_code():
             raise RuntimeError("an error inside")
     assert _compiler.compile is original
-    for f in cache.glob("regex-code-*"):
+    for f in user_cache.glob("regex-code-*"):
         f.unlink()
     monkeypatch.setenv("DIAGNOSER_NO_CACHE", "1")
     with regex_code.cached_regex_code():
         assert _compiler.compile is original
         _compile_all()
-    assert not list(cache.glob("regex-code-*"))
+    assert not list(user_cache.glob("regex-code-*"))
 
 
-def test_parts_that_do_not_build_the_compilers_own_pattern_are_never_kept(cache, monkeypatch):
+def test_parts_that_do_not_build_the_compilers_own_pattern_are_never_kept(user_cache, monkeypatch):
     """As on a Python whose compiler takes other steps: the parts are checked against its own pattern."""
     real = regex_code._compiled_parts
 
@@ -169,4 +162,4 @@ def test_parts_that_do_not_build_the_compilers_own_pattern_are_never_kept(cache,
         with regex_code.cached_regex_code():
             made = _compile_all()
         assert made == _compile_all()  # what a miss returns is the compiler's own
-    assert not list(cache.glob("regex-code-*")), "nothing kept"
+    assert not list(user_cache.glob("regex-code-*")), "nothing kept"
