@@ -93,13 +93,14 @@ def load_marshal(path: Path, fmt: str):
     return entry.get("value")
 
 
-def dump_marshal(path: Path, fmt: str, value) -> None:
-    """Atomically (write_atomic); silently skipped when the value cannot be marshalled or the cache written."""
+def dump_marshal(path: Path, fmt: str, value) -> bool:
+    """Atomically (write_atomic); False, and nothing written, when the value cannot be marshalled or the cache
+    written."""
     try:
         data = marshal.dumps({"format": fmt, "value": value})
     except ValueError:
-        return
-    write_atomic(path, data)
+        return False
+    return write_atomic(path, data)
 
 
 def _prune(d: Path, kind: str) -> None:

@@ -85,17 +85,23 @@ def test_a_corrupt_or_foreign_entry_is_a_miss_and_is_written_over(cached, damage
     built = load_pack()
     (entry,) = _entries(cached)
     data = entry.read_bytes()
-    fmt, key, value = marshal.loads(data)
+    stored = marshal.loads(data)
+    value, key = stored["value"], entry.stem[len("rule-pack-"):]
+    fmt = cache.PACK_FORMAT
+
+    def entry_of(fmt, key, value):
+        return marshal.dumps({"format": f"{fmt} {key}", "value": value})
+
     if damage == "truncated":
         entry.write_bytes(data[: len(data) // 2])
     elif damage == "foreign":
-        entry.write_bytes(marshal.dumps(("other/1", key, value)))
+        entry.write_bytes(entry_of("other/1", key, value))
     elif damage == "wrong key":
-        entry.write_bytes(marshal.dumps((fmt, "0" * 40, value)))
+        entry.write_bytes(entry_of(fmt, "0" * 40, value))
     elif damage == "unknown class":
-        entry.write_bytes(marshal.dumps((fmt, key, ("Popen", value[1]))))
+        entry.write_bytes(entry_of(fmt, key, ("Popen", value[1])))
     else:
-        entry.write_bytes(marshal.dumps((fmt, key, (value[0], value[1][:-1]))))
+        entry.write_bytes(entry_of(fmt, key, (value[0], value[1][:-1])))
     assert cache.get_pack(key) is None
     assert load_pack() == built
     assert cache.get_pack(key) == built  # written over

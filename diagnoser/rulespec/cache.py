@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import marshal
 from pathlib import Path
 
 from .. import disk_cache
@@ -56,7 +55,7 @@ def put(k: str, value: dict) -> None:
 
 # ---------------------------------------------------------------- the built shipped pack
 
-PACK_FORMAT = "diagnoser.rule-pack/1"
+PACK_FORMAT = "diagnoser.rule-pack/2"  # disk_cache.dump_marshal's entry (/1: a tuple of its own)
 _PACK_KIND = "rule-pack"
 _rulespec_digest: str | None = None
 
@@ -97,12 +96,12 @@ def get_pack(k: str):
     path = _pack_path(k)
     if path is None:
         return None
+    value = disk_cache.load_marshal(path, _pack_format(k))
+    if value is None:
+        return None
     try:
-        entry = marshal.loads(path.read_bytes())
-        if not isinstance(entry, tuple) or len(entry) != 3 or entry[:2] != (PACK_FORMAT, k):
-            return None
-        pack = _decoded(entry[2])
-    except (OSError, ValueError, EOFError, TypeError, KeyError, IndexError, AttributeError):
+        pack = _decoded(value)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None
     return pack if isinstance(pack, model.RulePack) else None
 
@@ -113,11 +112,16 @@ def put_pack(k: str, pack) -> None:
     if path is None:
         return
     try:
-        data = marshal.dumps((PACK_FORMAT, k, _encoded(pack)))
-    except (ValueError, KeyError):  # a value marshal cannot hold (or a rule object the cache does not know)
+        value = _encoded(pack)
+    except KeyError:  # a rule object the cache does not know
         return
-    if disk_cache.write_atomic(path, data):
+    if disk_cache.dump_marshal(path, _pack_format(k), value):  # (a value marshal cannot hold: not written)
         disk_cache.prune(path.parent, _PACK_KIND, ".marshal")
+
+
+def _pack_format(k: str) -> str:
+    """An entry's format names its key too: a file renamed to another key is a miss."""
+    return f"{PACK_FORMAT} {k}"
 
 
 # the fields that hold rule objects, and how: one, a tuple of them, a dict of them, a (condition, reason) pair or
